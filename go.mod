@@ -1,0 +1,3 @@
+module github.com/caddy-gw/caddy-gw
+
+go 1.26
