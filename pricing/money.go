@@ -48,7 +48,7 @@ func (m Money) String() string {
 	neg := m < 0
 	u := uint64(m)
 	if neg {
-		u = uint64(-m) // math.MinInt64 is out of any real range
+		u = -u // two's complement magnitude; right for math.MinInt64 too
 	}
 	whole := u / uint64(NanoPerUSD)
 	frac := fmt.Sprintf("%09d", u%uint64(NanoPerUSD))
@@ -66,9 +66,11 @@ func (m Money) String() string {
 // ErrBadAmount is returned by ParseUSD for anything but a plain decimal.
 var ErrBadAmount = errors.New("amount must be a decimal number of US dollars with at most 9 decimals")
 
-// ParseUSD reads a decimal string of US dollars ("12.50", "0.000001", "-3")
-// exactly. More than Decimals decimals, exponents, or values beyond the range
-// of Money are refused rather than rounded.
+// ParseUSD reads a decimal string of US dollars ("12.50", "0.000001", "-3",
+// ".5", "+2") exactly. Surrounding white space is ignored. More than Decimals
+// decimals, exponents, separators, or values beyond the range of Money are
+// refused rather than rounded. Every string String returns parses back to the
+// same amount, from math.MinInt64 to math.MaxInt64 nano-dollars.
 func ParseUSD(s string) (Money, error) {
 	s = strings.TrimSpace(s)
 	neg := false
@@ -77,8 +79,8 @@ func ParseUSD(s string) (Money, error) {
 	} else if strings.HasPrefix(s, "+") {
 		s = s[1:]
 	}
-	whole, frac, hasDot := strings.Cut(s, ".")
-	if whole == "" && frac == "" || len(frac) > Decimals || (hasDot && frac == "" && whole == "") {
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" && frac == "" || len(frac) > Decimals {
 		return 0, ErrBadAmount
 	}
 	if whole == "" {
@@ -91,26 +93,39 @@ func ParseUSD(s string) (Money, error) {
 			}
 		}
 	}
-	w, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || w > math.MaxInt64/int64(NanoPerUSD)-1 {
+	// The magnitude is summed in uint64 so that the full range of Money is
+	// readable, including math.MinInt64, whose magnitude is 1<<63.
+	limit := uint64(math.MaxInt64)
+	if neg {
+		limit++
+	}
+	w, err := strconv.ParseUint(whole, 10, 64)
+	if err != nil || w > limit/uint64(NanoPerUSD) {
 		return 0, ErrBadAmount
 	}
 	frac += strings.Repeat("0", Decimals-len(frac))
-	f, _ := strconv.ParseInt(frac, 10, 64)
-	m := Money(w)*NanoPerUSD + Money(f)
-	if neg {
-		m = -m
+	f, _ := strconv.ParseUint(frac, 10, 64)
+	u := w*uint64(NanoPerUSD) + f // w <= 9223372036, so no wrap-around
+	if u > limit {
+		return 0, ErrBadAmount
 	}
-	return m, nil
+	if neg {
+		return Money(-int64(u)), nil // 1<<63 wraps to math.MinInt64, as it should
+	}
+	return Money(u), nil
 }
 
 // MarshalJSON writes the amount as a decimal string of US dollars.
 func (m Money) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(m.String())), nil }
 
 // UnmarshalJSON reads a decimal string ("12.50") or a JSON number (12.5) of
-// US dollars.
+// US dollars. A JSON null leaves the amount unchanged, as encoding/json does
+// for its own types.
 func (m *Money) UnmarshalJSON(b []byte) error {
 	s := string(b)
+	if s == "null" {
+		return nil
+	}
 	if uq, err := strconv.Unquote(s); err == nil {
 		s = uq
 	}
