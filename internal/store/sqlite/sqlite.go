@@ -1,0 +1,606 @@
+// Package sqlite is the embedded store.Store backend: one SQLite database file
+// (<dir>/gw.db) in WAL mode, opened through the pure-Go modernc.org/sqlite
+// driver.
+//
+// Writes go through a pool of exactly one connection, so writers in this
+// process queue in Go (honouring their contexts) instead of spinning on
+// SQLITE_BUSY; reads use a separate pool of read-only connections that WAL
+// lets run alongside the writer. Write transactions start with BEGIN
+// IMMEDIATE and every connection has a busy timeout, which covers another
+// process opening the same file.
+//
+// Money is stored as INTEGER nano-dollars (pricing.Money), times as INTEGER
+// Unix nanoseconds in UTC, and string lists as JSON text with NULL meaning
+// "all".
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// FileName is the database file Open creates in its directory.
+const FileName = "gw.db"
+
+// schemaVersion is stored in PRAGMA user_version for future migrations.
+const schemaVersion = 1
+
+const schema = `
+CREATE TABLE IF NOT EXISTS accounts (
+	id           TEXT    PRIMARY KEY,
+	plan         TEXT    NOT NULL,
+	cleared      INTEGER NOT NULL DEFAULT 0,
+	payg         INTEGER NOT NULL DEFAULT 0,
+	lane_billing INTEGER NOT NULL DEFAULT 0,
+	balance      INTEGER,          -- nano-dollars; NULL: billed afterwards
+	daily_cap    INTEGER,          -- nano-dollars; NULL: none
+	monthly_cap  INTEGER,          -- nano-dollars; NULL: none
+	abilities    TEXT,             -- JSON array; NULL: all
+	created_at   INTEGER NOT NULL  -- Unix nanoseconds, UTC
+);
+
+CREATE TABLE IF NOT EXISTS keys (
+	id         TEXT    PRIMARY KEY,
+	account_id TEXT    NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	name       TEXT    NOT NULL DEFAULT '',
+	hash       TEXT    NOT NULL,   -- hex SHA-256 of the secret
+	models     TEXT,               -- JSON array; NULL: every model
+	expires_at INTEGER,            -- Unix nanoseconds, UTC; NULL: never
+	created_at INTEGER NOT NULL    -- Unix nanoseconds, UTC
+);
+CREATE UNIQUE INDEX IF NOT EXISTS keys_hash ON keys(hash);
+CREATE INDEX IF NOT EXISTS keys_account ON keys(account_id, created_at);
+
+CREATE TABLE IF NOT EXISTS ledger (
+	request_id TEXT    PRIMARY KEY,
+	account_id TEXT    NOT NULL REFERENCES accounts(id),
+	endpoint   TEXT    NOT NULL DEFAULT '',
+	model      TEXT    NOT NULL DEFAULT '',
+	units      INTEGER NOT NULL DEFAULT 0,
+	unit       TEXT    NOT NULL DEFAULT '',
+	cost       INTEGER NOT NULL,   -- nano-dollars
+	time       INTEGER NOT NULL    -- Unix nanoseconds, UTC
+);
+CREATE INDEX IF NOT EXISTS ledger_account_time ON ledger(account_id, time);
+`
+
+// DB is the embedded store. It is safe for concurrent use.
+type DB struct {
+	w *sql.DB // one connection: every write transaction
+	r *sql.DB // read-only connections
+}
+
+var _ store.Store = (*DB)(nil)
+
+// Open opens (creating if needed) the database in dir, creating dir too,
+// and brings its schema up to date.
+func Open(dir string) (*DB, error) {
+	if dir == "" {
+		return nil, errors.New("sqlite: empty directory")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	path, err := filepath.Abs(filepath.Join(dir, FileName))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+
+	w, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := migrate(w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+
+	r, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	r.SetConnMaxLifetime(0)
+	r.SetConnMaxIdleTime(0)
+	if err := r.Ping(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return &DB{w: w, r: r}, nil
+}
+
+// dsn builds the driver's data source name for the database file at the
+// absolute path. The path is escaped as a file: URI so that characters such
+// as '?', '#' or '%' in it survive.
+func dsn(path string, readOnly bool) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path)}
+	q := "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	if readOnly {
+		q += "&_pragma=query_only(1)"
+	}
+	return u.String() + "?" + q
+}
+
+func migrate(db *sql.DB) error {
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("database schema version %d is newer than this build's %d", v, schemaVersion)
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	if v < schemaVersion {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Close closes the database.
+func (db *DB) Close() error {
+	return errors.Join(db.r.Close(), db.w.Close())
+}
+
+// Ping runs a trivial query.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	if err := db.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it if fn
+// returns nil.
+func (db *DB) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Accounts
+
+const accountCols = `id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, created_at`
+
+// CreateAccount stores a new account; store.ErrExists if the id is taken. A
+// zero CreatedAt is set to now.
+func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
+	if a.ID == "" {
+		return errors.New("sqlite: create account: empty id")
+	}
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = time.Now()
+	}
+	args, err := accountArgs(&a)
+	if err != nil {
+		return fmt.Errorf("sqlite: create account %q: %w", a.ID, err)
+	}
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO accounts (`+accountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: create account %q: %w", a.ID, classify(err))
+	}
+	return nil
+}
+
+// Account returns the account; store.ErrNotFound if none.
+func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
+	a, err := scanAccount(db.r.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = ?`, id))
+	if err != nil {
+		return store.Account{}, fmt.Errorf("sqlite: account %q: %w", id, classify(err))
+	}
+	return a, nil
+}
+
+// UpdateAccount reads the account, applies fn and writes the result back in
+// one transaction; store.ErrNotFound if none, fn's error aborts. fn cannot
+// change ID or CreatedAt. fn runs while this store's single write connection
+// is held, so it must not write to the store itself.
+func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error) (store.Account, error) {
+	var out store.Account
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		a, err := scanAccount(tx.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = ?`, id))
+		if err != nil {
+			return classify(err)
+		}
+		created := a.CreatedAt
+		if err := fn(&a); err != nil {
+			return err
+		}
+		a.ID, a.CreatedAt = id, created
+		args, err := accountArgs(&a)
+		if err != nil {
+			return err
+		}
+		// args[0] is the id, args[9] created_at; neither changes.
+		_, err = tx.ExecContext(ctx, `UPDATE accounts SET plan = ?, cleared = ?, payg = ?, lane_billing = ?,
+			balance = ?, daily_cap = ?, monthly_cap = ?, abilities = ? WHERE id = ?`,
+			append(args[1:9:9], id)...)
+		if err != nil {
+			return classify(err)
+		}
+		out = a
+		return nil
+	})
+	if err != nil {
+		return store.Account{}, fmt.Errorf("sqlite: update account %q: %w", id, err)
+	}
+	return out, nil
+}
+
+func accountArgs(a *store.Account) ([]any, error) {
+	abilities, err := encodeList(a.Abilities)
+	if err != nil {
+		return nil, err
+	}
+	created, err := nanos(a.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	return []any{
+		a.ID, string(a.Plan), a.Cleared, a.PAYG, a.LaneBilling,
+		money(a.Balance), money(a.DailyCap), money(a.MonthlyCap),
+		abilities, created,
+	}, nil
+}
+
+func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
+	var (
+		a                          store.Account
+		plan                       string
+		balance, daily, monthly    sql.NullInt64
+		abilities                  sql.NullString
+		created                    int64
+		cleared, payg, laneBilling bool
+	)
+	if err := row.Scan(&a.ID, &plan, &cleared, &payg, &laneBilling, &balance, &daily, &monthly, &abilities, &created); err != nil {
+		return store.Account{}, err
+	}
+	list, err := decodeList(abilities)
+	if err != nil {
+		return store.Account{}, fmt.Errorf("abilities: %w", err)
+	}
+	a.Plan = store.Plan(plan)
+	a.Cleared, a.PAYG, a.LaneBilling = cleared, payg, laneBilling
+	a.Balance, a.DailyCap, a.MonthlyCap = moneyPtr(balance), moneyPtr(daily), moneyPtr(monthly)
+	a.Abilities = list
+	a.CreatedAt = fromNanos(created)
+	return a, nil
+}
+
+// Keys
+
+const keyCols = `id, account_id, name, hash, models, expires_at, created_at`
+
+// CreateKey stores a key; store.ErrNotFound if its account does not exist,
+// store.ErrExists if its id or hash is taken. A zero CreatedAt is set to
+// now.
+func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
+	if k.ID == "" || k.Hash == "" {
+		return errors.New("sqlite: create key: empty id or hash")
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = time.Now()
+	}
+	models, err := encodeList(k.Models)
+	if err != nil {
+		return fmt.Errorf("sqlite: create key %q: %w", k.ID, err)
+	}
+	created, err := nanos(k.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("sqlite: create key %q: %w", k.ID, err)
+	}
+	var expires sql.NullInt64
+	if k.ExpiresAt != nil {
+		n, err := nanos(*k.ExpiresAt)
+		if err != nil {
+			return fmt.Errorf("sqlite: create key %q: expires: %w", k.ID, err)
+		}
+		expires = sql.NullInt64{Int64: n, Valid: true}
+	}
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO keys (`+keyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.AccountID, k.Name, k.Hash, models, expires, created)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: create key %q: %w", k.ID, classify(err))
+	}
+	return nil
+}
+
+// Keys lists an account's keys, oldest first. An unknown account has none.
+func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+keyCols+` FROM keys WHERE account_id = ? ORDER BY created_at, rowid`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: keys of %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	keys := []store.Key{}
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: keys of %q: %w", accountID, err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: keys of %q: %w", accountID, err)
+	}
+	return keys, nil
+}
+
+// DeleteKey removes a key for good; store.ErrNotFound if none.
+func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM keys WHERE id = ?`, keyID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return store.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: delete key %q: %w", keyID, err)
+	}
+	return nil
+}
+
+// KeyByHash finds a key by the hash of its secret; store.ErrNotFound if
+// none. It does not look at ExpiresAt: callers decide.
+func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
+	k, err := scanKey(db.r.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys WHERE hash = ?`, hash))
+	if err != nil {
+		// The hash identifies a secret: keep it out of the message.
+		return store.Key{}, fmt.Errorf("sqlite: key by hash: %w", classify(err))
+	}
+	return k, nil
+}
+
+func scanKey(row interface{ Scan(...any) error }) (store.Key, error) {
+	var (
+		k       store.Key
+		models  sql.NullString
+		expires sql.NullInt64
+		created int64
+	)
+	if err := row.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &models, &expires, &created); err != nil {
+		return store.Key{}, err
+	}
+	list, err := decodeList(models)
+	if err != nil {
+		return store.Key{}, fmt.Errorf("models: %w", err)
+	}
+	k.Models = list
+	if expires.Valid {
+		t := fromNanos(expires.Int64)
+		k.ExpiresAt = &t
+	}
+	k.CreatedAt = fromNanos(created)
+	return k, nil
+}
+
+// Ledger
+
+// Settle records e and, in the same transaction, draws the account's
+// balance down by e.Cost when it has one. It reports false and changes
+// nothing when e.RequestID is already in the ledger; store.ErrNotFound if
+// the account does not exist. A zero e.Time is set to now.
+func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
+	if e.RequestID == "" {
+		return false, errors.New("sqlite: settle: empty request id")
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	at, err := nanos(e.Time)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: settle %q: %w", e.RequestID, err)
+	}
+	var inserted bool
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`,
+			e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
+		if err != nil {
+			return classify(err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil // already settled
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL`,
+			int64(e.Cost), e.AccountID); err != nil {
+			return err
+		}
+		inserted = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlite: settle %q: %w", e.RequestID, err)
+	}
+	return inserted, nil
+}
+
+// Entries returns an account's newest entries first, at most limit (100 when
+// limit <= 0).
+func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store.Entry, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time
+		FROM ledger WHERE account_id = ? ORDER BY time DESC, rowid DESC LIMIT ?`, accountID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: entries of %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	entries := []store.Entry{}
+	for rows.Next() {
+		var (
+			e        store.Entry
+			cost, at int64
+		)
+		if err := rows.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at); err != nil {
+			return nil, fmt.Errorf("sqlite: entries of %q: %w", accountID, err)
+		}
+		e.Cost, e.Time = pricing.Money(cost), fromNanos(at)
+		entries = append(entries, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: entries of %q: %w", accountID, err)
+	}
+	return entries, nil
+}
+
+// Spend sums an account's entries: Today over now's UTC day, Month over its
+// UTC month, Total over all time. An unknown account has spent nothing.
+func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store.Spend, error) {
+	now = now.UTC()
+	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	b := make([]int64, 4)
+	for i, t := range []time.Time{day, day.AddDate(0, 0, 1), month, month.AddDate(0, 1, 0)} {
+		n, err := nanos(t)
+		if err != nil {
+			return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)
+		}
+		b[i] = n
+	}
+	var today, thisMonth, total int64
+	err := db.r.QueryRowContext(ctx, `SELECT
+			COALESCE(SUM(CASE WHEN time >= ? AND time < ? THEN cost END), 0),
+			COALESCE(SUM(CASE WHEN time >= ? AND time < ? THEN cost END), 0),
+			COALESCE(SUM(cost), 0)
+		FROM ledger WHERE account_id = ?`, b[0], b[1], b[2], b[3], accountID).Scan(&today, &thisMonth, &total)
+	if err != nil {
+		return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)
+	}
+	return store.Spend{Today: pricing.Money(today), Month: pricing.Money(thisMonth), Total: pricing.Money(total)}, nil
+}
+
+// Helpers
+
+// classify maps "no rows" and constraint violations to the store's errors.
+func classify(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+			return fmt.Errorf("%w (%v)", store.ErrExists, err)
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+			return fmt.Errorf("account %w (%v)", store.ErrNotFound, err)
+		}
+	}
+	return err
+}
+
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// nanos returns t as Unix nanoseconds, the storage form of every time; times
+// outside 1677-09-21..2262-04-11 are refused.
+func nanos(t time.Time) (int64, error) {
+	if t.Before(minTime) || t.After(maxTime) {
+		return 0, fmt.Errorf("time %s out of range", t.Format(time.RFC3339))
+	}
+	return t.UnixNano(), nil
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func money(m *pricing.Money) sql.NullInt64 {
+	if m == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(*m), Valid: true}
+}
+
+func moneyPtr(n sql.NullInt64) *pricing.Money {
+	if !n.Valid {
+		return nil
+	}
+	m := pricing.Money(n.Int64)
+	return &m
+}
+
+// encodeList stores nil as NULL ("all") and anything else, an empty list
+// included, as a JSON array.
+func encodeList(list []string) (sql.NullString, error) {
+	if list == nil {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return sql.NullString{}, err
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}
+
+func decodeList(s sql.NullString) ([]string, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	list := []string{}
+	if err := json.Unmarshal([]byte(s.String), &list); err != nil {
+		return nil, err
+	}
+	if list == nil { // JSON null
+		list = []string{}
+	}
+	return list, nil
+}
