@@ -1,0 +1,212 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/caddy-gw/caddy-gw/internal/admin"
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/routes"
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// App is the `gw` app: one per config. It holds the providers, the model
+// catalogue, the aliases and the store; the `gw` HTTP handler serves the
+// gateway's routes from it.
+type App struct {
+	// Providers are the upstream APIs.
+	Providers []catalog.Provider `json:"providers,omitempty"`
+	// Models is the catalogue of backing chat models.
+	Models []catalog.Model `json:"models,omitempty"`
+	// Abilities map the ability aliases (gw-image, gw-voice, ...) to
+	// provider models.
+	Abilities []catalog.Ability `json:"abilities,omitempty"`
+	// Aliases are extra chat aliases.
+	Aliases []catalog.Alias `json:"aliases,omitempty"`
+	// DecideModel is the backing model decision mode asks for
+	// log-probabilities; gw-decide is listed only when it is set.
+	DecideModel string `json:"decide_model,omitempty"`
+	// AltPrefix is the path prefix of the messages-style endpoints.
+	// Default: /alt.
+	AltPrefix string `json:"alt_prefix,omitempty"`
+	// Store says where accounts, keys and the ledger live.
+	Store StoreConfig `json:"store,omitempty"`
+	// BootstrapKey, when not empty after placeholders are expanded
+	// ({env.GW_BOOTSTRAP_KEY}), makes sure at start that an account
+	// "default" (paid, cleared) exists and holds this key.
+	BootstrapKey string `json:"bootstrap_key,omitempty"`
+
+	gateway  *pipeline.Gateway
+	router   *routes.Router
+	admin    *admin.API
+	storeKey string
+	logger   *zap.Logger
+}
+
+// StoreConfig selects the store backend.
+type StoreConfig struct {
+	// Backend is "sqlite" (the embedded default).
+	Backend string `json:"backend,omitempty"`
+	// Dir is the folder of the SQLite store. Default: ./data, or
+	// {env.GW_DATA_DIR} when set.
+	Dir string `json:"dir,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "gw", New: func() caddy.Module { return new(App) }}
+}
+
+// metrics are created once per process; each config registers them.
+var metrics = pipeline.NewMetrics()
+
+// stores keeps store backends open across config reloads: a reload
+// provisions the new config (taking a reference) before the old one is
+// cleaned up (dropping its own), so the store is never closed under a
+// request of either.
+var stores = caddy.NewUsagePool()
+
+type pooledStore struct{ store.Store }
+
+func (p pooledStore) Destruct() error { return p.Close() }
+
+// Default store backend and folder.
+const (
+	DefaultStoreBackend = "sqlite"
+	DefaultDataDir      = "./data"
+)
+
+// Provision sets the app up.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	for i := range a.Providers {
+		a.Providers[i].BaseURL = repl.ReplaceAll(a.Providers[i].BaseURL, "")
+		a.Providers[i].APIKey = repl.ReplaceAll(a.Providers[i].APIKey, "")
+	}
+	a.BootstrapKey = repl.ReplaceAll(a.BootstrapKey, "")
+	a.Store.Dir = repl.ReplaceAll(a.Store.Dir, "")
+	if a.Store.Backend == "" {
+		a.Store.Backend = DefaultStoreBackend
+	}
+	if a.Store.Dir == "" {
+		a.Store.Dir = repl.ReplaceAll("{env.GW_DATA_DIR}", "")
+	}
+	if a.Store.Dir == "" {
+		a.Store.Dir = DefaultDataDir
+	}
+	cat, err := catalog.New(a.Providers, a.Models, a.Abilities, a.Aliases, a.DecideModel)
+	if err != nil {
+		return err
+	}
+	st, err := a.openStore()
+	if err != nil {
+		return err
+	}
+	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics}
+	a.router = routes.New(a.gateway, a.AltPrefix)
+	a.admin = admin.New(st)
+	if a.BootstrapKey != "" {
+		if err := ensureBootstrap(ctx, st, a.BootstrapKey); err != nil {
+			return fmt.Errorf("bootstrap key: %w", err)
+		}
+	}
+	return nil
+}
+
+func (a *App) openStore() (store.Store, error) {
+	switch a.Store.Backend {
+	case "sqlite":
+		dir, err := filepath.Abs(a.Store.Dir)
+		if err != nil {
+			return nil, err
+		}
+		a.storeKey = "sqlite:" + dir
+		v, _, err := stores.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
+			db, err := sqlite.Open(dir)
+			if err != nil {
+				return nil, err
+			}
+			return pooledStore{db}, nil
+		})
+		if err != nil {
+			a.storeKey = ""
+			return nil, fmt.Errorf("opening store in %s: %w", dir, err)
+		}
+		return v.(pooledStore).Store, nil
+	}
+	return nil, fmt.Errorf("store backend %q: unknown (want sqlite)", a.Store.Backend)
+}
+
+// BootstrapAccount is the account GW_BOOTSTRAP_KEY's key belongs to.
+const BootstrapAccount = "default"
+
+// ensureBootstrap makes sure account "default" (paid, cleared) exists and
+// holds the key secret.
+func ensureBootstrap(ctx context.Context, st store.Store, secret string) error {
+	err := st.CreateAccount(ctx, store.Account{ID: BootstrapAccount, Plan: store.PlanPaid, Cleared: true, CreatedAt: time.Now().UTC()})
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		return err
+	}
+	if _, err := st.KeyByHash(ctx, store.HashSecret(secret)); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	err = st.CreateKey(ctx, store.Key{ID: store.NewID("key"), AccountID: BootstrapAccount, Name: "bootstrap", Hash: store.HashSecret(secret), CreatedAt: time.Now().UTC()})
+	if errors.Is(err, store.ErrExists) {
+		return nil // another node made it first
+	}
+	return err
+}
+
+// current is the running app, for the admin API (whose modules are
+// rebuilt before the apps on every load and get no config of their own).
+var current atomic.Pointer[App]
+
+// Start makes the app the one the admin API serves.
+func (a *App) Start() error {
+	current.Store(a)
+	return nil
+}
+
+// Stop hands the admin API over (a newer app has already started on a
+// reload; on shutdown nothing is left to serve).
+func (a *App) Stop() error {
+	current.CompareAndSwap(a, nil)
+	return nil
+}
+
+// Cleanup drops the app's reference to the store; the store closes when
+// no config uses it any more.
+func (a *App) Cleanup() error {
+	if a.storeKey != "" {
+		_, err := stores.Delete(a.storeKey)
+		a.storeKey = ""
+		return err
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)

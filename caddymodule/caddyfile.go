@@ -1,0 +1,282 @@
+package caddymodule
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("gw", parseGlobal)
+}
+
+// parseGlobal reads the global `gw` option into the gw app:
+//
+//	gw {
+//		store sqlite [<dir>]
+//		bootstrap_key <secret>
+//		alt_prefix <path>
+//		decide_model <model id>
+//		provider <name> {
+//			format openai|anthropic
+//			base_url <url>
+//			api_key <key>
+//			responses
+//			dial_timeout <duration>
+//			header_timeout <duration>
+//			idle_timeout <duration>
+//		}
+//		model <id> {
+//			provider <name>
+//			lane fast|standard|reasoning
+//			capabilities <vision|tools|json>...
+//			context_window <tokens>
+//			price <input USD/M> <output USD/M> [<cached input USD/M>]
+//		}
+//		ability <gw-alias> {
+//			provider <name>
+//			model <provider model id>
+//			display_name <text>
+//			price_microcents <integer>
+//		}
+//		alias <name> <target>
+//	}
+func parseGlobal(d *caddyfile.Dispenser, existing any) (any, error) {
+	app := new(App)
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "gw", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile reads the global gw option (see parseGlobal).
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "store":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			a.Store.Backend = d.Val()
+			if a.Store.Backend != DefaultStoreBackend {
+				return d.Errf("store backend %q: unknown (want sqlite)", a.Store.Backend)
+			}
+			if d.NextArg() {
+				a.Store.Dir = d.Val()
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "bootstrap_key", "alt_prefix", "decide_model":
+			opt := d.Val()
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			switch opt {
+			case "bootstrap_key":
+				a.BootstrapKey = v
+			case "alt_prefix":
+				a.AltPrefix = v
+			case "decide_model":
+				a.DecideModel = v
+			}
+		case "provider":
+			p, err := parseProvider(d)
+			if err != nil {
+				return err
+			}
+			a.Providers = append(a.Providers, p)
+		case "model":
+			m, err := parseModel(d)
+			if err != nil {
+				return err
+			}
+			a.Models = append(a.Models, m)
+		case "ability":
+			ab, err := parseAbility(d)
+			if err != nil {
+				return err
+			}
+			a.Abilities = append(a.Abilities, ab)
+		case "alias":
+			var al catalog.Alias
+			if !d.Args(&al.Name, &al.Target) || d.NextArg() {
+				return d.ArgErr()
+			}
+			a.Aliases = append(a.Aliases, al)
+		default:
+			return d.Errf("unknown gw option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func oneArg(d *caddyfile.Dispenser, v *string) error {
+	if !d.Args(v) || d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func parseProvider(d *caddyfile.Dispenser) (catalog.Provider, error) {
+	var p catalog.Provider
+	if err := oneArgOpenBlock(d, &p.Name); err != nil {
+		return p, err
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "format", "base_url", "api_key":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return p, err
+			}
+			switch opt {
+			case "format":
+				p.Format = v
+			case "base_url":
+				p.BaseURL = v
+			case "api_key":
+				p.APIKey = v
+			}
+		case "responses":
+			if d.NextArg() {
+				return p, d.ArgErr()
+			}
+			p.Responses = true
+		case "dial_timeout", "header_timeout", "idle_timeout":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return p, err
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil {
+				return p, d.Errf("%s: %v", opt, err)
+			}
+			switch opt {
+			case "dial_timeout":
+				p.DialTimeout = caddy.Duration(dur)
+			case "header_timeout":
+				p.HeaderTimeout = caddy.Duration(dur)
+			case "idle_timeout":
+				p.IdleTimeout = caddy.Duration(dur)
+			}
+		default:
+			return p, d.Errf("unknown provider option %q", opt)
+		}
+	}
+	return p, nil
+}
+
+func parseModel(d *caddyfile.Dispenser) (catalog.Model, error) {
+	var m catalog.Model
+	if err := oneArgOpenBlock(d, &m.ID); err != nil {
+		return m, err
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "provider":
+			if err := oneArg(d, &m.Provider); err != nil {
+				return m, err
+			}
+		case "lane":
+			if err := oneArg(d, &m.Lane); err != nil {
+				return m, err
+			}
+		case "capabilities":
+			m.Capabilities = d.RemainingArgs()
+			if len(m.Capabilities) == 0 {
+				return m, d.ArgErr()
+			}
+		case "context_window":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return m, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return m, d.Errf("context_window: want a positive number of tokens, got %q", v)
+			}
+			m.ContextWindow = n
+		case "price":
+			args := d.RemainingArgs()
+			if len(args) < 2 || len(args) > 3 {
+				return m, d.Err("price: want <input USD/M> <output USD/M> [<cached input USD/M>]")
+			}
+			dst := []*pricing.Money{&m.InputPrice, &m.OutputPrice, &m.CachedPrice}
+			for i, s := range args {
+				v, err := pricing.ParseUSD(s)
+				if err != nil || v < 0 {
+					return m, d.Errf("price: %q: %v", s, pricing.ErrBadAmount)
+				}
+				*dst[i] = v
+			}
+		default:
+			return m, d.Errf("unknown model option %q", opt)
+		}
+	}
+	return m, nil
+}
+
+func parseAbility(d *caddyfile.Dispenser) (catalog.Ability, error) {
+	var a catalog.Ability
+	if err := oneArgOpenBlock(d, &a.Alias); err != nil {
+		return a, err
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "provider":
+			if err := oneArg(d, &a.Provider); err != nil {
+				return a, err
+			}
+		case "model":
+			if err := oneArg(d, &a.Model); err != nil {
+				return a, err
+			}
+		case "display_name":
+			if err := oneArg(d, &a.DisplayName); err != nil {
+				return a, err
+			}
+		case "price_microcents":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return a, err
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return a, d.Errf("price_microcents: want a whole number, got %q", v)
+			}
+			a.PriceMicrocents = &n
+		default:
+			return a, d.Errf("unknown ability option %q", opt)
+		}
+	}
+	return a, nil
+}
+
+// oneArgOpenBlock reads the single argument before a block.
+func oneArgOpenBlock(d *caddyfile.Dispenser, v *string) error {
+	if !d.Args(v) {
+		return d.ArgErr()
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// Interface guard
+var _ caddyfile.Unmarshaler = (*App)(nil)

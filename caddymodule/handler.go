@@ -1,0 +1,72 @@
+package caddymodule
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+	httpcaddyfile.RegisterHandlerDirective("gw", parseHandler)
+	httpcaddyfile.RegisterDirectiveOrder("gw", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// Handler mounts every route of the gateway (the chat, model, ability and
+// MCP paths of the spec) on a site; any other path goes to the next
+// handler. It is configured by the `gw` app, so it takes no options.
+type Handler struct {
+	app *App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.gw", New: func() caddy.Module { return new(Handler) }}
+}
+
+// Provision finds the gw app (loading it with its defaults when the
+// config has no gw app).
+func (h *Handler) Provision(ctx caddy.Context) error {
+	app, err := ctx.App("gw")
+	if err != nil {
+		return err
+	}
+	h.app = app.(*App)
+	return nil
+}
+
+// ServeHTTP serves the gateway's paths and hands the rest on.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if h.app.router.ServeHTTP(w, r) {
+		return nil
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// UnmarshalCaddyfile reads the `gw` directive, which takes no arguments.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.NextBlock(0) {
+		return d.Err("gw takes no options here; configure the gateway in the global gw option")
+	}
+	return nil
+}
+
+func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	var handler Handler
+	err := handler.UnmarshalCaddyfile(h.Dispenser)
+	return &handler, err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)

@@ -1,0 +1,456 @@
+// Package admin serves the accounts-and-keys API of CONTRACT §4 over a
+// store. The admin.api.gw Caddy module mounts it under /gw/ on Caddy's
+// admin endpoint.
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// Limits of the admin API.
+const (
+	// MaxBody is the largest request body read.
+	MaxBody = 1 << 20
+	// DefaultLedgerLimit and MaxLedgerLimit bound GET .../ledger?limit=.
+	DefaultLedgerLimit = 100
+	MaxLedgerLimit     = 1000
+)
+
+// validID is the shape of an account id.
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// API is the admin API over a store.
+type API struct {
+	Store store.Store
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	mux *http.ServeMux
+}
+
+// New returns the API for st.
+func New(st store.Store) *API {
+	a := &API{Store: st}
+	m := http.NewServeMux()
+	m.HandleFunc("POST /gw/accounts", a.createAccount)
+	m.HandleFunc("GET /gw/accounts/{id}", a.getAccount)
+	m.HandleFunc("PATCH /gw/accounts/{id}", a.patchAccount)
+	m.HandleFunc("POST /gw/accounts/{id}/keys", a.createKey)
+	m.HandleFunc("GET /gw/accounts/{id}/keys", a.listKeys)
+	m.HandleFunc("DELETE /gw/keys/{key_id}", a.deleteKey)
+	m.HandleFunc("GET /gw/accounts/{id}/ledger", a.ledger)
+	a.mux = m
+	return a
+}
+
+func (a *API) now() time.Time {
+	if a.Now != nil {
+		return a.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// ServeHTTP serves the admin routes; anything else is a JSON 404 (or 405).
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		// ServeMux would answer in plain text; keep every answer JSON.
+		rec := &probe{header: http.Header{}}
+		a.mux.ServeHTTP(rec, r)
+		if rec.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			writeError(w, http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path)
+			return
+		}
+		writeError(w, http.StatusNotFound, "no admin route %s %s", r.Method, r.URL.Path)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// probe captures what ServeMux would answer for an unmatched request.
+type probe struct {
+	header http.Header
+	status int
+}
+
+func (p *probe) Header() http.Header         { return p.header }
+func (p *probe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *probe) WriteHeader(s int)           { p.status = s }
+
+// accountJSON is an account as the admin API shows it.
+type accountJSON struct {
+	ID          string         `json:"id"`
+	Plan        store.Plan     `json:"plan"`
+	Cleared     bool           `json:"cleared"`
+	PAYG        bool           `json:"payg"`
+	LaneBilling bool           `json:"lane_billing"`
+	Balance     *pricing.Money `json:"balance_usd"`
+	DailyCap    *pricing.Money `json:"daily_cap_usd"`
+	MonthlyCap  *pricing.Money `json:"monthly_cap_usd"`
+	Abilities   []string       `json:"abilities"`
+	CreatedAt   time.Time      `json:"created_at"`
+	Spend       spendJSON      `json:"spend"`
+}
+
+type spendJSON struct {
+	Today pricing.Money `json:"today_usd"`
+	Month pricing.Money `json:"month_usd"`
+	Total pricing.Money `json:"total_usd"`
+}
+
+func (a *API) show(w http.ResponseWriter, r *http.Request, status int, acc store.Account) {
+	sp, err := a.Store.Spend(r.Context(), acc.ID, a.now())
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	abilities := acc.Abilities
+	if abilities == nil {
+		abilities = store.AllAbilities
+	}
+	writeJSON(w, status, accountJSON{
+		ID: acc.ID, Plan: acc.Plan, Cleared: acc.Cleared, PAYG: acc.PAYG, LaneBilling: acc.LaneBilling,
+		Balance: acc.Balance, DailyCap: acc.DailyCap, MonthlyCap: acc.MonthlyCap, Abilities: abilities,
+		CreatedAt: acc.CreatedAt, Spend: spendJSON{sp.Today, sp.Month, sp.Total},
+	})
+}
+
+// accountFields are the settable fields of an account, in the order their
+// errors are reported.
+var accountFields = []string{"plan", "cleared", "payg", "lane_billing", "balance_usd", "daily_cap_usd", "monthly_cap_usd", "abilities"}
+
+// apply sets the fields present in body on acc. A field sent as null
+// clears a money value (balance: billed afterwards; cap: none) or switches
+// every ability on.
+func apply(acc *store.Account, body map[string]json.RawMessage) error {
+	for _, f := range accountFields {
+		raw, ok := body[f]
+		if !ok {
+			continue
+		}
+		var err error
+		switch f {
+		case "plan":
+			var p string
+			if err = json.Unmarshal(raw, &p); err == nil && p != string(store.PlanFree) && p != string(store.PlanPaid) {
+				err = errors.New(`must be "free" or "paid"`)
+			}
+			acc.Plan = store.Plan(p)
+		case "cleared":
+			err = json.Unmarshal(raw, &acc.Cleared)
+		case "payg":
+			err = json.Unmarshal(raw, &acc.PAYG)
+		case "lane_billing":
+			err = json.Unmarshal(raw, &acc.LaneBilling)
+		case "balance_usd":
+			acc.Balance, err = money(raw, true)
+		case "daily_cap_usd":
+			acc.DailyCap, err = money(raw, false)
+		case "monthly_cap_usd":
+			acc.MonthlyCap, err = money(raw, false)
+		case "abilities":
+			acc.Abilities, err = abilities(raw)
+		}
+		if err != nil {
+			return fieldError(f, err)
+		}
+	}
+	return nil
+}
+
+// money reads a decimal string (or number) of US dollars, or null.
+func money(raw json.RawMessage, allowNegative bool) (*pricing.Money, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var m pricing.Money
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, pricing.ErrBadAmount
+	}
+	if m < 0 && !allowNegative {
+		return nil, errors.New("must not be negative")
+	}
+	return &m, nil
+}
+
+func abilities(raw json.RawMessage) ([]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, errors.New("must be a list of ability names")
+	}
+	out := []string{}
+	for _, x := range list {
+		if !slices.Contains(store.AllAbilities, x) {
+			return nil, fmt.Errorf("unknown ability %q (known: %v)", x, store.AllAbilities)
+		}
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
+	body, ok := readObject(w, r, append([]string{"id"}, accountFields...))
+	if !ok {
+		return
+	}
+	var id string
+	if err := json.Unmarshal(body["id"], &id); err != nil || !validID.MatchString(id) {
+		writeError(w, http.StatusBadRequest, "id: required, 1 to 64 letters, digits, '.', '_' or '-'")
+		return
+	}
+	acc := store.Account{ID: id, Plan: store.PlanFree, CreatedAt: a.now()}
+	if err := apply(&acc, body); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if err := a.Store.CreateAccount(r.Context(), acc); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			writeError(w, http.StatusConflict, "account %q already exists", id)
+			return
+		}
+		storeError(w, err)
+		return
+	}
+	a.show(w, r, http.StatusCreated, acc)
+}
+
+func (a *API) getAccount(w http.ResponseWriter, r *http.Request) {
+	acc, err := a.Store.Account(r.Context(), r.PathValue("id"))
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	a.show(w, r, http.StatusOK, acc)
+}
+
+func (a *API) patchAccount(w http.ResponseWriter, r *http.Request) {
+	body, ok := readObject(w, r, append([]string{"add_balance_usd"}, accountFields...))
+	if !ok {
+		return
+	}
+	var add *pricing.Money
+	if raw, ok := body["add_balance_usd"]; ok {
+		m, err := money(raw, true)
+		if err != nil || m == nil {
+			writeError(w, http.StatusBadRequest, "add_balance_usd: %v", orDefault(err, pricing.ErrBadAmount))
+			return
+		}
+		add = m
+	}
+	var badField error
+	acc, err := a.Store.UpdateAccount(r.Context(), r.PathValue("id"), func(acc *store.Account) error {
+		if err := apply(acc, body); err != nil {
+			badField = err
+			return err
+		}
+		if add != nil {
+			if acc.Balance == nil {
+				badField = errors.New("add_balance_usd: the account is billed afterwards (balance_usd is null); set balance_usd to make it prepaid")
+				return badField
+			}
+			b := *acc.Balance + *add
+			acc.Balance = &b
+		}
+		return nil
+	})
+	if badField != nil {
+		writeError(w, http.StatusBadRequest, "%v", badField)
+		return
+	}
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	a.show(w, r, http.StatusOK, acc)
+}
+
+// keyJSON is a key as listed (never with its secret).
+type keyJSON struct {
+	ID        string     `json:"id"`
+	Key       string     `json:"key,omitempty"`
+	Name      string     `json:"name"`
+	Models    []string   `json:"models"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
+	body, ok := readObject(w, r, []string{"name", "models", "expires_at"})
+	if !ok {
+		return
+	}
+	k := store.Key{ID: store.NewID("key"), AccountID: r.PathValue("id"), CreatedAt: a.now()}
+	if err := json.Unmarshal(body["name"], &k.Name); err != nil || k.Name == "" {
+		writeError(w, http.StatusBadRequest, "name: required, a non-empty string")
+		return
+	}
+	if raw, ok := body["models"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &k.Models); err != nil || slices.Contains(k.Models, "") {
+			writeError(w, http.StatusBadRequest, "models: must be a list of model ids")
+			return
+		}
+		if k.Models == nil {
+			k.Models = []string{}
+		}
+	}
+	if raw, ok := body["expires_at"]; ok && !isNull(raw) {
+		var t time.Time
+		if err := json.Unmarshal(raw, &t); err != nil {
+			writeError(w, http.StatusBadRequest, "expires_at: must be an RFC 3339 time")
+			return
+		}
+		t = t.UTC()
+		k.ExpiresAt = &t
+	}
+	secret, err := store.NewSecret()
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	k.Hash = store.HashSecret(secret)
+	if err := a.Store.CreateKey(r.Context(), k); err != nil {
+		storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, keyJSON{ID: k.ID, Key: secret, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt})
+}
+
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := a.Store.Account(r.Context(), id); err != nil {
+		storeError(w, err)
+		return
+	}
+	keys, err := a.Store.Keys(r.Context(), id)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	out := make([]keyJSON, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, keyJSON{ID: k.ID, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+func (a *API) deleteKey(w http.ResponseWriter, r *http.Request) {
+	if err := a.Store.DeleteKey(r.Context(), r.PathValue("key_id")); err != nil {
+		storeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type entryJSON struct {
+	RequestID string        `json:"request_id"`
+	Endpoint  string        `json:"endpoint"`
+	Model     string        `json:"model"`
+	Units     int64         `json:"units"`
+	Unit      string        `json:"unit"`
+	Cost      pricing.Money `json:"cost_usd"`
+	Time      time.Time     `json:"time"`
+}
+
+func (a *API) ledger(w http.ResponseWriter, r *http.Request) {
+	limit := DefaultLedgerLimit
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxLedgerLimit {
+			writeError(w, http.StatusBadRequest, "limit: must be a whole number from 1 to %d", MaxLedgerLimit)
+			return
+		}
+		limit = n
+	}
+	id := r.PathValue("id")
+	if _, err := a.Store.Account(r.Context(), id); err != nil {
+		storeError(w, err)
+		return
+	}
+	entries, err := a.Store.Entries(r.Context(), id, limit)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	out := make([]entryJSON, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, entryJSON{e.RequestID, e.Endpoint, e.Model, e.Units, e.Unit, e.Cost, e.Time.UTC()})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// readObject reads a JSON object body whose fields must all be in allowed.
+func readObject(w http.ResponseWriter, r *http.Request, allowed []string) (map[string]json.RawMessage, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "body: larger than %d bytes", MaxBody)
+		return nil, false
+	}
+	body := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(b)) > 0 {
+		if err := json.Unmarshal(b, &body); err != nil || body == nil {
+			writeError(w, http.StatusBadRequest, "body: must be a JSON object")
+			return nil, false
+		}
+	}
+	for f := range body {
+		if !slices.Contains(allowed, f) {
+			writeError(w, http.StatusBadRequest, "%s: unknown field", f)
+			return nil, false
+		}
+	}
+	return body, true
+}
+
+func fieldError(field string, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%s: must be a %s", field, te.Type)
+	}
+	return fmt.Errorf("%s: %v", field, err)
+}
+
+func storeError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not found")
+	case errors.Is(err, store.ErrExists):
+		writeError(w, http.StatusConflict, "already exists")
+	default:
+		writeError(w, http.StatusServiceUnavailable, "store unavailable")
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, map[string]string{"error": fmt.Sprintf(format, args...)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+func orDefault(err, def error) error {
+	if err != nil {
+		return err
+	}
+	return def
+}

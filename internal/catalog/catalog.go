@@ -1,0 +1,265 @@
+// Package catalog holds the gateway's providers, backing models and aliases,
+// and answers which ids a key may see and use.
+package catalog
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// Wire formats of providers.
+const (
+	FormatOpenAI    = "openai"
+	FormatAnthropic = "anthropic"
+)
+
+// Lanes of chat models.
+const (
+	LaneFast      = "fast"
+	LaneStandard  = "standard"
+	LaneReasoning = "reasoning"
+)
+
+// Lanes in order of strength.
+var Lanes = []string{LaneFast, LaneStandard, LaneReasoning}
+
+// Capabilities of model rows (spec "Model row").
+const (
+	CapChat   = "chat"
+	CapImage  = "image"
+	CapAudio  = "audio"
+	CapSpeech = "speech"
+)
+
+// Entitlements of model and voice rows.
+const (
+	EntitlementPaidCleared   = "paid_cleared"
+	EntitlementPremiumLocked = "premium_locked"
+	EntitlementOpen          = "open"
+)
+
+// The spec's chat aliases and prefixes.
+const (
+	AliasAuto      = "gw-auto"
+	AliasFast      = "gw-fast"
+	AliasStandard  = "gw-standard"
+	AliasReasoning = "gw-reasoning"
+	AliasDecide    = "gw-decide"
+	PinnedPrefix   = "gw-pinned-"
+)
+
+// LaneAliases maps the lane aliases to their lanes.
+var LaneAliases = map[string]string{AliasFast: LaneFast, AliasStandard: LaneStandard, AliasReasoning: LaneReasoning}
+
+// Ability aliases of the spec's alias table, in its order, with the
+// capability of their rows.
+var AbilityAliases = []struct{ ID, Capability string }{
+	{"gw-image", CapImage}, {"gw-image-pro", CapImage},
+	{"gw-voice", CapAudio}, {"gw-voice-accurate", CapAudio}, {"gw-voice-fast", CapAudio},
+	{"gw-voice-speak", CapSpeech}, {"gw-voice-speak-hd", CapSpeech},
+}
+
+// Default time-outs of a provider.
+const (
+	DefaultDialTimeout   = caddy.Duration(10 * time.Second)
+	DefaultHeaderTimeout = caddy.Duration(120 * time.Second)
+	DefaultIdleTimeout   = caddy.Duration(60 * time.Second)
+)
+
+// Provider is an upstream API.
+type Provider struct {
+	// Name by which models refer to the provider.
+	Name string `json:"name"`
+	// Format is the wire format the provider speaks: "openai"
+	// (chat-completions style) or "anthropic" (messages style).
+	Format string `json:"format"`
+	// BaseURL of the API: ends in /v1 for openai ("https://api.openai.com/v1"),
+	// without /v1 for anthropic ("https://api.anthropic.com").
+	BaseURL string `json:"base_url"`
+	// APIKey sent upstream. Placeholders such as {env.OPENAI_API_KEY} are
+	// expanded when the config is loaded.
+	APIKey string `json:"api_key,omitempty"`
+	// Responses is true when the provider serves a /responses endpoint;
+	// otherwise /v1/responses is translated to chat completions.
+	Responses bool `json:"responses,omitempty"`
+	// DialTimeout bounds connecting to the provider. Default: 10s.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// HeaderTimeout bounds the wait for the response headers (the first
+	// byte of an answer). Default: 120s.
+	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
+	// IdleTimeout bounds the gap between two chunks of a streamed answer.
+	// Default: 60s.
+	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
+}
+
+// Model is a backing chat model.
+type Model struct {
+	// ID is the provider's model id; the gateway exposes it as
+	// gw-pinned-<id> and accepts the bare id too.
+	ID string `json:"id"`
+	// Provider names the Provider serving the model.
+	Provider string `json:"provider"`
+	// Lane is fast, standard or reasoning.
+	Lane string `json:"lane"`
+	// Capabilities the model has: "vision", "tools", "json".
+	Capabilities []string `json:"capabilities,omitempty"`
+	// ContextWindow is the largest prompt plus output in tokens.
+	ContextWindow int `json:"context_window,omitempty"`
+	// InputPrice, OutputPrice and CachedPrice are list prices in US dollars
+	// per million input, output and cached input tokens.
+	InputPrice  pricing.Money `json:"input_price_usd_per_m"`
+	OutputPrice pricing.Money `json:"output_price_usd_per_m"`
+	CachedPrice pricing.Money `json:"cached_price_usd_per_m,omitempty"`
+}
+
+// Has reports whether the model has capability c.
+func (m *Model) Has(c string) bool { return slices.Contains(m.Capabilities, c) }
+
+// Ability maps an ability alias (gw-image, gw-voice, ...) to a provider's model.
+type Ability struct {
+	// Alias is the gw-* id of the spec's alias table.
+	Alias string `json:"alias"`
+	// Provider names the Provider whose endpoint serves the ability.
+	Provider string `json:"provider"`
+	// Model is the provider's model id sent upstream.
+	Model string `json:"model"`
+	// DisplayName is the row's readable name.
+	DisplayName string `json:"display_name,omitempty"`
+	// PriceMicrocents is the plan price of one unit in millionths of a US
+	// dollar; absent means unpublished (null on the row).
+	PriceMicrocents *int64 `json:"price_microcents,omitempty"`
+}
+
+// Alias is an extra chat alias naming a lane alias, a pinned id or a
+// model id.
+type Alias struct {
+	// Name is the id clients send as model.
+	Name string `json:"name"`
+	// Target is what the alias stands for.
+	Target string `json:"target"`
+}
+
+// Catalog is the validated set of providers, models and aliases.
+type Catalog struct {
+	Providers map[string]*Provider
+	Models    []*Model // in config order
+	byID      map[string]*Model
+	Abilities map[string]*Ability
+	Aliases   []Alias
+	// DecideModel is the backing model of gw-decide ("" when unset).
+	DecideModel string
+}
+
+// New validates the parts and builds a catalog.
+func New(providers []Provider, models []Model, abilities []Ability, aliases []Alias, decideModel string) (*Catalog, error) {
+	c := &Catalog{Providers: map[string]*Provider{}, byID: map[string]*Model{}, Abilities: map[string]*Ability{}, DecideModel: decideModel}
+	for i := range providers {
+		p := providers[i]
+		if p.Name == "" {
+			return nil, fmt.Errorf("provider %d: name is required", i)
+		}
+		if p.Format != FormatOpenAI && p.Format != FormatAnthropic {
+			return nil, fmt.Errorf("provider %s: format must be %q or %q", p.Name, FormatOpenAI, FormatAnthropic)
+		}
+		if p.BaseURL == "" {
+			return nil, fmt.Errorf("provider %s: base_url is required", p.Name)
+		}
+		if _, dup := c.Providers[p.Name]; dup {
+			return nil, fmt.Errorf("provider %s: defined twice", p.Name)
+		}
+		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+		for _, t := range []struct {
+			v   *caddy.Duration
+			def caddy.Duration
+		}{{&p.DialTimeout, DefaultDialTimeout}, {&p.HeaderTimeout, DefaultHeaderTimeout}, {&p.IdleTimeout, DefaultIdleTimeout}} {
+			if *t.v <= 0 {
+				*t.v = t.def
+			}
+		}
+		c.Providers[p.Name] = &p
+	}
+	for i := range models {
+		m := models[i]
+		if m.ID == "" {
+			return nil, fmt.Errorf("model %d: id is required", i)
+		}
+		if _, ok := c.Providers[m.Provider]; !ok {
+			return nil, fmt.Errorf("model %s: unknown provider %q", m.ID, m.Provider)
+		}
+		if !slices.Contains(Lanes, m.Lane) {
+			return nil, fmt.Errorf("model %s: lane must be one of %v", m.ID, Lanes)
+		}
+		if _, dup := c.byID[m.ID]; dup {
+			return nil, fmt.Errorf("model %s: defined twice", m.ID)
+		}
+		c.byID[m.ID] = &m
+		c.Models = append(c.Models, &m)
+	}
+	for i := range abilities {
+		a := abilities[i]
+		if AbilityCapability(a.Alias) == "" {
+			return nil, fmt.Errorf("ability %q: not an ability alias of the spec", a.Alias)
+		}
+		if _, ok := c.Providers[a.Provider]; !ok {
+			return nil, fmt.Errorf("ability %s: unknown provider %q", a.Alias, a.Provider)
+		}
+		if a.Model == "" {
+			return nil, fmt.Errorf("ability %s: model is required", a.Alias)
+		}
+		if a.DisplayName == "" {
+			a.DisplayName = a.Alias
+		}
+		c.Abilities[a.Alias] = &a
+	}
+	for _, a := range aliases {
+		if a.Name == "" || a.Target == "" {
+			return nil, fmt.Errorf("alias needs a name and a target")
+		}
+		if c.isReserved(a.Name) {
+			return nil, fmt.Errorf("alias %s: the name is reserved", a.Name)
+		}
+		if !c.isChatID(a.Target) {
+			return nil, fmt.Errorf("alias %s: target %q is not a chat alias or model", a.Name, a.Target)
+		}
+		c.Aliases = append(c.Aliases, a)
+	}
+	return c, nil
+}
+
+// Model returns the backing model with that provider id.
+func (c *Catalog) Model(id string) (*Model, bool) {
+	m, ok := c.byID[id]
+	return m, ok
+}
+
+// AbilityCapability returns the row capability of an ability alias, or "".
+func AbilityCapability(alias string) string {
+	for _, a := range AbilityAliases {
+		if a.ID == alias {
+			return a.Capability
+		}
+	}
+	return ""
+}
+
+func (c *Catalog) isReserved(name string) bool {
+	if name == AliasAuto || name == AliasDecide || LaneAliases[name] != "" || AbilityCapability(name) != "" {
+		return true
+	}
+	_, isModel := c.byID[name]
+	return isModel || strings.HasPrefix(name, PinnedPrefix)
+}
+
+func (c *Catalog) isChatID(id string) bool {
+	if id == AliasAuto || LaneAliases[id] != "" {
+		return true
+	}
+	_, ok := c.byID[strings.TrimPrefix(id, PinnedPrefix)]
+	return ok
+}

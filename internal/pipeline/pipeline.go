@@ -1,0 +1,234 @@
+// Package pipeline is the one way every request of the gateway takes:
+// key → account and allowlist → ability switched on → plan and clearance →
+// (limits and money, when the endpoint is billed) → the endpoint's handler
+// → metrics. What differs per endpoint is data in an Endpoint.
+package pipeline
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/store"
+)
+
+// AuthMode says which headers carry the key on an endpoint (spec
+// "Authentication").
+type AuthMode int
+
+const (
+	// BearerOrAPIKey reads Authorization: Bearer, then x-api-key.
+	BearerOrAPIKey AuthMode = iota
+	// BearerOnly reads only Authorization: Bearer (voice list, MCP servers).
+	BearerOnly
+)
+
+// HeaderRequestID carries the request id on every answer of the gateway.
+const HeaderRequestID = "X-Gw-Request-Id"
+
+// Handler serves an endpoint once the pipeline's checks passed. It writes
+// the success itself; an error it returns before writing anything is
+// rendered in the endpoint's family.
+type Handler func(c *Call) error
+
+// Endpoint is everything that differs between the gateway's routes.
+type Endpoint struct {
+	// Name labels the route in metrics and logs (for example "chat").
+	Name string
+	// Methods the route answers; others get 405.
+	Methods []string
+	// Family renders the route's errors.
+	Family gwerr.Family
+	// Auth says which headers carry the key.
+	Auth AuthMode
+	// Ability, when set, must be switched on for the account (404), and
+	// the plan must be paid and cleared (402/403 per family).
+	Ability string
+	// Public routes skip authentication (none of the spec's routes are;
+	// kept for redirects).
+	Public bool
+	// RequestIDPrefix starts the request id ("req-" by default).
+	RequestIDPrefix string
+	// Handler serves the route; nil answers 501 until the feature is built.
+	Handler Handler
+}
+
+// Call is one request on its way through the pipeline.
+type Call struct {
+	W         http.ResponseWriter
+	R         *http.Request
+	Endpoint  *Endpoint
+	RequestID string
+	Key       store.Key
+	Account   store.Account
+	Gateway   *Gateway
+}
+
+// Gateway holds what every request needs.
+type Gateway struct {
+	Store   store.Store
+	Catalog *catalog.Catalog
+	Logger  *zap.Logger
+	Metrics *Metrics
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (g *Gateway) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+// Serve runs r through the pipeline for ep.
+func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
+	start := time.Now()
+	c := &Call{W: w, R: r, Endpoint: ep, Gateway: g, RequestID: NewRequestID(ep.RequestIDPrefix)}
+	w.Header().Set(HeaderRequestID, c.RequestID)
+	sw := &statusWriter{ResponseWriter: w}
+	c.W = sw
+	if err := g.run(c); err != nil {
+		e := gwerr.As(err)
+		if e.Kind == gwerr.Internal {
+			g.Logger.Error("request failed", zap.String("route", ep.Name), zap.String("request_id", c.RequestID), zap.Error(err))
+		}
+		if sw.status == 0 {
+			gwerr.Render(sw, ep.Family, e)
+		}
+	}
+	g.Metrics.observe(ep.Name, sw.status, time.Since(start))
+}
+
+func (g *Gateway) run(c *Call) error {
+	ep := c.Endpoint
+	if !methodAllowed(ep.Methods, c.R.Method) {
+		return &gwerr.Error{Kind: gwerr.MethodNotAllowed, Message: "method not allowed", Allow: strings.Join(ep.Methods, ", ")}
+	}
+	if !ep.Public {
+		if err := g.authenticate(c); err != nil {
+			return err
+		}
+		if ep.Ability != "" {
+			if !c.Account.HasAbility(ep.Ability) {
+				return gwerr.New(gwerr.Disabled, "%s is not switched on for this account", ep.Ability)
+			}
+			if !c.Account.PaidCleared() {
+				return gwerr.New(gwerr.PlanLocked, "%s needs a paid plan with a cleared payment", ep.Ability)
+			}
+		}
+	}
+	if ep.Handler == nil {
+		return gwerr.New(gwerr.NotImplemented, "%s is not available on this gateway yet", c.R.URL.Path)
+	}
+	return ep.Handler(c)
+}
+
+// authenticate finds the key and its account.
+func (g *Gateway) authenticate(c *Call) error {
+	secret := keyFrom(c.R, c.Endpoint.Auth)
+	if secret == "" {
+		return gwerr.New(gwerr.Unauthenticated, "missing API key")
+	}
+	ctx := c.R.Context()
+	k, err := g.Store.KeyByHash(ctx, store.HashSecret(secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return gwerr.New(gwerr.Unauthenticated, "invalid API key")
+	}
+	if err != nil {
+		return g.storeDown(ctx, err)
+	}
+	if k.ExpiresAt != nil && !g.now().Before(*k.ExpiresAt) {
+		return gwerr.New(gwerr.Unauthenticated, "API key expired")
+	}
+	a, err := g.Store.Account(ctx, k.AccountID)
+	if errors.Is(err, store.ErrNotFound) {
+		return gwerr.New(gwerr.Unauthenticated, "invalid API key")
+	}
+	if err != nil {
+		return g.storeDown(ctx, err)
+	}
+	c.Key, c.Account = k, a
+	return nil
+}
+
+// StoreRetryAfter is the Retry-After, in seconds, when the store cannot
+// answer an authentication.
+const StoreRetryAfter = 1
+
+func (g *Gateway) storeDown(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return gwerr.New(gwerr.Unavailable, "request cancelled")
+	}
+	g.Logger.Error("store unavailable", zap.Error(err))
+	return &gwerr.Error{Kind: gwerr.Unavailable, Message: "the key could not be checked; retry", RetryAfter: StoreRetryAfter}
+}
+
+// keyFrom returns the key a request carries under mode, or "".
+func keyFrom(r *http.Request, mode AuthMode) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(tok)
+		}
+		if mode == BearerOnly {
+			return ""
+		}
+	}
+	if mode == BearerOrAPIKey {
+		return strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	}
+	return ""
+}
+
+func methodAllowed(methods []string, m string) bool {
+	for _, x := range methods {
+		if x == m || (x == http.MethodGet && m == http.MethodHead) {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultRequestIDPrefix starts request ids unless an endpoint says otherwise.
+const DefaultRequestIDPrefix = "req-"
+
+// NewRequestID returns prefix followed by 24 random hex digits.
+func NewRequestID(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultRequestIDPrefix
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// statusWriter remembers the status so the pipeline knows whether a
+// response has started; Unwrap keeps http.ResponseController working.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,142 @@
+// Package routes is the gateway's route table: every path of the spec's
+// Endpoints section, each with its Endpoint data, and the few fixed answers
+// the spec gives to paths outside it.
+package routes
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/caddy-gw/caddy-gw/handlers/models"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/store"
+)
+
+// DefaultAltPrefix is the messages-style path prefix (CONTRACT §1).
+const DefaultAltPrefix = "/alt"
+
+// Paths of the spec's Endpoints section, relative to the base address.
+const (
+	PathChat          = "/v1/chat/completions"
+	PathResponses     = "/v1/responses"
+	PathModels        = "/v1/models"
+	PathMessages      = "/v1/messages" // under the alt prefix
+	PathCountTokens   = "/v1/messages/count_tokens"
+	PathTranscription = "/v1/audio/transcriptions"
+	PathSpeech        = "/v1/audio/speech"
+	PathVoices        = "/v1/audio/voices"
+	PathImageGen      = "/v1/images/generations"
+	PathImageEdit     = "/v1/images/edits"
+	PathSearch        = "/v1/search"
+	PathFetch         = "/v1/fetch"
+	PathDecide        = "/v1/decide"
+	PathSystemOne     = "/v1/systemone"
+	PathTools         = "/mcp-tools/"
+	PathRouting       = "/mcp"
+	// PathDoubleV1 is what a messages-style client given the /v1 base asks
+	// for; the spec answers it 404.
+	PathDoubleV1 = "/v1/v1/messages"
+)
+
+// unprefixed lists the paths that also answer without /v1 (spec Endpoints).
+var unprefixed = []string{PathVoices, PathSpeech, PathTranscription, PathModels, PathSearch}
+
+var (
+	post = []string{http.MethodPost}
+	get  = []string{http.MethodGet}
+)
+
+// Router maps paths to endpoints and serves them through the pipeline.
+type Router struct {
+	gw        *pipeline.Gateway
+	altPrefix string
+	table     map[string]*pipeline.Endpoint
+}
+
+// New builds the route table for gw. altPrefix is the messages-style
+// prefix ("" means DefaultAltPrefix).
+func New(gw *pipeline.Gateway, altPrefix string) *Router {
+	if altPrefix == "" {
+		altPrefix = DefaultAltPrefix
+	}
+	altPrefix = "/" + strings.Trim(altPrefix, "/")
+	chat := func(h pipeline.Handler) *pipeline.Endpoint {
+		return &pipeline.Endpoint{Name: "chat", Methods: post, Family: gwerr.Chat, Handler: h}
+	}
+	messages := func(h pipeline.Handler) *pipeline.Endpoint {
+		return &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages, Handler: h}
+	}
+	ability := func(name, ability string, methods []string, f gwerr.Family, auth pipeline.AuthMode) *pipeline.Endpoint {
+		return &pipeline.Endpoint{Name: name, Methods: methods, Family: f, Ability: ability, Auth: auth}
+	}
+	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, RequestIDPrefix: "dec-"}
+	t := map[string]*pipeline.Endpoint{
+		PathChat:      chat(nil),
+		PathResponses: chat(nil),
+		PathModels:    {Name: "models", Methods: get, Family: gwerr.Chat, Handler: models.Handler},
+
+		altPrefix + PathMessages:    messages(nil),
+		altPrefix + PathCountTokens: messages(nil),
+
+		PathTranscription: ability("transcription", store.AbilityTranscription, post, gwerr.Ability, pipeline.BearerOrAPIKey),
+		PathSpeech:        ability("speech", store.AbilitySpeech, post, gwerr.Ability, pipeline.BearerOrAPIKey),
+		PathVoices:        {Name: "voices", Methods: get, Family: gwerr.Voices, Auth: pipeline.BearerOnly},
+		PathImageGen:      ability("images", store.AbilityImages, post, gwerr.Images, pipeline.BearerOrAPIKey),
+		PathImageEdit:     ability("images", store.AbilityImages, post, gwerr.Images, pipeline.BearerOrAPIKey),
+		PathSearch:        ability("search", store.AbilitySearch, post, gwerr.Ability, pipeline.BearerOrAPIKey),
+		PathFetch:         ability("fetch", store.AbilityFetch, post, gwerr.Fetch, pipeline.BearerOrAPIKey),
+		PathDecide:        decide,
+		PathSystemOne:     decide,
+
+		PathTools:   {Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly},
+		PathRouting: {Name: "mcp_routing", Methods: []string{http.MethodPost, http.MethodDelete}, Family: gwerr.RPC, Auth: pipeline.BearerOnly},
+	}
+	for _, p := range unprefixed {
+		t[strings.TrimPrefix(p, "/v1")] = t[p]
+	}
+	return &Router{gw: gw, altPrefix: altPrefix, table: t}
+}
+
+// Endpoint returns the endpoint serving path, for tests and handlers.
+func (rt *Router) Endpoint(path string) (*pipeline.Endpoint, bool) {
+	ep, ok := rt.table[path]
+	return ep, ok
+}
+
+// Paths lists every routed path.
+func (rt *Router) Paths() []string {
+	out := make([]string, 0, len(rt.table))
+	for p := range rt.table {
+		out = append(out, p)
+	}
+	return out
+}
+
+// ServeHTTP serves a gateway path and reports true, or reports false for a
+// path that is not the gateway's, so the caller can hand it on.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) bool {
+	p := r.URL.Path
+	if ep, ok := rt.table[p]; ok {
+		rt.gw.Serve(w, r, ep)
+		return true
+	}
+	switch {
+	case p == strings.TrimSuffix(PathTools, "/"):
+		target := PathTools
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, target, http.StatusTemporaryRedirect)
+		return true
+	case p == PathDoubleV1 || strings.HasPrefix(p, PathDoubleV1+"/"):
+		gwerr.Render(w, gwerr.Messages, gwerr.New(gwerr.NotFound,
+			"no route %s: the messages-style base address is %s, not /v1", p, rt.altPrefix))
+		return true
+	case p == rt.altPrefix || strings.HasPrefix(p, rt.altPrefix+"/"):
+		gwerr.Render(w, gwerr.Messages, gwerr.New(gwerr.Forbidden,
+			"the %s path serves only %s and %s", rt.altPrefix, rt.altPrefix+PathMessages, rt.altPrefix+PathCountTokens))
+		return true
+	}
+	return false
+}
