@@ -1,0 +1,72 @@
+package caddymodule
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddytest"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+)
+
+// TestCaddyfileAdapt adapts every testdata/caddyfile_adapt/*.caddyfiletest
+// (a Caddyfile, a line of ten dashes, the expected JSON) and compares.
+func TestCaddyfileAdapt(t *testing.T) {
+	files, err := filepath.Glob("testdata/caddyfile_adapt/*.caddyfiletest")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no adapt tests found: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caddyfileText, want, ok := strings.Cut(string(data), "----------")
+			if !ok {
+				t.Fatalf("%s: no ---------- separator", f)
+			}
+			if !caddytest.CompareAdapt(t, f, strings.TrimSpace(caddyfileText)+"\n", "caddyfile", strings.TrimSpace(want)) {
+				t.Fail()
+			}
+		})
+	}
+}
+
+// TestCaddyfileErrors checks that every malformed option is refused with
+// a message naming it.
+func TestCaddyfileErrors(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"arg on gw", `gw extra`, "wrong argument count"},
+		{"unknown option", "gw {\n colour blue\n}", `unknown gw option "colour"`},
+		{"unknown store", "gw {\n store mysql\n}", `store backend "mysql"`},
+		{"store no backend", "gw {\n store\n}", "wrong argument count"},
+		{"bootstrap two args", "gw {\n bootstrap_key a b\n}", "wrong argument count"},
+		{"provider no name", "gw {\n provider {\n format openai\n }\n}", "wrong argument count"},
+		{"provider bad option", "gw {\n provider p {\n colour x\n }\n}", `unknown provider option "colour"`},
+		{"provider bad timeout", "gw {\n provider p {\n dial_timeout soon\n }\n}", "dial_timeout"},
+		{"model bad window", "gw {\n model m {\n context_window -3\n }\n}", "context_window"},
+		{"model price one arg", "gw {\n model m {\n price 1\n }\n}", "price: want"},
+		{"model price bad", "gw {\n model m {\n price 1 x\n }\n}", `price: "x"`},
+		{"model bad option", "gw {\n model m {\n colour x\n }\n}", `unknown model option "colour"`},
+		{"ability bad price", "gw {\n ability gw-image {\n price_microcents 1.5\n }\n}", "price_microcents"},
+		{"ability bad option", "gw {\n ability gw-image {\n colour x\n }\n}", `unknown ability option "colour"`},
+		{"alias one arg", "gw {\n alias a\n}", "wrong argument count"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var app App
+			err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	var h Handler
+	for _, in := range []string{"gw extra", "gw {\n x\n}"} {
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
+			t.Errorf("directive %q: no error", in)
+		}
+	}
+}
