@@ -13,10 +13,13 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/limits"
+	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/routes"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 func init() {
@@ -48,6 +51,10 @@ type App struct {
 	// ({env.GW_BOOTSTRAP_KEY}), makes sure at start that an account
 	// "default" (paid, cleared) exists and holds this key.
 	BootstrapKey string `json:"bootstrap_key,omitempty"`
+	// Money sets the configurable money rules.
+	Money MoneyConfig `json:"money,omitempty"`
+	// Limits sets the configurable rate limits.
+	Limits LimitsConfig `json:"limits,omitempty"`
 
 	gateway  *pipeline.Gateway
 	router   *routes.Router
@@ -65,6 +72,39 @@ type StoreConfig struct {
 	Dir string `json:"dir,omitempty"`
 }
 
+// MoneyConfig is the configurable part of the money rules (CONTRACT §5).
+type MoneyConfig struct {
+	// FreeMonthlyCredit is given to every account each UTC month and spent
+	// before a prepaid balance, in US dollars. Default: 0.
+	FreeMonthlyCredit pricing.Money `json:"free_monthly_credit_usd,omitempty"`
+	// Ceiling is a paid account's monthly spend ceiling. Default: base
+	// 100 USD, plus 50 USD per whole month of account age, plus 50 % of its
+	// lifetime cleared spend, at most 10,000 USD.
+	Ceiling *CeilingConfig `json:"ceiling,omitempty"`
+}
+
+// CeilingConfig sets the account ceiling's rule:
+// base + per_month × months of age + spend_percent % of cleared spend, at
+// most max. A base of 0 switches the ceiling off.
+type CeilingConfig struct {
+	// Base is the ceiling of a new account, in US dollars.
+	Base pricing.Money `json:"base_usd"`
+	// PerMonth is added for every whole month of account age.
+	PerMonth pricing.Money `json:"per_month_usd,omitempty"`
+	// SpendPercent of the lifetime cleared spend is added.
+	SpendPercent int64 `json:"spend_percent,omitempty"`
+	// Max bounds the ceiling; 0 means unbounded.
+	Max pricing.Money `json:"max_usd,omitempty"`
+}
+
+// LimitsConfig sets the configurable rate limits. The spec's shared
+// budgets of the abilities are fixed.
+type LimitsConfig struct {
+	// ChatRequestsPerMinute bounds each account's chat calls (chat
+	// completions, responses, messages). 0 means no limit.
+	ChatRequestsPerMinute int64 `json:"chat_requests_per_minute,omitempty"`
+}
+
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "gw", New: func() caddy.Module { return new(App) }}
@@ -72,6 +112,14 @@ func (App) CaddyModule() caddy.ModuleInfo {
 
 // metrics are created once per process; each config registers them.
 var metrics = pipeline.NewMetrics()
+
+// memLocks and memLimits are the single-node reservations and rate
+// counters. They belong to the process, not to a config, so a reload keeps
+// every outstanding reservation and every account's used budget.
+var (
+	memLocks  = money.NewMemoryLocks()
+	memLimits = limits.NewMemory(nil)
+)
 
 // stores keeps store backends open across config reloads: a reload
 // provisions the new config (taking a reference) before the old one is
@@ -119,8 +167,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics}
-	a.router = routes.New(a.gateway, a.AltPrefix)
+	policy := money.Policy{FreeMonthlyCredit: a.Money.FreeMonthlyCredit, Ceiling: money.DefaultCeiling}
+	if c := a.Money.Ceiling; c != nil {
+		policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
+	}
+	opts := routes.Options{AltPrefix: a.AltPrefix}
+	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
+		opts.ChatBudgets = []limits.Budget{{Name: "chat_requests", Limit: n, Period: time.Minute}}
+	}
+	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics,
+		Money: &money.Gate{Store: st, Locks: memLocks, Policy: policy}, Limits: memLimits}
+	a.router = routes.New(a.gateway, opts)
 	a.admin = admin.New(st)
 	if a.BootstrapKey != "" {
 		if err := ensureBootstrap(ctx, st, a.BootstrapKey); err != nil {

@@ -46,6 +46,13 @@ func init() {
 //			price_microcents <integer>
 //		}
 //		alias <name> <target>
+//		money {
+//			free_monthly_credit <USD>
+//			ceiling <base USD> [<per month USD> [<spend percent> [<max USD>]]] | off
+//		}
+//		limits {
+//			chat_requests_per_minute <n>
+//		}
 //	}
 func parseGlobal(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -109,6 +116,27 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.Abilities = append(a.Abilities, ab)
+		case "money":
+			if err := parseMoney(d, &a.Money); err != nil {
+				return err
+			}
+		case "limits":
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				switch d.Val() {
+				case "chat_requests_per_minute":
+					var v string
+					if err := oneArg(d, &v); err != nil {
+						return err
+					}
+					n, err := strconv.ParseInt(v, 10, 64)
+					if err != nil || n < 0 {
+						return d.Errf("chat_requests_per_minute: want a whole number, got %q", v)
+					}
+					a.Limits.ChatRequestsPerMinute = n
+				default:
+					return d.Errf("unknown limits option %q", d.Val())
+				}
+			}
 		case "alias":
 			var al catalog.Alias
 			if !d.Args(&al.Name, &al.Target) || d.NextArg() {
@@ -265,6 +293,64 @@ func parseAbility(d *caddyfile.Dispenser) (catalog.Ability, error) {
 		}
 	}
 	return a, nil
+}
+
+func parseMoney(d *caddyfile.Dispenser, m *MoneyConfig) error {
+	usd := func(opt, s string) (pricing.Money, error) {
+		v, err := pricing.ParseUSD(s)
+		if err != nil || v < 0 {
+			return 0, d.Errf("%s: %q: %v", opt, s, pricing.ErrBadAmount)
+		}
+		return v, nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "free_monthly_credit":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			amt, err := usd(opt, v)
+			if err != nil {
+				return err
+			}
+			m.FreeMonthlyCredit = amt
+		case "ceiling":
+			args := d.RemainingArgs()
+			if len(args) == 0 || len(args) > 4 {
+				return d.Err("ceiling: want <base USD> [<per month USD> [<spend percent> [<max USD>]]] or off")
+			}
+			c := &CeilingConfig{}
+			if args[0] != "off" {
+				for i, s := range args {
+					var err error
+					switch i {
+					case 0:
+						c.Base, err = usd(opt, s)
+					case 1:
+						c.PerMonth, err = usd(opt, s)
+					case 2:
+						c.SpendPercent, err = strconv.ParseInt(s, 10, 64)
+						if err != nil || c.SpendPercent < 0 {
+							err = d.Errf("ceiling: spend percent %q: want a whole number", s)
+						}
+					case 3:
+						c.Max, err = usd(opt, s)
+					}
+					if err != nil {
+						return err
+					}
+				}
+			} else if len(args) > 1 {
+				return d.ArgErr()
+			}
+			m.Ceiling = c
+		default:
+			return d.Errf("unknown money option %q", opt)
+		}
+	}
+	return nil
 }
 
 // oneArgOpenBlock reads the single argument before a block.

@@ -17,7 +17,10 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/limits"
+	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // AuthMode says which headers carry the key on an endpoint (spec
@@ -52,6 +55,11 @@ type Endpoint struct {
 	// Ability, when set, must be switched on for the account (404), and
 	// the plan must be paid and cleared (402/403 per family).
 	Ability string
+	// Billing says whether the money gate applies, and as which kind of
+	// spend; nil means the route is not billed.
+	Billing *money.Kind
+	// Budgets are the shared rate budgets each call takes one unit of.
+	Budgets []limits.Budget
 	// Public routes skip authentication (none of the spec's routes are;
 	// kept for redirects).
 	Public bool
@@ -70,6 +78,7 @@ type Call struct {
 	Key       store.Key
 	Account   store.Account
 	Gateway   *Gateway
+	hold      *money.Hold
 }
 
 // Gateway holds what every request needs.
@@ -78,6 +87,8 @@ type Gateway struct {
 	Catalog *catalog.Catalog
 	Logger  *zap.Logger
 	Metrics *Metrics
+	Money   *money.Gate
+	Limits  limits.Limiter
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -96,7 +107,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
 	w.Header().Set(HeaderRequestID, c.RequestID)
 	sw := &statusWriter{ResponseWriter: w}
 	c.W = sw
-	if err := g.run(c); err != nil {
+	err := g.run(c)
+	c.hold.Release(r.Context()) // a call that did not settle costs nothing
+	if err != nil {
 		e := gwerr.As(err)
 		if e.Kind == gwerr.Internal {
 			g.Logger.Error("request failed", zap.String("route", ep.Name), zap.String("request_id", c.RequestID), zap.Error(err))
@@ -126,10 +139,62 @@ func (g *Gateway) run(c *Call) error {
 			}
 		}
 	}
+	for _, b := range ep.Budgets {
+		if err := c.Take(b, 1); err != nil {
+			return err
+		}
+	}
+	if ep.Billing != nil {
+		if err := g.Money.Check(c.R.Context(), c.Account.ID, *ep.Billing); err != nil {
+			return err
+		}
+	}
 	if ep.Handler == nil {
 		return gwerr.New(gwerr.NotImplemented, "%s is not available on this gateway yet", c.R.URL.Path)
 	}
 	return ep.Handler(c)
+}
+
+// Take takes n units of budget b from the call's account, or refuses with
+// 429 and Retry-After.
+func (c *Call) Take(b limits.Budget, n int64) error {
+	d, err := c.Gateway.Limits.Allow(c.R.Context(), c.Account.ID, b, n)
+	if err != nil {
+		return c.Gateway.storeDown(c.R.Context(), err)
+	}
+	if !d.Allowed {
+		return &gwerr.Error{Kind: gwerr.RateLimited, Message: "too many calls: " + b.Name + " budget used; retry later",
+			RetryAfter: limits.RetryAfterSeconds(d.RetryAfter)}
+	}
+	return nil
+}
+
+// Reserve holds the call's estimated cost through the money gate. A call
+// reserves once; the pipeline releases the hold unless Settle charged it.
+func (c *Call) Reserve(est pricing.Money) error {
+	if c.hold != nil {
+		return errors.New("pipeline: the call already holds a reservation")
+	}
+	kind := money.Ability
+	if c.Endpoint.Billing != nil {
+		kind = *c.Endpoint.Billing
+	}
+	h, err := c.Gateway.Money.Reserve(c.R.Context(), c.Account.ID, kind, est)
+	if err != nil {
+		return err
+	}
+	c.hold = h
+	return nil
+}
+
+// Settle charges the call's real cost into the ledger under its request id
+// and reports whether it charged (false: the id was settled before).
+func (c *Call) Settle(units int64, unit, model string, cost pricing.Money) (bool, error) {
+	if c.hold == nil {
+		return false, errors.New("pipeline: settle without a reservation")
+	}
+	return c.hold.Settle(c.R.Context(), store.Entry{RequestID: c.RequestID, Endpoint: c.Endpoint.Name,
+		Model: model, Units: units, Unit: unit, Cost: cost})
 }
 
 // authenticate finds the key and its account.

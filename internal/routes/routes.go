@@ -9,6 +9,8 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/handlers/models"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/limits"
+	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 )
@@ -54,38 +56,57 @@ type Router struct {
 	table     map[string]*pipeline.Endpoint
 }
 
-// New builds the route table for gw. altPrefix is the messages-style
-// prefix ("" means DefaultAltPrefix).
-func New(gw *pipeline.Gateway, altPrefix string) *Router {
+// Options are the configurable parts of the route table.
+type Options struct {
+	// AltPrefix is the messages-style prefix ("" means DefaultAltPrefix).
+	AltPrefix string
+	// ChatBudgets are rate budgets every chat call takes a unit of.
+	ChatBudgets []limits.Budget
+}
+
+// Billing kinds of the billed routes.
+var (
+	chatSpend    = money.Chat
+	abilitySpend = money.Ability
+)
+
+// shared is the spec's per-minute budget of transcription, speech and
+// search (image calls and page reads do not count against it).
+var shared = []limits.Budget{limits.Requests}
+
+// New builds the route table for gw.
+func New(gw *pipeline.Gateway, opt Options) *Router {
+	altPrefix := opt.AltPrefix
 	if altPrefix == "" {
 		altPrefix = DefaultAltPrefix
 	}
 	altPrefix = "/" + strings.Trim(altPrefix, "/")
 	chat := func(h pipeline.Handler) *pipeline.Endpoint {
-		return &pipeline.Endpoint{Name: "chat", Methods: post, Family: gwerr.Chat, Handler: h}
+		return &pipeline.Endpoint{Name: "chat", Methods: post, Family: gwerr.Chat, Billing: &chatSpend, Budgets: opt.ChatBudgets, Handler: h}
 	}
 	messages := func(h pipeline.Handler) *pipeline.Endpoint {
-		return &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages, Handler: h}
+		return &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages, Billing: &chatSpend, Budgets: opt.ChatBudgets, Handler: h}
 	}
-	ability := func(name, ability string, methods []string, f gwerr.Family, auth pipeline.AuthMode) *pipeline.Endpoint {
-		return &pipeline.Endpoint{Name: name, Methods: methods, Family: f, Ability: ability, Auth: auth}
+	ability := func(name, ability string, f gwerr.Family, budgets []limits.Budget) *pipeline.Endpoint {
+		return &pipeline.Endpoint{Name: name, Methods: post, Family: f, Ability: ability, Billing: &abilitySpend, Budgets: budgets}
 	}
-	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, RequestIDPrefix: "dec-"}
+	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, Billing: &abilitySpend, RequestIDPrefix: "dec-"}
+	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages}
 	t := map[string]*pipeline.Endpoint{
 		PathChat:      chat(nil),
 		PathResponses: chat(nil),
 		PathModels:    {Name: "models", Methods: get, Family: gwerr.Chat, Handler: models.Handler},
 
 		altPrefix + PathMessages:    messages(nil),
-		altPrefix + PathCountTokens: messages(nil),
+		altPrefix + PathCountTokens: countTokens,
 
-		PathTranscription: ability("transcription", store.AbilityTranscription, post, gwerr.Ability, pipeline.BearerOrAPIKey),
-		PathSpeech:        ability("speech", store.AbilitySpeech, post, gwerr.Ability, pipeline.BearerOrAPIKey),
+		PathTranscription: ability("transcription", store.AbilityTranscription, gwerr.Ability, shared),
+		PathSpeech:        ability("speech", store.AbilitySpeech, gwerr.Ability, shared),
 		PathVoices:        {Name: "voices", Methods: get, Family: gwerr.Voices, Auth: pipeline.BearerOnly},
-		PathImageGen:      ability("images", store.AbilityImages, post, gwerr.Images, pipeline.BearerOrAPIKey),
-		PathImageEdit:     ability("images", store.AbilityImages, post, gwerr.Images, pipeline.BearerOrAPIKey),
-		PathSearch:        ability("search", store.AbilitySearch, post, gwerr.Ability, pipeline.BearerOrAPIKey),
-		PathFetch:         ability("fetch", store.AbilityFetch, post, gwerr.Fetch, pipeline.BearerOrAPIKey),
+		PathImageGen:      ability("images", store.AbilityImages, gwerr.Images, nil),
+		PathImageEdit:     ability("images", store.AbilityImages, gwerr.Images, nil),
+		PathSearch:        ability("search", store.AbilitySearch, gwerr.Ability, shared),
+		PathFetch:         ability("fetch", store.AbilityFetch, gwerr.Fetch, nil),
 		PathDecide:        decide,
 		PathSystemOne:     decide,
 

@@ -100,6 +100,12 @@ type Entry struct {
 	Unit      string
 	Cost      pricing.Money
 	Time      time.Time
+	// FreeMonthlyCredit is the account's free credit for the entry's UTC
+	// month. It is spent before a prepaid balance: Settle draws the balance
+	// down only by the part of Cost that the credit left over this month
+	// (credit minus the month's earlier spend, at least zero) does not
+	// cover. It is not stored.
+	FreeMonthlyCredit pricing.Money
 }
 
 // Spend sums an account's ledger over the current UTC day and month, and in
@@ -134,7 +140,8 @@ type Accounts interface {
 // Ledger stores settled charges.
 type Ledger interface {
 	// Settle records e and, in the same transaction, draws a prepaid
-	// balance down by e.Cost. It reports false (and changes nothing) when
+	// balance down by the part of e.Cost not covered by the free monthly
+	// credit (see Entry.FreeMonthlyCredit). It reports false (and changes nothing) when
 	// an entry with e.RequestID already exists.
 	Settle(ctx context.Context, e Entry) (bool, error)
 	// Entries returns an account's newest entries first, at most limit.
@@ -151,4 +158,25 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the backend.
 	Close() error
+}
+
+// DayOf returns the UTC day containing t, as [from, to).
+func DayOf(t time.Time) (from, to time.Time) {
+	t = t.UTC()
+	from = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	return from, from.AddDate(0, 0, 1)
+}
+
+// MonthOf returns the UTC month containing t, as [from, to).
+func MonthOf(t time.Time) (from, to time.Time) {
+	t = t.UTC()
+	from = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return from, from.AddDate(0, 1, 0)
+}
+
+// BalanceDraw is the part of cost a prepaid balance pays when the month's
+// free credit is spent first and monthBefore was spent earlier that month.
+func BalanceDraw(cost, freeCredit, monthBefore pricing.Money) pricing.Money {
+	left := max(freeCredit-monthBefore, 0)
+	return max(cost-left, 0)
 }

@@ -459,8 +459,19 @@ func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
 		if n == 0 {
 			return nil // already settled
 		}
+		draw := e.Cost
+		if e.FreeMonthlyCredit > 0 {
+			from, to := store.MonthOf(e.Time)
+			var before int64
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost), 0) FROM ledger
+				WHERE account_id = ? AND time >= ? AND time < ? AND request_id <> ?`,
+				e.AccountID, from.UnixNano(), to.UnixNano(), e.RequestID).Scan(&before); err != nil {
+				return err
+			}
+			draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL`,
-			int64(e.Cost), e.AccountID); err != nil {
+			int64(draw), e.AccountID); err != nil {
 			return err
 		}
 		inserted = true
@@ -505,11 +516,10 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 // Spend sums an account's entries: Today over now's UTC day, Month over its
 // UTC month, Total over all time. An unknown account has spent nothing.
 func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store.Spend, error) {
-	now = now.UTC()
-	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	day, dayEnd := store.DayOf(now)
+	month, monthEnd := store.MonthOf(now)
 	b := make([]int64, 4)
-	for i, t := range []time.Time{day, day.AddDate(0, 0, 1), month, month.AddDate(0, 1, 0)} {
+	for i, t := range []time.Time{day, dayEnd, month, monthEnd} {
 		n, err := nanos(t)
 		if err != nil {
 			return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)

@@ -1,0 +1,264 @@
+// Package money is the one money gate every billed call passes: it checks
+// an account's prepaid balance, free monthly credit, caps, ceiling and the
+// free tier's chat stop, reserves a call's estimated cost atomically
+// against them, and settles the real cost into the ledger (or releases the
+// reservation when the call fails). CONTRACT §5.
+package money
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// FreeChatStop is the free tier's hard stop: a free account's chat stops
+// once its lifetime chat spend reaches it (spec "Limits": 1 USD).
+const FreeChatStop = 1 * pricing.NanoPerUSD
+
+// Policy holds the configurable money rules.
+type Policy struct {
+	// FreeMonthlyCredit is given to every account each UTC month and spent
+	// before a prepaid balance.
+	FreeMonthlyCredit pricing.Money
+	// Ceiling bounds a paid account's monthly spend.
+	Ceiling Ceiling
+}
+
+// Ceiling is a paid account's monthly spend ceiling, which rises with the
+// account's age and its cleared spend:
+//
+//	ceiling = Base + PerMonth × whole months since the account was made
+//	        + SpendPercent % of its lifetime spend (when cleared), at most Max.
+//
+// A zero Base switches the ceiling off.
+type Ceiling struct {
+	Base         pricing.Money
+	PerMonth     pricing.Money
+	SpendPercent int64
+	Max          pricing.Money
+}
+
+// Default ceiling parameters.
+const (
+	DefaultCeilingBase         = 100 * pricing.NanoPerUSD
+	DefaultCeilingPerMonth     = 50 * pricing.NanoPerUSD
+	DefaultCeilingSpendPercent = 50
+	DefaultCeilingMax          = 10_000 * pricing.NanoPerUSD
+)
+
+// DefaultCeiling is the ceiling used when the config sets none.
+var DefaultCeiling = Ceiling{Base: DefaultCeilingBase, PerMonth: DefaultCeilingPerMonth, SpendPercent: DefaultCeilingSpendPercent, Max: DefaultCeilingMax}
+
+// Limit returns the ceiling of an account made at created, with lifetime
+// cleared spend, at now; ok is false when the ceiling is off.
+func (c Ceiling) Limit(created time.Time, clearedSpend pricing.Money, now time.Time) (limit pricing.Money, ok bool) {
+	if c.Base <= 0 {
+		return 0, false
+	}
+	v := c.Base + pricing.Money(wholeMonths(created, now))*c.PerMonth + clearedSpend*pricing.Money(c.SpendPercent)/100
+	if c.Max > 0 && v > c.Max {
+		v = c.Max
+	}
+	return v, true
+}
+
+// wholeMonths counts the whole calendar months from a to b (0 when b is
+// before a).
+func wholeMonths(a, b time.Time) int64 {
+	a, b = a.UTC(), b.UTC()
+	m := (b.Year()-a.Year())*12 + int(b.Month()-a.Month())
+	if m > 0 && a.AddDate(0, m, 0).After(b) {
+		m--
+	}
+	return int64(max(m, 0))
+}
+
+// Locks serialises the money decisions of one account and keeps the sum of
+// its outstanding reservations. The embedded implementation is in memory;
+// a multi-node one keeps both in a shared store.
+type Locks interface {
+	// Lock takes the account's lock; unlock releases it.
+	Lock(ctx context.Context, account string) (unlock func(), err error)
+	// Held returns the account's outstanding reservations (under Lock).
+	Held(ctx context.Context, account string) (pricing.Money, error)
+	// Add changes the account's outstanding reservations by delta.
+	Add(ctx context.Context, account string, delta pricing.Money) error
+}
+
+// Gate is the money gate.
+type Gate struct {
+	Store  store.Store
+	Locks  Locks
+	Policy Policy
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (g *Gate) now() time.Time {
+	if g.Now != nil {
+		return g.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// Kind of spend, for the free tier's chat stop.
+type Kind int
+
+const (
+	// Ability spend: paid plans only, so the free chat stop does not apply.
+	Ability Kind = iota
+	// Chat spend: the free tier stops at FreeChatStop.
+	Chat
+)
+
+// Check refuses a billed call that could not start now (no credit left, a
+// cap or the ceiling reached), without reserving anything.
+func (g *Gate) Check(ctx context.Context, accountID string, kind Kind) error {
+	h, err := g.Reserve(ctx, accountID, kind, 0)
+	if err != nil {
+		return err
+	}
+	h.Release(ctx)
+	return nil
+}
+
+// Reserve holds est for a call of accountID. It refuses (402 with a money
+// code) when the account has nothing left, or when est on top of what is
+// spent and held would overdraw the balance or pass a cap or the ceiling.
+// Checks and the hold happen under the account's lock, so concurrent calls
+// can never pass a cap together. A store that cannot answer refuses with
+// credit_unresolved.
+func (g *Gate) Reserve(ctx context.Context, accountID string, kind Kind, est pricing.Money) (*Hold, error) {
+	if est < 0 {
+		est = 0
+	}
+	unlock, err := g.Locks.Lock(ctx, accountID)
+	if err != nil {
+		return nil, unresolved()
+	}
+	defer unlock()
+	acc, err := g.Store.Account(ctx, accountID)
+	if err != nil {
+		return nil, unresolved()
+	}
+	now := g.now()
+	sp, err := g.Store.Spend(ctx, accountID, now)
+	if err != nil {
+		return nil, unresolved()
+	}
+	held, err := g.Locks.Held(ctx, accountID)
+	if err != nil {
+		return nil, unresolved()
+	}
+	if err := g.refusal(&acc, kind, sp, held, est, now); err != nil {
+		return nil, err
+	}
+	if err := g.Locks.Add(ctx, accountID, est); err != nil {
+		return nil, unresolved()
+	}
+	return &Hold{gate: g, account: accountID, amount: est}, nil
+}
+
+// refusal applies the money rules in order: prepaid balance (with the free
+// monthly credit), the free tier's chat stop, the daily cap, the monthly
+// cap, then the account ceiling. A limit refuses when it is already
+// reached, or when est would pass it.
+func (g *Gate) refusal(acc *store.Account, kind Kind, sp store.Spend, held, est pricing.Money, now time.Time) error {
+	over := func(used, limit pricing.Money) bool {
+		used += held
+		return used >= limit || used+est > limit
+	}
+	if acc.Balance != nil {
+		free := max(g.Policy.FreeMonthlyCredit-sp.Month, 0)
+		if over(0, *acc.Balance+free) {
+			return refuse(gwerr.CodeCreditExhausted, "the prepaid balance is used up; add credit to continue")
+		}
+	}
+	if kind == Chat && acc.Plan == store.PlanFree && over(sp.Total, FreeChatStop) {
+		return refuse(gwerr.CodeCreditExhausted, "the free tier's 1 USD of chat is used up; upgrade to a paid plan to continue")
+	}
+	if acc.DailyCap != nil && over(sp.Today, *acc.DailyCap) {
+		return refuse(gwerr.CodeDailyCap, "the account's daily spend cap is reached")
+	}
+	if acc.MonthlyCap != nil && over(sp.Month, *acc.MonthlyCap) {
+		return refuse(gwerr.CodeMonthlyCap, "the account's monthly spend cap is reached")
+	}
+	if acc.Plan == store.PlanPaid {
+		cleared := pricing.Money(0)
+		if acc.Cleared {
+			cleared = sp.Total
+		}
+		if limit, ok := g.Policy.Ceiling.Limit(acc.CreatedAt, cleared, now); ok && over(sp.Month, limit) {
+			return refuse(gwerr.CodeMonthlyCap, "the account's monthly ceiling is reached; it rises with cleared spend and account age")
+		}
+	}
+	return nil
+}
+
+func refuse(code, msg string) error {
+	return &gwerr.Error{Kind: gwerr.Payment, Code: code, Message: msg}
+}
+
+func unresolved() error {
+	return refuse(gwerr.CodeCreditUnresolved, "the balance could not be checked; retry once")
+}
+
+// Hold is a reservation of one call. Settle or Release it exactly once;
+// later calls do nothing.
+type Hold struct {
+	gate    *Gate
+	account string
+	amount  pricing.Money
+	done    bool
+}
+
+// Amount is what the hold reserves.
+func (h *Hold) Amount() pricing.Money { return h.amount }
+
+// Settle records the call's real cost in the ledger under e.RequestID and
+// drops the reservation, both under the account's lock so that a
+// concurrent Reserve sees either the hold or the charge, never neither. It
+// reports whether this settlement charged the account: false when the
+// request id was settled before. A store error refuses with
+// credit_unresolved and charges nothing.
+func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
+	if h.done {
+		return false, errors.New("money: hold already settled or released")
+	}
+	ctx = context.WithoutCancel(ctx) // a client gone after the work is done still pays
+	e.AccountID = h.account
+	e.FreeMonthlyCredit = h.gate.Policy.FreeMonthlyCredit
+	if e.Time.IsZero() {
+		e.Time = h.gate.now()
+	}
+	unlock, err := h.gate.Locks.Lock(ctx, h.account)
+	if err != nil {
+		h.Release(ctx)
+		return false, unsettled()
+	}
+	defer unlock()
+	charged, err := h.gate.Store.Settle(ctx, e)
+	h.done = true
+	_ = h.gate.Locks.Add(ctx, h.account, -h.amount)
+	if err != nil {
+		return false, unsettled()
+	}
+	return charged, nil
+}
+
+func unsettled() error {
+	return refuse(gwerr.CodeCreditUnresolved, "the charge could not be recorded; nothing was charged")
+}
+
+// Release drops the reservation without charging.
+func (h *Hold) Release(ctx context.Context) {
+	if h == nil || h.done {
+		return
+	}
+	h.done = true
+	_ = h.gate.Locks.Add(context.WithoutCancel(ctx), h.account, -h.amount)
+}

@@ -1,0 +1,392 @@
+package money
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// faulty wraps a store and fails every call while down is set.
+type faulty struct {
+	store.Store
+	down atomic.Bool
+}
+
+var errDown = errors.New("store down")
+
+func (f *faulty) Account(ctx context.Context, id string) (store.Account, error) {
+	if f.down.Load() {
+		return store.Account{}, errDown
+	}
+	return f.Store.Account(ctx, id)
+}
+
+func (f *faulty) Spend(ctx context.Context, id string, now time.Time) (store.Spend, error) {
+	if f.down.Load() {
+		return store.Spend{}, errDown
+	}
+	return f.Store.Spend(ctx, id, now)
+}
+
+func (f *faulty) Settle(ctx context.Context, e store.Entry) (bool, error) {
+	if f.down.Load() {
+		return false, errDown
+	}
+	return f.Store.Settle(ctx, e)
+}
+
+type fixture struct {
+	gate  *Gate
+	store *faulty
+	now   time.Time
+}
+
+func newFixture(t *testing.T, p Policy) *fixture {
+	t.Helper()
+	db, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	f := &fixture{store: &faulty{Store: db}, now: t0}
+	f.gate = &Gate{Store: f.store, Locks: NewMemoryLocks(), Policy: p, Now: func() time.Time { return f.now }}
+	return f
+}
+
+func usd(s string) pricing.Money {
+	m, err := pricing.ParseUSD(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func ptr(m pricing.Money) *pricing.Money { return &m }
+
+func (f *fixture) account(t *testing.T, a store.Account) {
+	t.Helper()
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = t0
+	}
+	if err := f.store.CreateAccount(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var seq atomic.Int64
+
+// spend reserves est and settles cost, failing the test on refusal.
+func (f *fixture) spend(t *testing.T, id string, kind Kind, est, cost pricing.Money) {
+	t.Helper()
+	h, err := f.gate.Reserve(context.Background(), id, kind, est)
+	if err != nil {
+		t.Fatalf("reserve %s: %v", est, err)
+	}
+	if _, err := h.Settle(context.Background(), store.Entry{RequestID: fmt.Sprintf("r%d", seq.Add(1)), Cost: cost, Unit: "token"}); err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+}
+
+// code returns the money code of a refusal ("" when err is nil).
+func code(t *testing.T, err error) string {
+	t.Helper()
+	if err == nil {
+		return ""
+	}
+	var e *gwerr.Error
+	if !errors.As(err, &e) || e.Kind != gwerr.Payment {
+		t.Fatalf("refusal %v is not a 402 money error", err)
+	}
+	return e.Code
+}
+
+func TestRefusals(t *testing.T) {
+	paid := func(a store.Account) store.Account { a.Plan, a.Cleared = store.PlanPaid, true; return a }
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		acc    store.Account
+		kind   Kind
+		before []string // costs settled first
+		est    string
+		want   string
+	}{
+		{"prepaid covers", Policy{}, paid(store.Account{Balance: ptr(usd("1"))}), Ability, nil, "1", ""},
+		{"prepaid short", Policy{}, paid(store.Account{Balance: ptr(usd("1"))}), Ability, nil, "1.000000001", gwerr.CodeCreditExhausted},
+		{"prepaid empty, estimate 0", Policy{}, paid(store.Account{Balance: ptr(0)}), Ability, nil, "0", gwerr.CodeCreditExhausted},
+		{"prepaid drawn to zero", Policy{}, paid(store.Account{Balance: ptr(usd("1"))}), Ability, []string{"1"}, "0", gwerr.CodeCreditExhausted},
+		{"free credit first", Policy{FreeMonthlyCredit: usd("2")}, paid(store.Account{Balance: ptr(0)}), Ability, []string{"1.5"}, "0.5", ""},
+		{"free credit spent", Policy{FreeMonthlyCredit: usd("2")}, paid(store.Account{Balance: ptr(0)}), Ability, []string{"2"}, "0", gwerr.CodeCreditExhausted},
+		{"postpaid no balance check", Policy{}, paid(store.Account{}), Ability, []string{"50"}, "40", ""},
+		{"free tier chat under stop", Policy{}, store.Account{Plan: store.PlanFree}, Chat, []string{"0.99"}, "0.01", ""},
+		{"free tier chat would pass stop", Policy{}, store.Account{Plan: store.PlanFree}, Chat, []string{"0.99"}, "0.010000001", gwerr.CodeCreditExhausted},
+		{"free tier chat at stop", Policy{}, store.Account{Plan: store.PlanFree}, Chat, []string{"1"}, "0", gwerr.CodeCreditExhausted},
+		{"free stop is chat only", Policy{}, store.Account{Plan: store.PlanFree}, Ability, []string{"1"}, "0", ""},
+		{"paid chat has no free stop", Policy{}, paid(store.Account{}), Chat, []string{"1"}, "5", ""},
+		{"daily cap reached", Policy{}, paid(store.Account{DailyCap: ptr(usd("1"))}), Chat, []string{"1"}, "0", gwerr.CodeDailyCap},
+		{"daily cap would pass", Policy{}, paid(store.Account{DailyCap: ptr(usd("1"))}), Chat, []string{"0.5"}, "0.6", gwerr.CodeDailyCap},
+		{"monthly cap", Policy{}, paid(store.Account{MonthlyCap: ptr(usd("3"))}), Ability, []string{"2"}, "1.5", gwerr.CodeMonthlyCap},
+		{"monthly cap fits", Policy{}, paid(store.Account{MonthlyCap: ptr(usd("3"))}), Ability, []string{"2"}, "1", ""},
+		{"balance before daily cap", Policy{}, paid(store.Account{Balance: ptr(0), DailyCap: ptr(0)}), Ability, nil, "0", gwerr.CodeCreditExhausted},
+		{"ceiling", Policy{Ceiling: Ceiling{Base: usd("10")}}, paid(store.Account{}), Ability, []string{"9"}, "2", gwerr.CodeMonthlyCap},
+		{"ceiling off for free plan", Policy{Ceiling: Ceiling{Base: usd("10")}}, store.Account{Plan: store.PlanFree}, Ability, []string{"9"}, "2", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.policy)
+			tc.acc.ID = "acc"
+			f.account(t, tc.acc)
+			for _, c := range tc.before {
+				f.spend(t, "acc", tc.kind, 0, usd(c))
+			}
+			h, err := f.gate.Reserve(context.Background(), "acc", tc.kind, usd(tc.est))
+			if got := code(t, err); got != tc.want {
+				t.Fatalf("code %q, want %q (err %v)", got, tc.want, err)
+			}
+			if err == nil && h.Amount() != usd(tc.est) {
+				t.Fatalf("held %s, want %s", h.Amount(), tc.est)
+			}
+		})
+	}
+}
+
+func TestHeldCountsAgainstLimits(t *testing.T) {
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1"))})
+	ctx := context.Background()
+	h1, err := f.gate.Reserve(ctx, "a", Ability, usd("0.6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.gate.Reserve(ctx, "a", Ability, usd("0.6")); code(t, err) != gwerr.CodeCreditExhausted {
+		t.Fatalf("second hold passed the balance: %v", err)
+	}
+	// Settling below the estimate frees the difference.
+	if charged, err := h1.Settle(ctx, store.Entry{RequestID: "r1", Cost: usd("0.5")}); err != nil || !charged {
+		t.Fatalf("settle: %v %v", charged, err)
+	}
+	if _, err := f.gate.Reserve(ctx, "a", Ability, usd("0.5")); err != nil {
+		t.Fatalf("after settle: %v", err)
+	}
+}
+
+func TestReleaseChargesNothing(t *testing.T) {
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1"))})
+	ctx := context.Background()
+	h, err := f.gate.Reserve(ctx, "a", Ability, usd("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	h.Release(ctx) // twice is harmless
+	if _, err := h.Settle(ctx, store.Entry{RequestID: "late", Cost: 1}); err == nil {
+		t.Fatal("settle after release succeeded")
+	}
+	acc, _ := f.store.Account(ctx, "a")
+	sp, _ := f.store.Spend(ctx, "a", t0)
+	if *acc.Balance != usd("1") || sp.Total != 0 {
+		t.Fatalf("balance %s spend %s after release", acc.Balance, sp.Total)
+	}
+	if held, _ := f.gate.Locks.Held(ctx, "a"); held != 0 {
+		t.Fatalf("held %s after release", held)
+	}
+}
+
+func TestSettleSameRequestOnce(t *testing.T) {
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("5"))})
+	ctx := context.Background()
+	for i, want := range []bool{true, false, false} {
+		h, err := f.gate.Reserve(ctx, "a", Ability, usd("1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		charged, err := h.Settle(ctx, store.Entry{RequestID: "same", Cost: usd("1")})
+		if err != nil || charged != want {
+			t.Fatalf("settle %d: charged %v err %v, want %v", i, charged, err, want)
+		}
+	}
+	acc, _ := f.store.Account(ctx, "a")
+	if *acc.Balance != usd("4") {
+		t.Fatalf("balance %s, want 4.00", acc.Balance)
+	}
+}
+
+func TestFreeCreditSpentBeforeBalance(t *testing.T) {
+	f := newFixture(t, Policy{FreeMonthlyCredit: usd("1")})
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("2"))})
+	ctx := context.Background()
+	f.spend(t, "a", Ability, usd("0.6"), usd("0.6")) // all credit
+	f.spend(t, "a", Ability, usd("0.6"), usd("0.6")) // 0.4 credit + 0.2 balance
+	acc, _ := f.store.Account(ctx, "a")
+	if *acc.Balance != usd("1.8") {
+		t.Fatalf("balance %s, want 1.80", acc.Balance)
+	}
+	// The next month brings fresh credit.
+	f.now = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	f.spend(t, "a", Ability, usd("1"), usd("1"))
+	acc, _ = f.store.Account(ctx, "a")
+	if *acc.Balance != usd("1.8") {
+		t.Fatalf("balance %s after next month's credit, want 1.80", acc.Balance)
+	}
+}
+
+func TestStoreFaultIsCreditUnresolved(t *testing.T) {
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("5"))})
+	ctx := context.Background()
+
+	f.store.down.Store(true)
+	if _, err := f.gate.Reserve(ctx, "a", Ability, usd("1")); code(t, err) != gwerr.CodeCreditUnresolved {
+		t.Fatalf("reserve with the store down: %v", err)
+	}
+	if err := f.gate.Check(ctx, "a", Chat); code(t, err) != gwerr.CodeCreditUnresolved {
+		t.Fatalf("check with the store down: %v", err)
+	}
+
+	// Down between reserve and settle: nothing charged, nothing held.
+	f.store.down.Store(false)
+	h, err := f.gate.Reserve(ctx, "a", Ability, usd("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store.down.Store(true)
+	if _, err := h.Settle(ctx, store.Entry{RequestID: "mid", Cost: usd("1")}); code(t, err) != gwerr.CodeCreditUnresolved {
+		t.Fatalf("settle with the store down: %v", err)
+	}
+	f.store.down.Store(false)
+	acc, _ := f.store.Account(ctx, "a")
+	entries, _ := f.store.Entries(ctx, "a", 10)
+	if *acc.Balance != usd("5") || len(entries) != 0 {
+		t.Fatalf("after a failed settle: balance %s, %d entries", acc.Balance, len(entries))
+	}
+	if held, _ := f.gate.Locks.Held(ctx, "a"); held != 0 {
+		t.Fatalf("held %s after a failed settle", held)
+	}
+	// Recovered.
+	f.spend(t, "a", Ability, usd("1"), usd("1"))
+}
+
+// TestConcurrentCallsNeverOverdraw: N parallel calls against a balance that
+// covers k of them: exactly k succeed, the balance ends at zero, and the
+// ledger's sum equals what the calls were charged.
+func TestConcurrentCallsNeverOverdraw(t *testing.T) {
+	const n, k = 40, 13
+	cost := usd("0.37")
+	for _, tc := range []struct {
+		name string
+		acc  store.Account
+	}{
+		{"prepaid balance", store.Account{Balance: ptr(cost * k)}},
+		{"daily cap", store.Account{DailyCap: ptr(cost * k)}},
+		{"monthly cap", store.Account{MonthlyCap: ptr(cost * k)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Policy{})
+			tc.acc.ID, tc.acc.Plan, tc.acc.Cleared = "a", store.PlanPaid, true
+			f.account(t, tc.acc)
+			ctx := context.Background()
+			var ok, refused atomic.Int64
+			var charged sync.Map
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					h, err := f.gate.Reserve(ctx, "a", Ability, cost)
+					if err != nil {
+						if c := code(t, err); c == gwerr.CodeCreditUnresolved || c == "" {
+							t.Errorf("refusal %v", err)
+						}
+						refused.Add(1)
+						return
+					}
+					id := fmt.Sprintf("c%d", i)
+					if c, err := h.Settle(ctx, store.Entry{RequestID: id, Cost: cost}); err != nil || !c {
+						t.Errorf("settle %s: %v %v", id, c, err)
+						return
+					}
+					charged.Store(id, cost)
+					ok.Add(1)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			if ok.Load() != k || refused.Load() != n-k {
+				t.Fatalf("%d succeeded, %d refused; want %d and %d", ok.Load(), refused.Load(), k, n-k)
+			}
+			var receipts pricing.Money
+			charged.Range(func(_, v any) bool { receipts += v.(pricing.Money); return true })
+			entries, err := f.store.Entries(ctx, "a", 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ledger pricing.Money
+			for _, e := range entries {
+				ledger += e.Cost
+			}
+			if ledger != receipts || ledger != cost*k {
+				t.Fatalf("ledger %s, receipts %s, want %s", ledger, receipts, cost*k)
+			}
+			acc, _ := f.store.Account(ctx, "a")
+			if acc.Balance != nil && *acc.Balance != 0 {
+				t.Fatalf("balance %s, want 0.00", acc.Balance)
+			}
+		})
+	}
+}
+
+func TestCeilingLimit(t *testing.T) {
+	c := Ceiling{Base: usd("100"), PerMonth: usd("50"), SpendPercent: 50, Max: usd("400")}
+	created := time.Date(2026, 1, 31, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		now   time.Time
+		spend string
+		want  string
+	}{
+		{created, "0", "100"},
+		{time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), "0", "150"},  // one whole month (Jan 31 → Mar 2 is not yet two)
+		{time.Date(2026, 3, 31, 10, 0, 0, 0, time.UTC), "0", "200"}, // two
+		{time.Date(2026, 3, 31, 10, 0, 0, 0, time.UTC), "100", "250"},
+		{time.Date(2027, 3, 31, 10, 0, 0, 0, time.UTC), "0", "400"}, // capped
+		{created.Add(-time.Hour), "0", "100"},
+	} {
+		got, ok := c.Limit(created, usd(tc.spend), tc.now)
+		if !ok || got != usd(tc.want) {
+			t.Errorf("Limit(%s, %s) = %s, want %s", tc.now, tc.spend, got, tc.want)
+		}
+	}
+	if _, ok := (Ceiling{}).Limit(created, 0, created); ok {
+		t.Error("a zero base must switch the ceiling off")
+	}
+}
+
+func TestLockHonoursContext(t *testing.T) {
+	m := NewMemoryLocks()
+	unlock, err := m.Lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := m.Lock(ctx, "a"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("lock with a cancelled context: %v", err)
+	}
+	unlock()
+	if len(m.accounts) != 0 {
+		t.Fatalf("%d account states left after unlock", len(m.accounts))
+	}
+}
