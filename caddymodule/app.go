@@ -46,15 +46,15 @@ type App struct {
 	// Default: /alt.
 	AltPrefix string `json:"alt_prefix,omitempty"`
 	// Store says where accounts, keys and the ledger live.
-	Store StoreConfig `json:"store,omitempty"`
+	Store StoreConfig `json:"store,omitzero"`
 	// BootstrapKey, when not empty after placeholders are expanded
 	// ({env.GW_BOOTSTRAP_KEY}), makes sure at start that an account
 	// "default" (paid, cleared) exists and holds this key.
 	BootstrapKey string `json:"bootstrap_key,omitempty"`
 	// Money sets the configurable money rules.
-	Money MoneyConfig `json:"money,omitempty"`
+	Money MoneyConfig `json:"money,omitzero"`
 	// Limits sets the configurable rate limits.
-	Limits LimitsConfig `json:"limits,omitempty"`
+	Limits LimitsConfig `json:"limits,omitzero"`
 
 	gateway  *pipeline.Gateway
 	router   *routes.Router

@@ -53,6 +53,12 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"model bad option", "gw {\n model m {\n colour x\n }\n}", `unknown model option "colour"`},
 		{"ability bad price", "gw {\n ability gw-image {\n price_microcents 1.5\n }\n}", "price_microcents"},
 		{"ability bad option", "gw {\n ability gw-image {\n colour x\n }\n}", `unknown ability option "colour"`},
+		{"money bad credit", "gw {\n money {\n free_monthly_credit lots\n }\n}", "free_monthly_credit"},
+		{"money bad ceiling", "gw {\n money {\n ceiling 1 2 x\n }\n}", "spend percent"},
+		{"money ceiling off extra", "gw {\n money {\n ceiling off 3\n }\n}", "wrong argument count"},
+		{"money bad option", "gw {\n money {\n colour x\n }\n}", `unknown money option "colour"`},
+		{"limits bad number", "gw {\n limits {\n chat_requests_per_minute -1\n }\n}", "chat_requests_per_minute"},
+		{"limits bad option", "gw {\n limits {\n colour x\n }\n}", `unknown limits option "colour"`},
 		{"alias one arg", "gw {\n alias a\n}", "wrong argument count"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -358,7 +358,7 @@ func TestCeilingLimit(t *testing.T) {
 		want  string
 	}{
 		{created, "0", "100"},
-		{time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), "0", "150"},  // one whole month (Jan 31 → Mar 2 is not yet two)
+		{time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), "0", "150"},   // one whole month (Jan 31 → Mar 2 is not yet two)
 		{time.Date(2026, 3, 31, 10, 0, 0, 0, time.UTC), "0", "200"}, // two
 		{time.Date(2026, 3, 31, 10, 0, 0, 0, time.UTC), "100", "250"},
 		{time.Date(2027, 3, 31, 10, 0, 0, 0, time.UTC), "0", "400"}, // capped
