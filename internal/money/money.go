@@ -138,27 +138,27 @@ func (g *Gate) Reserve(ctx context.Context, accountID string, kind Kind, est pri
 	}
 	unlock, err := g.Locks.Lock(ctx, accountID)
 	if err != nil {
-		return nil, unresolved()
+		return nil, Unresolved()
 	}
 	defer unlock()
 	acc, err := g.Store.Account(ctx, accountID)
 	if err != nil {
-		return nil, unresolved()
+		return nil, Unresolved()
 	}
 	now := g.now()
 	sp, err := g.Store.Spend(ctx, accountID, now)
 	if err != nil {
-		return nil, unresolved()
+		return nil, Unresolved()
 	}
 	held, err := g.Locks.Held(ctx, accountID)
 	if err != nil {
-		return nil, unresolved()
+		return nil, Unresolved()
 	}
 	if err := g.refusal(&acc, kind, sp, held, est, now); err != nil {
 		return nil, err
 	}
 	if err := g.Locks.Add(ctx, accountID, est); err != nil {
-		return nil, unresolved()
+		return nil, Unresolved()
 	}
 	return &Hold{gate: g, account: accountID, amount: est}, nil
 }
@@ -203,8 +203,15 @@ func refuse(code, msg string) error {
 	return &gwerr.Error{Kind: gwerr.Payment, Code: code, Message: msg}
 }
 
-func unresolved() error {
-	return refuse(gwerr.CodeCreditUnresolved, "the balance could not be checked; retry once")
+// UnresolvedRetryAfter is the Retry-After, in seconds, of
+// credit_unresolved: the spec says to retry once.
+const UnresolvedRetryAfter = 1
+
+// Unresolved is the refusal when the balance cannot be checked.
+func Unresolved() error { return unresolvedErr("the balance could not be checked; retry once") }
+
+func unresolvedErr(msg string) error {
+	return &gwerr.Error{Kind: gwerr.Payment, Code: gwerr.CodeCreditUnresolved, Message: msg, RetryAfter: UnresolvedRetryAfter}
 }
 
 // Hold is a reservation of one call. Settle or Release it exactly once;
@@ -251,7 +258,7 @@ func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 }
 
 func unsettled() error {
-	return refuse(gwerr.CodeCreditUnresolved, "the charge could not be recorded; nothing was charged")
+	return unresolvedErr("the charge could not be recorded; nothing was charged")
 }
 
 // Release drops the reservation without charging.

@@ -12,43 +12,15 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-// faulty wraps a store and fails every call while down is set.
-type faulty struct {
-	store.Store
-	down atomic.Bool
-}
-
-var errDown = errors.New("store down")
-
-func (f *faulty) Account(ctx context.Context, id string) (store.Account, error) {
-	if f.down.Load() {
-		return store.Account{}, errDown
-	}
-	return f.Store.Account(ctx, id)
-}
-
-func (f *faulty) Spend(ctx context.Context, id string, now time.Time) (store.Spend, error) {
-	if f.down.Load() {
-		return store.Spend{}, errDown
-	}
-	return f.Store.Spend(ctx, id, now)
-}
-
-func (f *faulty) Settle(ctx context.Context, e store.Entry) (bool, error) {
-	if f.down.Load() {
-		return false, errDown
-	}
-	return f.Store.Settle(ctx, e)
-}
-
 type fixture struct {
 	gate  *Gate
-	store *faulty
+	store *storetest.Faulty
 	now   time.Time
 }
 
@@ -59,7 +31,7 @@ func newFixture(t *testing.T, p Policy) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	f := &fixture{store: &faulty{Store: db}, now: t0}
+	f := &fixture{store: &storetest.Faulty{Store: db}, now: t0}
 	f.gate = &Gate{Store: f.store, Locks: NewMemoryLocks(), Policy: p, Now: func() time.Time { return f.now }}
 	return f
 }
@@ -247,7 +219,7 @@ func TestStoreFaultIsCreditUnresolved(t *testing.T) {
 	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("5"))})
 	ctx := context.Background()
 
-	f.store.down.Store(true)
+	f.store.Down.Store(true)
 	if _, err := f.gate.Reserve(ctx, "a", Ability, usd("1")); code(t, err) != gwerr.CodeCreditUnresolved {
 		t.Fatalf("reserve with the store down: %v", err)
 	}
@@ -256,16 +228,16 @@ func TestStoreFaultIsCreditUnresolved(t *testing.T) {
 	}
 
 	// Down between reserve and settle: nothing charged, nothing held.
-	f.store.down.Store(false)
+	f.store.Down.Store(false)
 	h, err := f.gate.Reserve(ctx, "a", Ability, usd("1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.store.down.Store(true)
+	f.store.Down.Store(true)
 	if _, err := h.Settle(ctx, store.Entry{RequestID: "mid", Cost: usd("1")}); code(t, err) != gwerr.CodeCreditUnresolved {
 		t.Fatalf("settle with the store down: %v", err)
 	}
-	f.store.down.Store(false)
+	f.store.Down.Store(false)
 	acc, _ := f.store.Account(ctx, "a")
 	entries, _ := f.store.Entries(ctx, "a", 10)
 	if *acc.Balance != usd("5") || len(entries) != 0 {

@@ -5,7 +5,6 @@
 package pipeline
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -160,7 +159,7 @@ func (g *Gateway) run(c *Call) error {
 func (c *Call) Take(b limits.Budget, n int64) error {
 	d, err := c.Gateway.Limits.Allow(c.R.Context(), c.Account.ID, b, n)
 	if err != nil {
-		return c.Gateway.storeDown(c.R.Context(), err)
+		return c.Gateway.storeDown(c, err)
 	}
 	if !d.Allowed {
 		return &gwerr.Error{Kind: gwerr.RateLimited, Message: "too many calls: " + b.Name + " budget used; retry later",
@@ -209,7 +208,7 @@ func (g *Gateway) authenticate(c *Call) error {
 		return gwerr.New(gwerr.Unauthenticated, "invalid API key")
 	}
 	if err != nil {
-		return g.storeDown(ctx, err)
+		return g.storeDown(c, err)
 	}
 	if k.ExpiresAt != nil && !g.now().Before(*k.ExpiresAt) {
 		return gwerr.New(gwerr.Unauthenticated, "API key expired")
@@ -219,21 +218,28 @@ func (g *Gateway) authenticate(c *Call) error {
 		return gwerr.New(gwerr.Unauthenticated, "invalid API key")
 	}
 	if err != nil {
-		return g.storeDown(ctx, err)
+		return g.storeDown(c, err)
 	}
 	c.Key, c.Account = k, a
 	return nil
 }
 
 // StoreRetryAfter is the Retry-After, in seconds, when the store cannot
-// answer an authentication.
+// answer.
 const StoreRetryAfter = 1
 
-func (g *Gateway) storeDown(ctx context.Context, err error) error {
+// storeDown is the refusal when the store cannot answer: on a billed route
+// 402 credit_unresolved (CONTRACT §5: never a free pass, never a 500),
+// elsewhere 503.
+func (g *Gateway) storeDown(c *Call, err error) error {
+	ctx := c.R.Context()
 	if ctx.Err() != nil {
 		return gwerr.New(gwerr.Unavailable, "request cancelled")
 	}
-	g.Logger.Error("store unavailable", zap.Error(err))
+	g.Logger.Error("store unavailable", zap.String("route", c.Endpoint.Name), zap.Error(err))
+	if c.Endpoint.Billing != nil {
+		return money.Unresolved()
+	}
 	return &gwerr.Error{Kind: gwerr.Unavailable, Message: "the key could not be checked; retry", RetryAfter: StoreRetryAfter}
 }
 

@@ -1,0 +1,216 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/limits"
+	"github.com/caddy-gw/caddy-gw/internal/money"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// callCost is what the test endpoint charges per call.
+var callCost = pricing.Cost(false, pricing.Line{Units: 1234, Rate: pricing.PerMillion(3 * pricing.NanoPerUSD)},
+	pricing.Line{Units: 567, Rate: pricing.PerMillion(15 * pricing.NanoPerUSD)})
+
+// billedEndpoint reserves the cost, does its work, settles it and sends
+// the receipt header.
+func billedEndpoint() *pipeline.Endpoint {
+	chat := money.Chat
+	return &pipeline.Endpoint{Name: "test", Methods: []string{http.MethodPost}, Family: gwerr.Chat, Billing: &chat,
+		Handler: func(c *pipeline.Call) error {
+			if err := c.Reserve(callCost); err != nil {
+				return err
+			}
+			if _, err := c.Settle(1801, pricing.UnitToken, "m", callCost); err != nil {
+				return err
+			}
+			c.W.Header().Set("X-Gw-Cost-Usd", callCost.String())
+			c.W.WriteHeader(http.StatusOK)
+			return nil
+		}}
+}
+
+type fixture struct {
+	gw    *pipeline.Gateway
+	store *storetest.Faulty
+	ep    *pipeline.Endpoint
+	key   string
+}
+
+func newFixture(t *testing.T, acc store.Account) *fixture {
+	t.Helper()
+	db, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st := &storetest.Faulty{Store: db}
+	cat, _ := catalog.New(nil, nil, nil, nil, "")
+	f := &fixture{store: st, ep: billedEndpoint(), gw: &pipeline.Gateway{Store: st, Catalog: cat, Logger: zap.NewNop(),
+		Money: &money.Gate{Store: st, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}}
+	ctx := context.Background()
+	acc.ID = "a"
+	if err := st.CreateAccount(ctx, acc); err != nil {
+		t.Fatal(err)
+	}
+	f.key, _ = store.NewSecret()
+	if err := st.CreateKey(ctx, store.Key{ID: "k", AccountID: "a", Hash: store.HashSecret(f.key)}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) call() *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/test", nil)
+	r.Header.Set("Authorization", "Bearer "+f.key)
+	w := httptest.NewRecorder()
+	f.gw.Serve(w, r, f.ep)
+	return w
+}
+
+func (f *fixture) ledger(t *testing.T) (sum pricing.Money, n int) {
+	t.Helper()
+	entries, err := f.store.Entries(context.Background(), "a", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		sum += e.Cost
+	}
+	return sum, len(entries)
+}
+
+func errorCode(t *testing.T, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	var b struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	return b.Error.Code
+}
+
+// TestParallelBilledCalls: N parallel calls against a balance that covers
+// k of them: exactly k succeed, the balance never goes below zero, and the
+// ledger's sum equals the sum of the receipts.
+func TestParallelBilledCalls(t *testing.T) {
+	const n, k = 48, 11
+	balance := callCost*k + callCost/2 // k calls fit, the (k+1)th does not
+	f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true, Balance: &balance})
+	var mu sync.Mutex
+	var receipts pricing.Money
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			w := f.call()
+			mu.Lock()
+			defer mu.Unlock()
+			codes[w.Code]++
+			switch w.Code {
+			case http.StatusOK:
+				c, err := pricing.ParseUSD(w.Header().Get("X-Gw-Cost-Usd"))
+				if err != nil {
+					t.Errorf("receipt: %v", err)
+				}
+				receipts += c
+			case http.StatusPaymentRequired:
+				if code := errorCode(t, w); code != gwerr.CodeCreditExhausted || w.Header().Get("X-Gw-Hold-Reason") != code {
+					t.Errorf("refusal code %q hold %q", code, w.Header().Get("X-Gw-Hold-Reason"))
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if codes[200] != k || codes[402] != n-k {
+		t.Fatalf("statuses %v, want %d×200 and %d×402", codes, k, n-k)
+	}
+	sum, entries := f.ledger(t)
+	if sum != receipts || entries != k || sum != callCost*k {
+		t.Fatalf("ledger %s in %d entries, receipts %s, want %s", sum, entries, receipts, callCost*k)
+	}
+	acc, _ := f.store.Account(context.Background(), "a")
+	if *acc.Balance != balance-sum || *acc.Balance < 0 {
+		t.Fatalf("balance %s, want %s", acc.Balance, balance-sum)
+	}
+}
+
+// TestStoreFailsMidFlight: the store fails between the reservation and the
+// settlement: 402 credit_unresolved, nothing charged, nothing held; the
+// gateway recovers when the store does.
+func TestStoreFailsMidFlight(t *testing.T) {
+	balance := usd(t, "1")
+	f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true, Balance: &balance})
+	f.store.Fail = storetest.OpSettle
+	f.store.Down.Store(true)
+	w := f.call()
+	if w.Code != http.StatusPaymentRequired || errorCode(t, w) != gwerr.CodeCreditUnresolved ||
+		w.Header().Get("X-Gw-Hold-Reason") != gwerr.CodeCreditUnresolved || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("status %d headers %v body %s", w.Code, w.Header(), w.Body)
+	}
+	if sum, n := f.ledger(t); sum != 0 || n != 0 {
+		t.Fatalf("charged %s in %d entries", sum, n)
+	}
+	if held, _ := f.gw.Money.Locks.Held(context.Background(), "a"); held != 0 {
+		t.Fatalf("%s still held", held)
+	}
+	f.store.Down.Store(false)
+	if w := f.call(); w.Code != http.StatusOK {
+		t.Fatalf("after recovery: %d %s", w.Code, w.Body)
+	}
+	if sum, n := f.ledger(t); sum != callCost || n != 1 {
+		t.Fatalf("after recovery: %s in %d entries", sum, n)
+	}
+}
+
+// TestFailedCallReleases: a handler that fails after reserving charges
+// nothing and leaves nothing held.
+func TestFailedCallReleases(t *testing.T) {
+	balance := usd(t, "1")
+	f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true, Balance: &balance})
+	f.ep.Handler = func(c *pipeline.Call) error {
+		if err := c.Reserve(usd(t, "0.9")); err != nil {
+			return err
+		}
+		return gwerr.New(gwerr.Upstream, "upstream failed")
+	}
+	if w := f.call(); w.Code != http.StatusBadGateway {
+		t.Fatalf("status %d", w.Code)
+	}
+	if held, _ := f.gw.Money.Locks.Held(context.Background(), "a"); held != 0 {
+		t.Fatalf("%s still held", held)
+	}
+	if sum, _ := f.ledger(t); sum != 0 {
+		t.Fatalf("charged %s", sum)
+	}
+}
+
+func usd(t *testing.T, s string) pricing.Money {
+	t.Helper()
+	m, err := pricing.ParseUSD(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
