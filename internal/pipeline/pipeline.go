@@ -168,6 +168,16 @@ func (c *Call) Take(b limits.Budget, n int64) error {
 	return nil
 }
 
+// AllowModel refuses a model id the key's allowlist lacks (401 or 403 per
+// family: decision mode 403 model_not_allowed, images 403
+// permission_error, speech and transcription 401).
+func (c *Call) AllowModel(id string) error {
+	if catalog.Allowed(c.Key.Models, id) {
+		return nil
+	}
+	return gwerr.New(gwerr.ModelNotAllowed, "this key may not use model %s", id)
+}
+
 // Reserve holds the call's estimated cost through the money gate. A call
 // reserves once; the pipeline releases the hold unless Settle charged it.
 func (c *Call) Reserve(est pricing.Money) error {

@@ -214,3 +214,40 @@ func usd(t *testing.T, s string) pricing.Money {
 	}
 	return m
 }
+
+// TestAllowModel: the key's allowlist refuses other models in the family's
+// status and code.
+func TestAllowModel(t *testing.T) {
+	for _, tc := range []struct {
+		family gwerr.Family
+		status int
+		code   string
+	}{
+		{gwerr.Chat, 401, "model_not_allowed"},
+		{gwerr.Ability, 401, ""},
+		{gwerr.Images, 403, "permission_error"},
+		{gwerr.Decide, 403, "model_not_allowed"},
+	} {
+		f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true})
+		ctx := context.Background()
+		if err := f.store.DeleteKey(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.store.CreateKey(ctx, store.Key{ID: "k2", AccountID: "a", Hash: store.HashSecret(f.key), Models: []string{"gw-image", "gpt-x"}}); err != nil {
+			t.Fatal(err)
+		}
+		f.ep.Family = tc.family
+		f.ep.Handler = func(c *pipeline.Call) error {
+			for _, ok := range []string{"gw-image", "gw-pinned-gpt-x"} {
+				if err := c.AllowModel(ok); err != nil {
+					t.Errorf("%s refused: %v", ok, err)
+				}
+			}
+			return c.AllowModel("gw-decide")
+		}
+		w := f.call()
+		if w.Code != tc.status || errorCode(t, w) != tc.code {
+			t.Errorf("family %d: %d %s, want %d code %q", tc.family, w.Code, w.Body, tc.status, tc.code)
+		}
+	}
+}
