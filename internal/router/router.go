@@ -1,0 +1,166 @@
+// Package router turns the `model` of a chat request into the backing
+// models to try, in order: a pinned or bare model id is itself; a lane alias
+// is the lane's cheapest healthy model that has what the request needs,
+// then stronger lanes for escalation; gw-auto first classifies the task to
+// pick the lane. Every decision is kept as a Decision for flux_explain.
+package router
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// Needs is what a request asks of a model, read from its body.
+type Needs struct {
+	// Vision: the request carries an image.
+	Vision bool
+	// Tools: the request offers tools.
+	Tools bool
+	// JSON: the request asks for JSON output.
+	JSON bool
+	// PromptTokens is an estimate of the prompt's size.
+	PromptTokens int
+	// MaxTokens is the most output the request allows (0: unknown).
+	MaxTokens int
+	// Text is the last user message's text, for classification.
+	Text string
+}
+
+// Route is the answer for one request.
+type Route struct {
+	// Requested is the model id the client sent.
+	Requested string
+	// Kind is the classified kind of task (gw-auto only).
+	Kind Kind
+	// Lane is the lane chosen ("" for a pinned model).
+	Lane string
+	// Candidates are the models to try, in order: the first is the choice,
+	// the rest are escalations. Never empty.
+	Candidates []*catalog.Model
+	// Pinned: the client named one model; it is never swapped.
+	Pinned bool
+}
+
+// Router routes requests over a catalogue.
+type Router struct {
+	Catalog *catalog.Catalog
+	Health  *Health
+}
+
+// DefaultModel is the alias used when a request names no model.
+const DefaultModel = catalog.AliasAuto
+
+// maxAliasDepth bounds alias-to-alias resolution.
+const maxAliasDepth = 4
+
+// Route resolves model for a request with needs.
+func (r *Router) Route(model string, n Needs) (*Route, error) {
+	if model == "" {
+		model = DefaultModel
+	}
+	rt := &Route{Requested: model}
+	target := model
+	for range maxAliasDepth {
+		next, ok := r.alias(target)
+		if !ok {
+			break
+		}
+		target = next
+	}
+	switch {
+	case target == catalog.AliasAuto:
+		rt.Kind = Classify(n)
+		rt.Lane = laneOf[rt.Kind]
+	case catalog.LaneAliases[target] != "":
+		rt.Lane = catalog.LaneAliases[target]
+	default:
+		m, ok := r.Catalog.Model(strings.TrimPrefix(target, catalog.PinnedPrefix))
+		if !ok {
+			return nil, gwerr.New(gwerr.Invalid, "model %q does not exist; GET /v1/models lists the ids", model).
+				WithCode("model_not_found").WithParam("model")
+		}
+		rt.Pinned, rt.Candidates = true, []*catalog.Model{m}
+		return rt, nil
+	}
+	rt.Candidates = r.lanes(rt.Lane, n)
+	if len(rt.Candidates) == 0 {
+		return nil, gwerr.New(gwerr.Invalid, "no model of lane %s or stronger can serve this request (needs vision=%t tools=%t, %d tokens)",
+			rt.Lane, n.Vision, n.Tools, n.PromptTokens+n.MaxTokens).WithParam("model")
+	}
+	return rt, nil
+}
+
+func (r *Router) alias(id string) (string, bool) {
+	for _, a := range r.Catalog.Aliases {
+		if a.Name == id {
+			return a.Target, true
+		}
+	}
+	return "", false
+}
+
+// lanes lists the models of lane and every stronger lane that fit n: in each
+// lane, healthy models first, cheapest first for this request.
+func (r *Router) lanes(lane string, n Needs) []*catalog.Model {
+	start := slices.Index(catalog.Lanes, lane)
+	var out []*catalog.Model
+	for _, l := range catalog.Lanes[max(start, 0):] {
+		var fit []*catalog.Model
+		for _, m := range r.Catalog.Models {
+			if m.Lane == l && Fits(m, n) {
+				fit = append(fit, m)
+			}
+		}
+		slices.SortStableFunc(fit, func(a, b *catalog.Model) int {
+			ha, hb := r.Health.Healthy(a.ID), r.Health.Healthy(b.ID)
+			if ha != hb {
+				if ha {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(EstimateCost(a, n), EstimateCost(b, n))
+		})
+		out = append(out, fit...)
+	}
+	return out
+}
+
+// Fits reports whether m has what n needs.
+func Fits(m *catalog.Model, n Needs) bool {
+	if n.Vision && !m.Has("vision") || n.Tools && !m.Has("tools") || n.JSON && !m.Has("json") && !m.Has("tools") {
+		return false
+	}
+	return m.ContextWindow == 0 || n.PromptTokens+n.MaxTokens <= m.ContextWindow
+}
+
+// DefaultMaxTokens is the output assumed for estimates when a request sets
+// no limit.
+const DefaultMaxTokens = 4096
+
+// EstimateCost is the most a request with n could cost on m: its prompt at
+// the input price and its output limit at the output price.
+func EstimateCost(m *catalog.Model, n Needs) pricing.Money {
+	out := n.MaxTokens
+	if out <= 0 {
+		out = DefaultMaxTokens
+	}
+	return pricing.Cost(false,
+		pricing.Line{Units: int64(n.PromptTokens), Rate: pricing.PerMillion(m.InputPrice)},
+		pricing.Line{Units: int64(out), Rate: pricing.PerMillion(m.OutputPrice)})
+}
+
+// String describes a route for logs.
+func (rt *Route) String() string {
+	ids := make([]string, len(rt.Candidates))
+	for i, m := range rt.Candidates {
+		ids[i] = m.ID
+	}
+	return fmt.Sprintf("%s → lane %q kind %q → %v", rt.Requested, rt.Lane, rt.Kind, ids)
+}
