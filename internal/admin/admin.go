@@ -28,6 +28,13 @@ const (
 	MaxLedgerLimit     = 1000
 )
 
+// minTime and maxTime bound the times the API accepts, within the range of
+// Unix nanoseconds in an int64 (1677-09-21 to 2262-04-11) that stores use.
+var (
+	minTime = time.Date(1678, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
 // validID is the shape of an account id.
 var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -265,6 +272,10 @@ func (a *API) patchAccount(w http.ResponseWriter, r *http.Request) {
 				return badField
 			}
 			b := *acc.Balance + *add
+			if (*add > 0 && b < *acc.Balance) || (*add < 0 && b > *acc.Balance) {
+				badField = errors.New("add_balance_usd: the new balance is out of range")
+				return badField
+			}
 			acc.Balance = &b
 		}
 		return nil
@@ -313,6 +324,12 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		var t time.Time
 		if err := json.Unmarshal(raw, &t); err != nil {
 			writeError(w, http.StatusBadRequest, "expires_at: must be an RFC 3339 time")
+			return
+		}
+		// Stores keep times as Unix nanoseconds: outside that range the
+		// write would fail (a 5xx) instead of refusing the field.
+		if t.Before(minTime) || !t.Before(maxTime) {
+			writeError(w, http.StatusBadRequest, "expires_at: must be an RFC 3339 time from 1678-01-01 to before 2262-01-01")
 			return
 		}
 		t = t.UTC()

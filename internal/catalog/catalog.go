@@ -215,6 +215,9 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		if a.DisplayName == "" {
 			a.DisplayName = a.Alias
 		}
+		if _, dup := c.Abilities[a.Alias]; dup {
+			return nil, fmt.Errorf("ability %s: defined twice", a.Alias)
+		}
 		c.Abilities[a.Alias] = &a
 	}
 	for _, a := range aliases {
@@ -226,6 +229,9 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		}
 		if !c.isChatID(a.Target) {
 			return nil, fmt.Errorf("alias %s: target %q is not a chat alias or model", a.Name, a.Target)
+		}
+		if slices.ContainsFunc(c.Aliases, func(o Alias) bool { return o.Name == a.Name }) {
+			return nil, fmt.Errorf("alias %s: defined twice", a.Name)
 		}
 		c.Aliases = append(c.Aliases, a)
 	}

@@ -172,6 +172,12 @@ var fetchDefs = map[Kind]def{
 	Overloaded:       {code: "capability_unavailable"},
 }
 
+// voiceDefs: the voice list table has only 401 and 503; a list that could
+// not be built (an internal failure included) answers 503.
+var voiceDefs = map[Kind]def{
+	Internal: {status: 503},
+}
+
 // voiceMessages: the voice list's fixed messages.
 var voiceMessages = map[Kind]string{
 	Unauthenticated: "Unauthorized",
@@ -193,7 +199,7 @@ func overlay(base, over map[Kind]def) map[Kind]def {
 
 var familyDefs = map[Family]map[Kind]def{
 	Chat: chatDefs, Messages: messagesDefs, Ability: abilityDefs, Images: imageDefs,
-	Decide: decideDefs, Fetch: fetchDefs, Tools: abilityDefs, RPC: abilityDefs,
+	Decide: decideDefs, Voices: voiceDefs, Fetch: fetchDefs, Tools: abilityDefs, RPC: abilityDefs,
 }
 
 // resolved is an error with the family's defaults applied.

@@ -35,8 +35,13 @@ func ToolObject(e *Error, capability, upgradeURL string) map[string]any {
 	if code == "" {
 		code = "capability_unavailable"
 	}
-	// credit_unresolved keeps its own code: it can work once more.
 	retryable := tc.retryable
+	// web_fetch on a Free plan is payment_required, not premium_locked
+	// (spec "Errors", "Other": 402 codes compared).
+	if e.Kind == PlanLocked && (capability == "fetch" || capability == "web_fetch") {
+		code = CodePaymentRequired
+	}
+	// credit_unresolved keeps its own code: it can work once more.
 	if e.Kind == Payment && e.Code == CodeCreditUnresolved {
 		code, retryable = CodeCreditUnresolved, true
 	}
@@ -78,6 +83,10 @@ func RPCCode(e *Error) int {
 		return RPCRateLimited
 	case Invalid, Unprocessable, TooLarge:
 		return RPCInvalidParams
+	case MethodNotAllowed:
+		// Not a valid request (GET on the routing server answers 405);
+		// -32603 would tell the client to retry.
+		return RPCInvalidRequest
 	case NotFound:
 		return RPCMethodNotFound
 	}

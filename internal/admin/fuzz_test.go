@@ -1,0 +1,116 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+)
+
+// FuzzAdminAccountBody sends arbitrary bodies to POST /gw/accounts, PATCH
+// /gw/accounts/{id} (a prepaid and a postpaid account) and POST
+// /gw/accounts/{id}/keys: the API never panics, never answers 5xx, always
+// answers JSON, and what it answers on success is what it stored.
+func FuzzAdminAccountBody(f *testing.F) {
+	for _, seed := range []string{
+		``, `{}`, `null`, `[]`, `"x"`, `{`, `{"id":"a"}`, `{"id":"fz"}`,
+		`{"id":"b","plan":"paid","cleared":true,"payg":true,"lane_billing":true,"balance_usd":"12.50","daily_cap_usd":"1","monthly_cap_usd":2,"abilities":["speech"]}`,
+		`{"id":"c","balance_usd":"9223372036.854775807"}`,
+		`{"id":"d","balance_usd":"-9223372036.854775808"}`,
+		`{"add_balance_usd":"9223372036.854775807"}`,
+		`{"add_balance_usd":"-9223372036.854775808"}`,
+		`{"add_balance_usd":"2.50"}`, `{"add_balance_usd":null}`, `{"balance_usd":null,"add_balance_usd":"1"}`,
+		`{"plan":"gold"}`, `{"plan":null}`, `{"cleared":"yes"}`, `{"abilities":["x"]}`, `{"abilities":[null]}`,
+		`{"daily_cap_usd":"-1"}`, `{"balance_usd":1e309}`, `{"balance_usd":"0.0000000001"}`, `{"id":"e","id":"f"}`,
+		`{"name":"k"}`, `{"name":"k","models":[],"expires_at":"2030-01-01T00:00:00Z"}`,
+		`{"name":"k","expires_at":"9999-12-31T23:59:59Z"}`, `{"name":"k","expires_at":"0001-01-01T00:00:00Z"}`,
+		`{"name":"k","models":["gw-auto",""]}`, `{"name":"\u0000"}`, "{\"id\":\"\xff\"}",
+	} {
+		f.Add(seed)
+	}
+	st, err := sqlite.Open(f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { st.Close() })
+	api := New(st)
+	api.Now = func() time.Time { return now }
+	serve := func(t *testing.T, method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s %q: %d %s", method, path, body, rec.Code, rec.Body)
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("%s %s %q: Content-Type %q", method, path, body, ct)
+		}
+		var out map[string]any
+		dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
+		if err := dec.Decode(&out); err != nil || out == nil || dec.More() {
+			t.Fatalf("%s %s %q: body %q is not one JSON object: %v", method, path, body, rec.Body, err)
+		}
+		if rec.Code >= 400 {
+			if msg, ok := out["error"].(string); !ok || msg == "" || len(out) != 1 {
+				t.Fatalf("%s %s %q: %d with body %s", method, path, body, rec.Code, rec.Body)
+			}
+		}
+		return rec.Code, out
+	}
+	for _, body := range []string{`{"id":"fz","balance_usd":"10"}`, `{"id":"fz-post"}`} {
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, httptest.NewRequest("POST", "/gw/accounts", strings.NewReader(body)))
+		if rec.Code != http.StatusCreated {
+			f.Fatalf("setup %s: %d %s", body, rec.Code, rec.Body)
+		}
+	}
+
+	f.Fuzz(func(t *testing.T, body string) {
+		// POST /gw/accounts: a 201 shows what GET then shows.
+		status, got := serve(t, "POST", "/gw/accounts", body)
+		if status == http.StatusCreated {
+			id, _ := got["id"].(string)
+			if _, again := serve(t, "GET", "/gw/accounts/"+id, ""); !jsonEqual(got, again) {
+				t.Fatalf("POST answered %v, GET %v", got, again)
+			}
+		}
+		// PATCH: a 200 shows what GET then shows; a refusal changes nothing.
+		for _, id := range []string{"fz", "fz-post"} {
+			_, before := serve(t, "GET", "/gw/accounts/"+id, "")
+			status, got := serve(t, "PATCH", "/gw/accounts/"+id, body)
+			_, after := serve(t, "GET", "/gw/accounts/"+id, "")
+			switch {
+			case status == http.StatusOK && !jsonEqual(got, after):
+				t.Fatalf("PATCH answered %v, GET %v", got, after)
+			case status != http.StatusOK && !jsonEqual(before, after):
+				t.Fatalf("refused PATCH (%d) changed %v into %v", status, before, after)
+			}
+		}
+		// POST keys: a 201 carries a secret the list never shows.
+		status, got = serve(t, "POST", "/gw/accounts/fz/keys", body)
+		if status == http.StatusCreated {
+			secret, _ := got["key"].(string)
+			if !strings.HasPrefix(secret, "sk-") {
+				t.Fatalf("key %q", secret)
+			}
+			req := httptest.NewRequest("GET", "/gw/accounts/fz/keys", nil)
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), secret) {
+				t.Fatalf("key list %d shows the secret or failed", rec.Code)
+			}
+		}
+	})
+}
+
+func jsonEqual(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
