@@ -1,0 +1,223 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// exampleCatalog is what Caddyfile.example declares: its backing models and
+// its ability aliases with their row values.
+type exampleCatalog struct {
+	Models    []string
+	Abilities map[string]exampleAbility
+}
+
+type exampleAbility struct {
+	DisplayName     string
+	PriceMicrocents int64
+}
+
+var (
+	reModelBlock   = regexp.MustCompile(`^\s*model\s+(\S+)\s*\{\s*$`)
+	reAbilityBlock = regexp.MustCompile(`^\s*ability\s+(\S+)\s*\{\s*$`)
+	reOption       = regexp.MustCompile(`^\s*(\S+)\s+(.+?)\s*$`)
+)
+
+// parseExample reads the model and ability blocks of a Caddyfile's global
+// gw option.
+func parseExample(t testing.TB, text string) exampleCatalog {
+	t.Helper()
+	c := exampleCatalog{Abilities: map[string]exampleAbility{}}
+	var ability string
+	for _, line := range strings.Split(text, "\n") {
+		if ability != "" {
+			if strings.TrimSpace(line) == "}" {
+				ability = ""
+				continue
+			}
+			m := reOption.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			a := c.Abilities[ability]
+			switch m[1] {
+			case "display_name":
+				v := m[2]
+				if u, err := strconv.Unquote(v); err == nil {
+					v = u
+				}
+				a.DisplayName = v
+			case "price_microcents":
+				n, err := strconv.ParseInt(m[2], 10, 64)
+				if err != nil {
+					t.Fatalf("Caddyfile.example: ability %s: price_microcents %q", ability, m[2])
+				}
+				a.PriceMicrocents = n
+			}
+			c.Abilities[ability] = a
+			continue
+		}
+		if m := reModelBlock.FindStringSubmatch(line); m != nil {
+			c.Models = append(c.Models, m[1])
+		} else if m := reAbilityBlock.FindStringSubmatch(line); m != nil {
+			ability = m[1]
+			c.Abilities[ability] = exampleAbility{}
+		}
+	}
+	if len(c.Models) == 0 || len(c.Abilities) == 0 {
+		t.Fatalf("Caddyfile.example: found %d models and %d abilities; the parser is out of date", len(c.Models), len(c.Abilities))
+	}
+	return c
+}
+
+// The spec's alias table.
+var (
+	chatAliases = []string{"gw-auto", "gw-fast", "gw-standard", "gw-reasoning"}
+	// abilityRows: capability, price unit and fewest billed units per
+	// ability alias (spec "Model row"; transcription bills at least 10 s).
+	abilityRows = map[string]struct {
+		capability, unit string
+		minUnits         float64
+	}{
+		"gw-image":          {"image", "image", 1},
+		"gw-image-pro":      {"image", "image", 1},
+		"gw-voice":          {"audio", "audio_second", 10},
+		"gw-voice-accurate": {"audio", "audio_second", 10},
+		"gw-voice-fast":     {"audio", "audio_second", 10},
+		"gw-voice-speak":    {"speech", "character", 1},
+		"gw-voice-speak-hd": {"speech", "character", 1},
+	}
+)
+
+// expectedIDs is every id GET /v1/models lists for an unrestricted key on
+// Caddyfile.example.
+func expectedIDs(c exampleCatalog) []string {
+	ids := append([]string{}, chatAliases...)
+	ids = append(ids, "gw-decide")
+	for id := range abilityRows {
+		ids = append(ids, id)
+	}
+	for _, m := range c.Models {
+		ids = append(ids, "gw-pinned-"+m)
+	}
+	return ids
+}
+
+// rowsByID decodes a 200 model list into raw rows by id.
+func rowsByID(t testing.TB, r response) map[string]map[string]any {
+	t.Helper()
+	modelIDs(t, r) // checks the wrapper
+	var list struct {
+		Data []map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(r.Body, &list); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]map[string]any{}
+	for _, row := range list.Data {
+		id := row["id"].(string)
+		if _, dup := rows[id]; dup {
+			t.Errorf("model id %s listed twice", id)
+		}
+		rows[id] = row
+	}
+	return rows
+}
+
+func TestBootstrapModelList(t *testing.T) {
+	t.Parallel()
+	const boot = "sk-bootstrap-models-test-0123456789"
+	g := startGateway(t, gwOptions{BootstrapKey: boot})
+	example := parseExample(t, exampleCaddyfile(t))
+	want := expectedIDs(example)
+
+	t.Run("openai-go lists every alias", func(t *testing.T) {
+		client := openai.NewClient(option.WithBaseURL(g.BaseURL+"/v1"), option.WithAPIKey(boot), option.WithMaxRetries(0))
+		page, err := client.Models.List(context.Background())
+		if err != nil {
+			t.Fatalf("Models.List: %v", err)
+		}
+		var got []string
+		for _, m := range page.Data {
+			got = append(got, m.ID)
+			if m.Object != "model" || m.Created == 0 || m.OwnedBy == "" {
+				t.Errorf("row %s: object %q created %d owned_by %q", m.ID, m.Object, m.Created, m.OwnedBy)
+			}
+			for _, f := range []string{"capability", "entitlement"} {
+				if _, ok := m.JSON.ExtraFields[f]; !ok {
+					t.Errorf("row %s: the SDK sees no %s field", m.ID, f)
+				}
+			}
+		}
+		if !sameSet(got, want) || len(got) != len(want) {
+			t.Errorf("ids %v\nwant %v", got, want)
+		}
+	})
+
+	t.Run("raw rows of the paid cleared bootstrap account", func(t *testing.T) {
+		r := g.do(t, "GET", "/v1/models", "", bearer(boot)...)
+		expectRequestID(t, r, "req-")
+		rows := rowsByID(t, r)
+		checkRows(t, rows, example, "paid_cleared")
+		if len(rows) != len(want) {
+			t.Errorf("%d rows, want %d", len(rows), len(want))
+		}
+	})
+
+	t.Run("free account sees premium_locked", func(t *testing.T) {
+		key := g.newAccountKey(t, map[string]any{"id": "free-models", "plan": "free"})
+		rows := rowsByID(t, g.do(t, "GET", "/v1/models", "", bearer(key)...))
+		checkRows(t, rows, example, "premium_locked")
+	})
+
+	t.Run("paid but uncleared account sees premium_locked", func(t *testing.T) {
+		key := g.newAccountKey(t, map[string]any{"id": "uncleared-models", "plan": "paid", "cleared": false})
+		rows := rowsByID(t, g.do(t, "GET", "/v1/models", "", bearer(key)...))
+		checkRows(t, rows, example, "premium_locked")
+	})
+}
+
+// checkRows checks every row's exact keys and values; paid is the
+// entitlement of paid rows (ability rows and gw-decide).
+func checkRows(t *testing.T, rows map[string]map[string]any, example exampleCatalog, paid string) {
+	t.Helper()
+	for _, id := range expectedIDs(example) {
+		row, ok := rows[id]
+		if !ok {
+			t.Errorf("row %s missing", id)
+			continue
+		}
+		b, _ := json.Marshal(row)
+		if ab, isAbility := abilityRows[id]; isAbility {
+			ex, declared := example.Abilities[id]
+			if !declared {
+				t.Errorf("ability %s is listed but not declared in Caddyfile.example", id)
+				continue
+			}
+			want, _ := json.Marshal(map[string]any{
+				"id": id, "object": "model", "created": anyNumber, "owned_by": anyString,
+				"capability": ab.capability, "entitlement": paid,
+				"display_name": ex.DisplayName, "list_price_microcents": ex.PriceMicrocents,
+				"price_unit": ab.unit, "min_billed_units": ab.minUnits,
+			})
+			t.Run(id, func(t *testing.T) { matchJSON(t, b, string(want)) })
+			continue
+		}
+		entitlement := "open"
+		if id == "gw-decide" {
+			entitlement = paid
+		}
+		want, _ := json.Marshal(map[string]any{
+			"id": id, "object": "model", "created": anyNumber, "owned_by": anyString,
+			"capability": "chat", "entitlement": entitlement,
+		})
+		t.Run(id, func(t *testing.T) { matchJSON(t, b, string(want)) })
+	}
+}
