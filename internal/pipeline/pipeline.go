@@ -45,7 +45,7 @@ type Handler func(c *Call) error
 type Endpoint struct {
 	// Name labels the route in metrics and logs (for example "chat").
 	Name string
-	// Methods the route answers; others get 405.
+	// Methods the route answers; others get 405. Empty: any method.
 	Methods []string
 	// Family renders the route's errors.
 	Family gwerr.Family
@@ -122,7 +122,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
 
 func (g *Gateway) run(c *Call) error {
 	ep := c.Endpoint
-	if !methodAllowed(ep.Methods, c.R.Method) {
+	if len(ep.Methods) > 0 && !methodAllowed(ep.Methods, c.R.Method) {
 		return &gwerr.Error{Kind: gwerr.MethodNotAllowed, Message: "method not allowed", Allow: strings.Join(ep.Methods, ", ")}
 	}
 	if !ep.Public {

@@ -54,6 +54,9 @@ type Router struct {
 	gw        *pipeline.Gateway
 	altPrefix string
 	table     map[string]*pipeline.Endpoint
+	// Fixed answers of the spec, served through the pipeline too (request
+	// id, metrics) but without a key.
+	altOther, doubleV1, toolsSlash *pipeline.Endpoint
 }
 
 // Options are the configurable parts of the route table.
@@ -116,7 +119,25 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	for _, p := range unprefixed {
 		t[strings.TrimPrefix(p, "/v1")] = t[p]
 	}
-	return &Router{gw: gw, altPrefix: altPrefix, table: t}
+	fixed := func(name string, f gwerr.Family, h pipeline.Handler) *pipeline.Endpoint {
+		return &pipeline.Endpoint{Name: name, Family: f, Public: true, Handler: h}
+	}
+	return &Router{gw: gw, altPrefix: altPrefix, table: t,
+		altOther: fixed("messages", gwerr.Messages, func(c *pipeline.Call) error {
+			return gwerr.New(gwerr.Forbidden, "the %s path serves only %s and %s", altPrefix, altPrefix+PathMessages, altPrefix+PathCountTokens)
+		}),
+		doubleV1: fixed("messages", gwerr.Messages, func(c *pipeline.Call) error {
+			return gwerr.New(gwerr.NotFound, "no route %s: the messages-style base address is %s, not /v1", c.R.URL.Path, altPrefix)
+		}),
+		toolsSlash: fixed("mcp_tools", gwerr.Tools, func(c *pipeline.Call) error {
+			target := PathTools
+			if c.R.URL.RawQuery != "" {
+				target += "?" + c.R.URL.RawQuery
+			}
+			http.Redirect(c.W, c.R, target, http.StatusTemporaryRedirect)
+			return nil
+		}),
+	}
 }
 
 // Endpoint returns the endpoint serving path, for tests and handlers.
@@ -142,22 +163,17 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) bool {
 		rt.gw.Serve(w, r, ep)
 		return true
 	}
+	var ep *pipeline.Endpoint
 	switch {
 	case p == strings.TrimSuffix(PathTools, "/"):
-		target := PathTools
-		if r.URL.RawQuery != "" {
-			target += "?" + r.URL.RawQuery
-		}
-		http.Redirect(w, r, target, http.StatusTemporaryRedirect)
-		return true
+		ep = rt.toolsSlash
 	case p == PathDoubleV1 || strings.HasPrefix(p, PathDoubleV1+"/"):
-		gwerr.Render(w, gwerr.Messages, gwerr.New(gwerr.NotFound,
-			"no route %s: the messages-style base address is %s, not /v1", p, rt.altPrefix))
-		return true
+		ep = rt.doubleV1
 	case p == rt.altPrefix || strings.HasPrefix(p, rt.altPrefix+"/"):
-		gwerr.Render(w, gwerr.Messages, gwerr.New(gwerr.Forbidden,
-			"the %s path serves only %s and %s", rt.altPrefix, rt.altPrefix+PathMessages, rt.altPrefix+PathCountTokens))
-		return true
+		ep = rt.altOther
+	default:
+		return false
 	}
-	return false
+	rt.gw.Serve(w, r, ep)
+	return true
 }
