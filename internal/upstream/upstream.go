@@ -1,0 +1,250 @@
+// Package upstream sends requests to providers of both wire formats and maps
+// their failures into the gateway's error vocabulary.
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+)
+
+// Paths of the providers' endpoints, after the base URL.
+const (
+	PathChat        = "/chat/completions"         // openai; the base ends in /v1
+	PathResponses   = "/responses"                // openai
+	PathMessages    = "/v1/messages"              // anthropic; the base has no /v1
+	PathCountTokens = "/v1/messages/count_tokens" // anthropic
+	DefaultVersion  = "2023-06-01"                // anthropic-version when the client sent none
+	maxErrorBody    = 64 << 10                    // bytes of an error answer read for its message
+	headerVersion   = "anthropic-version"         // what messages-style APIs read
+	headerBeta      = "anthropic-beta"            // forwarded as is
+	headerAltVer    = "vendor-version"            // the spec's name for the same header
+	headerAltBeta   = "vendor-beta"               // the spec's name for the same header
+	headerRetry     = "Retry-After"               // passed on from 429 and 529 answers
+	maxIdleConnsPer = 64                          // idle connections kept per provider
+)
+
+// Client holds one HTTP client per provider.
+type Client struct {
+	mu      sync.Mutex
+	clients map[string]*http.Client
+}
+
+// New returns a client; transports are made per provider on first use.
+func New() *Client { return &Client{clients: map[string]*http.Client{}} }
+
+func (c *Client) httpClient(p *catalog.Provider) *http.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := p.Name + "\x00" + p.BaseURL
+	if hc, ok := c.clients[key]; ok {
+		return hc
+	}
+	d := &net.Dialer{Timeout: time.Duration(p.DialTimeout), KeepAlive: 30 * time.Second}
+	hc := &http.Client{Transport: &http.Transport{
+		Proxy:                 nil, // never an environment proxy
+		DialContext:           d.DialContext,
+		ResponseHeaderTimeout: time.Duration(p.HeaderTimeout),
+		MaxIdleConnsPerHost:   maxIdleConnsPer,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}}
+	c.clients[key] = hc
+	return hc
+}
+
+// Request is one upstream call.
+type Request struct {
+	Provider *catalog.Provider
+	// Path after the base URL (PathChat, PathMessages, ...).
+	Path string
+	Body []byte
+	// Client is the client's request, whose version and beta headers are
+	// forwarded to messages-style providers.
+	Client *http.Request
+}
+
+// Do sends r and returns the provider's successful response, whose body
+// enforces the provider's idle time-out between reads. A failure is a
+// *gwerr.Error; Retryable tells whether another model may be tried.
+func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
+	p := r.Provider
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+r.Path, bytes.NewReader(r.Body))
+	if err != nil {
+		cancel()
+		return nil, gwerr.New(gwerr.Internal, "building the upstream request: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	switch p.Format {
+	case catalog.FormatAnthropic:
+		if p.APIKey != "" {
+			req.Header.Set("x-api-key", p.APIKey)
+		}
+		req.Header.Set(headerVersion, DefaultVersion)
+		if r.Client != nil {
+			if v := first(r.Client.Header, headerVersion, headerAltVer); v != "" {
+				req.Header.Set(headerVersion, v)
+			}
+			for _, h := range []string{headerBeta, headerAltBeta} {
+				for _, v := range r.Client.Header.Values(h) {
+					req.Header.Add(headerBeta, v)
+				}
+			}
+		}
+	default:
+		if p.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+p.APIKey)
+		}
+	}
+	resp, err := c.httpClient(p).Do(req)
+	if err != nil {
+		cancel()
+		return nil, transportError(parent, p, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer cancel()
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return nil, statusError(p, resp, b)
+	}
+	resp.Body = newIdleBody(resp.Body, time.Duration(p.IdleTimeout), cancel)
+	return resp, nil
+}
+
+func first(h http.Header, names ...string) string {
+	for _, n := range names {
+		if v := h.Get(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Error is an upstream failure: the error to answer with, and whether
+// another model may be tried (nothing reached the client yet).
+type Error struct {
+	Err       *gwerr.Error
+	Retryable bool
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Retryable reports whether err is an upstream failure another model may
+// be tried for.
+func Retryable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Retryable
+}
+
+func transportError(ctx context.Context, p *catalog.Provider, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return &Error{Err: gwerr.New(gwerr.Unavailable, "request cancelled")}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &Error{Err: gwerr.New(gwerr.Timeout, "provider %s took too long to answer", p.Name), Retryable: true}
+	}
+	return &Error{Err: gwerr.New(gwerr.Upstream, "provider %s could not be reached", p.Name), Retryable: true}
+}
+
+// statusError maps a provider's error answer. The client's own mistakes
+// (400, 413, 422) keep the provider's message and are not retried on
+// another model; the provider's failures are.
+func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
+	msg := gjson.GetBytes(body, "error.message").String()
+	if msg == "" {
+		msg = fmt.Sprintf("provider %s answered %d", p.Name, resp.StatusCode)
+	}
+	g := &gwerr.Error{Message: msg}
+	e := &Error{Err: g}
+	switch s := resp.StatusCode; {
+	case s == http.StatusBadRequest:
+		g.Kind = gwerr.Invalid
+		g.Param = gjson.GetBytes(body, "error.param").String()
+	case s == http.StatusRequestEntityTooLarge:
+		g.Kind = gwerr.TooLarge
+	case s == http.StatusUnprocessableEntity:
+		g.Kind = gwerr.Unprocessable
+	case s == http.StatusTooManyRequests:
+		g.Kind, e.Retryable = gwerr.RateLimited, true
+		g.RetryAfter, _ = strconv.Atoi(resp.Header.Get(headerRetry))
+	case s == 529:
+		g.Kind, e.Retryable = gwerr.Overloaded, true
+		g.RetryAfter, _ = strconv.Atoi(resp.Header.Get(headerRetry))
+	case s == http.StatusGatewayTimeout || s == http.StatusRequestTimeout:
+		g.Kind, e.Retryable = gwerr.Timeout, true
+	case s == http.StatusServiceUnavailable:
+		g.Kind, e.Retryable = gwerr.Unavailable, true
+	default: // 401/403/404 (the gateway's own upstream setup) and 5xx
+		g.Kind, e.Retryable = gwerr.Upstream, true
+		g.Message = fmt.Sprintf("provider %s failed (%d): %s", p.Name, resp.StatusCode, msg)
+	}
+	return e
+}
+
+// idleBody ends a response whose provider sends nothing for longer than
+// idle between two reads.
+type idleBody struct {
+	io.ReadCloser
+	idle   time.Duration
+	timer  *time.Timer
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	fired  bool
+}
+
+// ErrIdle is the read error after the idle time-out ended a stream.
+var ErrIdle = errors.New("upstream sent nothing within its idle time-out")
+
+func newIdleBody(rc io.ReadCloser, idle time.Duration, cancel context.CancelFunc) *idleBody {
+	b := &idleBody{ReadCloser: rc, idle: idle, cancel: cancel}
+	if idle > 0 {
+		b.timer = time.AfterFunc(idle, func() {
+			b.mu.Lock()
+			b.fired = true
+			b.mu.Unlock()
+			cancel()
+		})
+	}
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.timer != nil {
+		b.timer.Reset(b.idle)
+	}
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		fired := b.fired
+		b.mu.Unlock()
+		if fired {
+			return n, ErrIdle
+		}
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}

@@ -1,0 +1,149 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+)
+
+func provider(format, url string) *catalog.Provider {
+	return &catalog.Provider{Name: "p", Format: format, BaseURL: url, APIKey: "upstream-secret",
+		DialTimeout: caddy.Duration(time.Second), HeaderTimeout: caddy.Duration(5 * time.Second), IdleTimeout: caddy.Duration(5 * time.Second)}
+}
+
+func TestHeaders(t *testing.T) {
+	var got http.Header
+	var path string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, path = r.Header.Clone(), r.URL.Path
+		io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	c := New()
+
+	client := httptest.NewRequest("POST", "/alt/v1/messages", nil)
+	client.Header.Set("vendor-version", "2026-10-21")
+	client.Header.Add("anthropic-beta", "a-1")
+	client.Header.Add("vendor-beta", "b-2")
+	resp, err := c.Do(context.Background(), Request{Provider: provider("anthropic", srv.URL), Path: PathMessages, Body: []byte(`{}`), Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if path != "/v1/messages" || got.Get("x-api-key") != "upstream-secret" || got.Get("anthropic-version") != "2026-10-21" ||
+		len(got.Values("anthropic-beta")) != 2 || got.Get("Authorization") != "" {
+		t.Fatalf("anthropic: path %s headers %v", path, got)
+	}
+
+	resp, err = c.Do(context.Background(), Request{Provider: provider("anthropic", srv.URL), Path: PathMessages, Body: []byte(`{}`),
+		Client: httptest.NewRequest("POST", "/", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got.Get("anthropic-version") != DefaultVersion {
+		t.Fatalf("default version: %v", got)
+	}
+
+	resp, err = c.Do(context.Background(), Request{Provider: provider("openai", srv.URL+"/v1"), Path: PathChat, Body: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if path != "/v1/chat/completions" || got.Get("Authorization") != "Bearer upstream-secret" || got.Get("x-api-key") != "" {
+		t.Fatalf("openai: path %s headers %v", path, got)
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	for _, tc := range []struct {
+		status     int
+		body       string
+		retryAfter string
+		kind       gwerr.Kind
+		retryable  bool
+		wantWait   int
+		wantMsg    string
+		wantParam  string
+	}{
+		{400, `{"error":{"message":"bad temperature","param":"temperature"}}`, "", gwerr.Invalid, false, 0, "bad temperature", "temperature"},
+		{413, `{}`, "", gwerr.TooLarge, false, 0, "", ""},
+		{422, `{}`, "", gwerr.Unprocessable, false, 0, "", ""},
+		{429, `{"error":{"message":"slow down"}}`, "7", gwerr.RateLimited, true, 7, "slow down", ""},
+		{529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "", gwerr.Overloaded, true, 0, "Overloaded", ""},
+		{503, `{}`, "", gwerr.Unavailable, true, 0, "", ""},
+		{504, `{}`, "", gwerr.Timeout, true, 0, "", ""},
+		{500, `{}`, "", gwerr.Upstream, true, 0, "", ""},
+		{401, `{"error":{"message":"bad key"}}`, "", gwerr.Upstream, true, 0, "", ""},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if tc.retryAfter != "" {
+				w.Header().Set("Retry-After", tc.retryAfter)
+			}
+			w.WriteHeader(tc.status)
+			io.WriteString(w, tc.body)
+		}))
+		_, err := New().Do(context.Background(), Request{Provider: provider("openai", srv.URL), Path: PathChat})
+		srv.Close()
+		g := gwerr.As(err)
+		if g.Kind != tc.kind || Retryable(err) != tc.retryable || g.RetryAfter != tc.wantWait || g.Param != tc.wantParam ||
+			(tc.wantMsg != "" && g.Message != tc.wantMsg) {
+			t.Errorf("%d: kind %v retryable %v wait %d param %q msg %q", tc.status, g.Kind, Retryable(err), g.RetryAfter, g.Param, g.Message)
+		}
+	}
+}
+
+func TestUnreachableAndTimeouts(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	_, err = New().Do(context.Background(), Request{Provider: provider("openai", "http://"+addr), Path: PathChat})
+	if g := gwerr.As(err); g.Kind != gwerr.Upstream || !Retryable(err) {
+		t.Fatalf("unreachable: %v", err)
+	}
+
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow-headers" {
+			<-release
+			return
+		}
+		w.WriteHeader(200)
+		io.WriteString(w, "data: first\n\n")
+		http.NewResponseController(w).Flush()
+		<-release // then nothing more
+	}))
+	defer srv.Close()
+	defer close(release) // runs first: the handlers return, then Close can finish
+	p := provider("openai", srv.URL)
+	p.HeaderTimeout = caddy.Duration(50 * time.Millisecond)
+	_, err = New().Do(context.Background(), Request{Provider: p, Path: "/slow-headers"})
+	if g := gwerr.As(err); g.Kind != gwerr.Timeout || !Retryable(err) {
+		t.Fatalf("header time-out: %v", err)
+	}
+
+	p = provider("openai", srv.URL)
+	p.IdleTimeout = caddy.Duration(50 * time.Millisecond)
+	resp, err := New().Do(context.Background(), Request{Provider: p, Path: "/stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, err = io.ReadAll(resp.Body)
+	if !errors.Is(err, ErrIdle) {
+		t.Fatalf("idle stream: %v", err)
+	}
+}
