@@ -1,0 +1,717 @@
+package translate
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// amsg is a messages-style message being built.
+type amsg struct {
+	role        string
+	str         string // content as a plain string, when blocks is nil
+	isStr       bool
+	blocks      [][]byte
+	toolResults bool // holds tool results (and what was merged after them)
+}
+
+func (m *amsg) raw() []byte {
+	b := set(obj(), "role", m.role)
+	if m.isStr {
+		return set(b, "content", m.str)
+	}
+	return setRawB(b, "content", rawArray(m.blocks))
+}
+
+func (m *amsg) toBlocks() {
+	if m.isStr {
+		m.isStr = false
+		if m.str != "" {
+			m.blocks = append(m.blocks, textBlock(m.str, gjson.Result{}))
+		}
+		m.str = ""
+	}
+}
+
+// ChatToMessagesRequest translates a chat request body into a messages
+// request for the backing model. See the package documentation for what does
+// not map one to one.
+func ChatToMessagesRequest(body []byte, model string) ([]byte, error) {
+	req, err := parseObject(body)
+	if err != nil {
+		return nil, err
+	}
+	msgs := req.Get("messages")
+	if !msgs.IsArray() {
+		return nil, &FieldError{Param: "messages", Message: "must be an array"}
+	}
+
+	var system [][]byte
+	var out []*amsg
+	last := func() *amsg {
+		if len(out) == 0 {
+			return nil
+		}
+		return out[len(out)-1]
+	}
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		content := m.Get("content")
+		switch m.Get("role").String() {
+		case "system", "developer":
+			system = append(system, chatPartsToBlocks(content)...)
+		case "user":
+			if l := last(); l != nil && l.role == "user" && l.toolResults {
+				l.blocks = append(l.blocks, chatPartsToBlocks(content)...)
+				return true
+			}
+			if content.Type == gjson.String {
+				if s := content.String(); s != "" {
+					out = append(out, &amsg{role: "user", str: s, isStr: true})
+				}
+				return true
+			}
+			if blocks := chatPartsToBlocks(content); len(blocks) > 0 {
+				out = append(out, &amsg{role: "user", blocks: blocks})
+			}
+		case "assistant":
+			var blocks [][]byte
+			if content.Type == gjson.String {
+				if s := content.String(); s != "" {
+					blocks = append(blocks, textBlock(s, gjson.Result{}))
+				}
+			} else {
+				blocks = append(blocks, chatPartsToBlocks(content)...)
+			}
+			if r := m.Get("refusal"); r.Type == gjson.String && r.String() != "" && len(blocks) == 0 {
+				blocks = append(blocks, textBlock(r.String(), gjson.Result{}))
+			}
+			m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+				fn := tc.Get("function")
+				b := set(obj(), "type", "tool_use")
+				b = set(b, "id", toolID(tc.Get("id").String()))
+				b = set(b, "name", fn.Get("name").String())
+				b = setRaw(b, "input", parseArguments(fn.Get("arguments").String()))
+				blocks = append(blocks, b)
+				return true
+			})
+			if len(blocks) == 0 {
+				return true
+			}
+			if len(blocks) == 1 && content.Type == gjson.String && !m.Get("tool_calls").IsArray() {
+				out = append(out, &amsg{role: "assistant", str: content.String(), isStr: true})
+				return true
+			}
+			out = append(out, &amsg{role: "assistant", blocks: blocks})
+		case "tool":
+			b := set(obj(), "type", "tool_result")
+			b = set(b, "tool_use_id", toolID(m.Get("tool_call_id").String()))
+			if content.Type == gjson.String {
+				if s := content.String(); s != "" {
+					b = set(b, "content", s)
+				}
+			} else if blocks := chatPartsToBlocks(content); len(blocks) > 0 {
+				b = setRawB(b, "content", rawArray(blocks))
+			}
+			if l := last(); l != nil && l.role == "user" && l.toolResults {
+				l.blocks = append(l.blocks, b)
+				return true
+			}
+			out = append(out, &amsg{role: "user", blocks: [][]byte{b}, toolResults: true})
+		}
+		return true
+	})
+
+	// JSON mode: an instruction in the system prompt.
+	rf := req.Get("response_format")
+	switch rf.Get("type").String() {
+	case "json_object":
+		system = append(system, textBlock(JSONInstruction, gjson.Result{}))
+	case "json_schema":
+		text := JSONInstruction
+		if s := rf.Get("json_schema.schema"); s.Exists() {
+			text += " It must conform to this JSON schema:\n" + s.Raw
+		}
+		system = append(system, textBlock(text, gjson.Result{}))
+	}
+
+	res := set(obj(), "model", model)
+	maxTokens := int64(DefaultMaxTokens)
+	if v := req.Get("max_completion_tokens"); v.Type == gjson.Number {
+		maxTokens = v.Int()
+	} else if v := req.Get("max_tokens"); v.Type == gjson.Number {
+		maxTokens = v.Int()
+	}
+	res = set(res, "max_tokens", maxTokens)
+	switch {
+	case len(system) == 1 && !gjson.GetBytes(system[0], "cache_control").Exists():
+		res = set(res, "system", gjson.GetBytes(system[0], "text").String())
+	case len(system) > 0:
+		res = setRawB(res, "system", rawArray(system))
+	}
+	raws := make([][]byte, len(out))
+	for i, m := range out {
+		raws[i] = m.raw()
+	}
+	res = setRawB(res, "messages", rawArray(raws))
+
+	// Tools and tool choice.
+	var tools [][]byte
+	req.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		if typ := t.Get("type").String(); typ != "" && typ != "function" {
+			return true
+		}
+		fn := t.Get("function")
+		name := fn.Get("name").String()
+		if name == "" {
+			return true
+		}
+		b := set(obj(), "name", name)
+		if d := fn.Get("description"); d.Type == gjson.String {
+			b = set(b, "description", d.String())
+		}
+		schema := fn.Get("parameters")
+		switch {
+		case !schema.IsObject():
+			b = setRaw(b, "input_schema", `{"type":"object","properties":{}}`)
+		case !schema.Get("type").Exists():
+			b = setRaw(b, "input_schema", schema.Raw)
+			b = set(b, "input_schema.type", "object")
+		default:
+			b = setRaw(b, "input_schema", schema.Raw)
+		}
+		tools = append(tools, b)
+		return true
+	})
+	if len(tools) > 0 {
+		res = setRawB(res, "tools", rawArray(tools))
+		var tc []byte
+		switch c := req.Get("tool_choice"); {
+		case c.Type == gjson.String:
+			switch c.String() {
+			case "none":
+				tc = set(obj(), "type", "none")
+			case "required":
+				tc = set(obj(), "type", "any")
+			case "auto":
+				tc = set(obj(), "type", "auto")
+			}
+		case c.IsObject():
+			if name := c.Get("function.name").String(); name != "" {
+				tc = set(set(obj(), "type", "tool"), "name", name)
+			}
+		}
+		if p := req.Get("parallel_tool_calls"); p.Type == gjson.False {
+			if tc == nil {
+				tc = set(obj(), "type", "auto")
+			}
+			if gjson.GetBytes(tc, "type").String() != "none" {
+				tc = set(tc, "disable_parallel_tool_use", true)
+			}
+		}
+		if tc != nil {
+			res = setRawB(res, "tool_choice", tc)
+		}
+	}
+
+	// Sampling and the rest.
+	var stops []string
+	switch s := req.Get("stop"); {
+	case s.Type == gjson.String:
+		stops = append(stops, s.String())
+	case s.IsArray():
+		s.ForEach(func(_, v gjson.Result) bool {
+			if v.Type == gjson.String {
+				stops = append(stops, v.String())
+			}
+			return true
+		})
+	}
+	var kept []string
+	for _, s := range stops {
+		if s != "" {
+			kept = append(kept, s)
+		}
+	}
+	if len(kept) > 0 {
+		res = set(res, "stop_sequences", kept)
+	}
+	if t := req.Get("temperature"); t.Type == gjson.Number {
+		switch f := t.Float(); {
+		case f > 1:
+			res = set(res, "temperature", 1)
+		case f < 0:
+			res = set(res, "temperature", 0)
+		default:
+			res = setRaw(res, "temperature", t.Raw)
+		}
+	}
+	if t := req.Get("top_p"); t.Type == gjson.Number {
+		res = setRaw(res, "top_p", t.Raw)
+	}
+	if t := req.Get("top_k"); t.Type == gjson.Number {
+		res = setRaw(res, "top_k", t.Raw)
+	}
+	if s := req.Get("stream"); s.IsBool() {
+		res = set(res, "stream", s.Bool())
+	}
+	if u := req.Get("user"); u.Type == gjson.String && u.String() != "" {
+		res = set(res, "metadata.user_id", u.String())
+	}
+	return res, nil
+}
+
+// MessagesToChatRequest translates a messages request body into a chat
+// request for the backing model. See the package documentation for what does
+// not map one to one.
+func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
+	req, err := parseObject(body)
+	if err != nil {
+		return nil, err
+	}
+	msgs := req.Get("messages")
+	if !msgs.IsArray() {
+		return nil, &FieldError{Param: "messages", Message: "must be an array"}
+	}
+
+	var out [][]byte
+	sys := req.Get("system")
+	if s := textOf(sys, "\n\n"); s != "" {
+		out = append(out, set(set(obj(), "role", "system"), "content", s))
+	}
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		content := m.Get("content")
+		role := m.Get("role").String()
+		switch role {
+		case "user":
+			if content.Type == gjson.String {
+				out = append(out, set(set(obj(), "role", "user"), "content", content.String()))
+				return true
+			}
+			var parts [][]byte
+			content.ForEach(func(_, b gjson.Result) bool {
+				switch b.Get("type").String() {
+				case "tool_result":
+					tm := set(obj(), "role", "tool")
+					tm = set(tm, "tool_call_id", b.Get("tool_use_id").String())
+					c := b.Get("content")
+					if c.Type == gjson.String {
+						tm = set(tm, "content", c.String())
+					} else {
+						var texts [][]byte
+						c.ForEach(func(_, p gjson.Result) bool {
+							switch p.Get("type").String() {
+							case "text":
+								texts = append(texts, chatTextPart(p.Get("text").String()))
+							case "image":
+								if u := sourceURL(p.Get("source")); u != "" {
+									parts = append(parts, chatImagePart(u, ""))
+								}
+							}
+							return true
+						})
+						if len(texts) > 0 {
+							tm = setRawB(tm, "content", rawArray(texts))
+						} else {
+							tm = set(tm, "content", "")
+						}
+					}
+					out = append(out, tm)
+				default:
+					if p := blockToChatPart(b); p != nil {
+						parts = append(parts, p)
+					}
+				}
+				return true
+			})
+			if len(parts) > 0 {
+				out = append(out, setRawB(set(obj(), "role", "user"), "content", rawArray(parts)))
+			}
+		case "assistant":
+			if content.Type == gjson.String {
+				out = append(out, set(set(obj(), "role", "assistant"), "content", content.String()))
+				return true
+			}
+			var text strings.Builder
+			var calls [][]byte
+			content.ForEach(func(_, b gjson.Result) bool {
+				switch b.Get("type").String() {
+				case "text":
+					text.WriteString(b.Get("text").String())
+				case "tool_use":
+					calls = append(calls, chatToolCall(b.Get("id").String(), b.Get("name").String(), argumentsOf(b.Get("input"))))
+				}
+				return true
+			})
+			am := set(obj(), "role", "assistant")
+			switch {
+			case text.Len() > 0:
+				am = set(am, "content", text.String())
+			case len(calls) > 0:
+				am = setRaw(am, "content", "null")
+			default:
+				am = set(am, "content", "")
+			}
+			if len(calls) > 0 {
+				am = setRawB(am, "tool_calls", rawArray(calls))
+			}
+			out = append(out, am)
+		}
+		return true
+	})
+
+	res := set(obj(), "model", model)
+	res = setRawB(res, "messages", rawArray(out))
+	if v := req.Get("max_tokens"); v.Type == gjson.Number {
+		res = setRaw(res, "max_completion_tokens", v.Raw)
+	}
+
+	var tools [][]byte
+	req.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		if typ := t.Get("type").String(); typ != "" && typ != "custom" {
+			return true // server tools
+		}
+		name := t.Get("name").String()
+		if name == "" {
+			return true
+		}
+		b := set(obj(), "type", "function")
+		b = set(b, "function.name", name)
+		if d := t.Get("description"); d.Type == gjson.String {
+			b = set(b, "function.description", d.String())
+		}
+		if s := t.Get("input_schema"); s.IsObject() {
+			b = setRaw(b, "function.parameters", s.Raw)
+		}
+		tools = append(tools, b)
+		return true
+	})
+	if len(tools) > 0 {
+		res = setRawB(res, "tools", rawArray(tools))
+		tc := req.Get("tool_choice")
+		switch tc.Get("type").String() {
+		case "auto":
+			res = set(res, "tool_choice", "auto")
+		case "any":
+			res = set(res, "tool_choice", "required")
+		case "none":
+			res = set(res, "tool_choice", "none")
+		case "tool":
+			c := set(obj(), "type", "function")
+			res = setRawB(res, "tool_choice", set(c, "function.name", tc.Get("name").String()))
+		}
+		if tc.Get("disable_parallel_tool_use").Type == gjson.True {
+			res = set(res, "parallel_tool_calls", false)
+		}
+	}
+
+	var stops []string
+	req.Get("stop_sequences").ForEach(func(_, v gjson.Result) bool {
+		if v.Type == gjson.String && len(stops) < MaxChatStop {
+			stops = append(stops, v.String())
+		}
+		return true
+	})
+	if len(stops) > 0 {
+		res = set(res, "stop", stops)
+	}
+	for _, k := range []string{"temperature", "top_p"} {
+		if v := req.Get(k); v.Type == gjson.Number {
+			res = setRaw(res, k, v.Raw)
+		}
+	}
+	if u := req.Get("metadata.user_id"); u.Type == gjson.String && u.String() != "" {
+		res = set(res, "user", u.String())
+	}
+	format := req.Get("output_config.format")
+	if !format.Exists() {
+		format = req.Get("output_format")
+	}
+	if format.Get("type").String() == "json_schema" && format.Get("schema").IsObject() {
+		rf := set(obj(), "type", "json_schema")
+		rf = set(rf, "json_schema.name", "output")
+		rf = setRaw(rf, "json_schema.schema", format.Get("schema").Raw)
+		res = setRawB(res, "response_format", rf)
+	}
+	res = setStream(res, req.Get("stream"))
+	return res, nil
+}
+
+// setStream copies the stream flag; a streaming chat request also asks for
+// the final usage chunk.
+func setStream(res []byte, s gjson.Result) []byte {
+	if !s.IsBool() {
+		return res
+	}
+	res = set(res, "stream", s.Bool())
+	if s.Bool() {
+		res = set(res, "stream_options.include_usage", true)
+	}
+	return res
+}
+
+// chatToolCall makes one chat tool_calls entry.
+func chatToolCall(id, name, args string) []byte {
+	b := set(obj(), "id", id)
+	b = set(b, "type", "function")
+	b = set(b, "function.name", name)
+	return set(b, "function.arguments", args)
+}
+
+// blockToChatPart converts a messages user content block into a chat part
+// (text, image, PDF document); other blocks give nil.
+func blockToChatPart(b gjson.Result) []byte {
+	switch b.Get("type").String() {
+	case "text":
+		return chatTextPart(b.Get("text").String())
+	case "image":
+		if u := sourceURL(b.Get("source")); u != "" {
+			return chatImagePart(u, "")
+		}
+	case "document":
+		src := b.Get("source")
+		switch src.Get("type").String() {
+		case "base64":
+			f := set(obj(), "type", "file")
+			name := b.Get("title").String()
+			if name == "" {
+				name = "document.pdf"
+			}
+			f = set(f, "file.filename", name)
+			mt := src.Get("media_type").String()
+			if mt == "" {
+				mt = "application/pdf"
+			}
+			return set(f, "file.file_data", "data:"+mt+";base64,"+src.Get("data").String())
+		case "text":
+			return chatTextPart(src.Get("data").String())
+		}
+	}
+	return nil
+}
+
+// ResponsesToChatRequest translates a responses request body into a chat
+// request for the backing model. See the package documentation for what does
+// not map one to one.
+func ResponsesToChatRequest(body []byte, model string) ([]byte, error) {
+	req, err := parseObject(body)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"previous_response_id", "conversation"} {
+		if v := req.Get(k); v.Exists() && v.Type != gjson.Null && v.String() != "" {
+			return nil, &FieldError{Param: k, Message: "is not supported: the gateway stores no responses"}
+		}
+	}
+	input := req.Get("input")
+	if input.Type != gjson.String && !input.IsArray() {
+		return nil, &FieldError{Param: "input", Message: "must be a string or an array of items"}
+	}
+
+	var out [][]byte
+	if ins := req.Get("instructions"); ins.Type == gjson.String && ins.String() != "" {
+		out = append(out, set(set(obj(), "role", "system"), "content", ins.String()))
+	}
+	if input.Type == gjson.String {
+		out = append(out, set(set(obj(), "role", "user"), "content", input.String()))
+	}
+
+	// An assistant message being built from an assistant item and the
+	// function_call items after it.
+	var asstText *string
+	var asstCalls [][]byte
+	asstOpen := false
+	var toolImages [][]byte
+	flushAsst := func() {
+		if !asstOpen {
+			return
+		}
+		am := set(obj(), "role", "assistant")
+		switch {
+		case asstText != nil && *asstText != "":
+			am = set(am, "content", *asstText)
+		case len(asstCalls) > 0:
+			am = setRaw(am, "content", "null")
+		default:
+			am = set(am, "content", "")
+		}
+		if len(asstCalls) > 0 {
+			am = setRawB(am, "tool_calls", rawArray(asstCalls))
+		}
+		out = append(out, am)
+		asstOpen, asstText, asstCalls = false, nil, nil
+	}
+	flushImages := func() {
+		if len(toolImages) > 0 {
+			out = append(out, setRawB(set(obj(), "role", "user"), "content", rawArray(toolImages)))
+			toolImages = nil
+		}
+	}
+	input.ForEach(func(_, it gjson.Result) bool {
+		typ := it.Get("type").String()
+		if typ == "" && it.Get("role").Exists() {
+			typ = "message"
+		}
+		if typ != "function_call_output" {
+			flushImages()
+		}
+		switch typ {
+		case "message":
+			flushAsst()
+			role := it.Get("role").String()
+			content := it.Get("content")
+			if role == "assistant" {
+				s := textOf(content, "")
+				asstText, asstOpen = &s, true
+				return true
+			}
+			if role != "system" && role != "developer" {
+				role = "user"
+			}
+			m := set(obj(), "role", role)
+			if content.Type == gjson.String {
+				out = append(out, set(m, "content", content.String()))
+				return true
+			}
+			parts := responsesPartsToChat(content)
+			if len(parts) > 0 {
+				out = append(out, setRawB(m, "content", rawArray(parts)))
+			}
+		case "function_call":
+			asstOpen = true
+			asstCalls = append(asstCalls, chatToolCall(it.Get("call_id").String(), it.Get("name").String(), it.Get("arguments").String()))
+		case "function_call_output":
+			flushAsst()
+			tm := set(obj(), "role", "tool")
+			tm = set(tm, "tool_call_id", it.Get("call_id").String())
+			o := it.Get("output")
+			if o.Type == gjson.String {
+				tm = set(tm, "content", o.String())
+			} else {
+				var texts [][]byte
+				for _, p := range responsesPartsToChat(o) {
+					if gjson.GetBytes(p, "type").String() == "text" {
+						texts = append(texts, p)
+					} else {
+						toolImages = append(toolImages, p)
+					}
+				}
+				if len(texts) > 0 {
+					tm = setRawB(tm, "content", rawArray(texts))
+				} else {
+					tm = set(tm, "content", "")
+				}
+			}
+			out = append(out, tm)
+		}
+		return true
+	})
+	flushAsst()
+	flushImages()
+
+	res := set(obj(), "model", model)
+	res = setRawB(res, "messages", rawArray(out))
+	if v := req.Get("max_output_tokens"); v.Type == gjson.Number {
+		res = setRaw(res, "max_completion_tokens", v.Raw)
+	}
+	var tools [][]byte
+	req.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		if t.Get("type").String() != "function" || t.Get("name").String() == "" {
+			return true
+		}
+		b := set(obj(), "type", "function")
+		b = set(b, "function.name", t.Get("name").String())
+		if d := t.Get("description"); d.Type == gjson.String {
+			b = set(b, "function.description", d.String())
+		}
+		if p := t.Get("parameters"); p.IsObject() {
+			b = setRaw(b, "function.parameters", p.Raw)
+		}
+		if s := t.Get("strict"); s.IsBool() {
+			b = set(b, "function.strict", s.Bool())
+		}
+		tools = append(tools, b)
+		return true
+	})
+	if len(tools) > 0 {
+		res = setRawB(res, "tools", rawArray(tools))
+		switch tc := req.Get("tool_choice"); {
+		case tc.Type == gjson.String:
+			switch s := tc.String(); s {
+			case "auto", "none", "required":
+				res = set(res, "tool_choice", s)
+			}
+		case tc.Get("type").String() == "function" && tc.Get("name").String() != "":
+			c := set(obj(), "type", "function")
+			res = setRawB(res, "tool_choice", set(c, "function.name", tc.Get("name").String()))
+		}
+		if p := req.Get("parallel_tool_calls"); p.IsBool() {
+			res = set(res, "parallel_tool_calls", p.Bool())
+		}
+	}
+	for _, k := range []string{"temperature", "top_p"} {
+		if v := req.Get(k); v.Type == gjson.Number {
+			res = setRaw(res, k, v.Raw)
+		}
+	}
+	for _, k := range []string{"user", "safety_identifier", "prompt_cache_key"} {
+		if v := req.Get(k); v.Type == gjson.String && v.String() != "" {
+			res = set(res, k, v.String())
+		}
+	}
+	switch f := req.Get("text.format"); f.Get("type").String() {
+	case "json_object":
+		res = setRaw(res, "response_format", `{"type":"json_object"}`)
+	case "json_schema":
+		rf := set(obj(), "type", "json_schema")
+		name := f.Get("name").String()
+		if name == "" {
+			name = "output"
+		}
+		rf = set(rf, "json_schema.name", name)
+		if d := f.Get("description"); d.Type == gjson.String {
+			rf = set(rf, "json_schema.description", d.String())
+		}
+		if s := f.Get("schema"); s.IsObject() {
+			rf = setRaw(rf, "json_schema.schema", s.Raw)
+		}
+		if s := f.Get("strict"); s.IsBool() {
+			rf = set(rf, "json_schema.strict", s.Bool())
+		}
+		res = setRawB(res, "response_format", rf)
+	}
+	res = setStream(res, req.Get("stream"))
+	return res, nil
+}
+
+// responsesPartsToChat converts responses content parts into chat parts.
+func responsesPartsToChat(content gjson.Result) [][]byte {
+	var parts [][]byte
+	content.ForEach(func(_, p gjson.Result) bool {
+		switch p.Get("type").String() {
+		case "input_text", "output_text", "text":
+			parts = append(parts, chatTextPart(p.Get("text").String()))
+		case "refusal":
+			parts = append(parts, chatTextPart(p.Get("refusal").String()))
+		case "input_image":
+			if u := p.Get("image_url").String(); u != "" {
+				parts = append(parts, chatImagePart(u, p.Get("detail").String()))
+			}
+		case "input_file":
+			f := set(obj(), "type", "file")
+			switch {
+			case p.Get("file_data").String() != "":
+				f = set(f, "file.file_data", p.Get("file_data").String())
+				if n := p.Get("filename").String(); n != "" {
+					f = set(f, "file.filename", n)
+				}
+			case p.Get("file_id").String() != "":
+				f = set(f, "file.file_id", p.Get("file_id").String())
+			default:
+				return true
+			}
+			parts = append(parts, f)
+		}
+		return true
+	})
+	return parts
+}
