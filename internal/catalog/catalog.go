@@ -269,3 +269,16 @@ func (c *Catalog) isChatID(id string) bool {
 	_, ok := c.byID[strings.TrimPrefix(id, PinnedPrefix)]
 	return ok
 }
+
+// LanePrice is the price a lane-billed gw-auto call pays in lane: that of
+// the lane's cheapest model (by input plus output price), or nil when the
+// lane has no model.
+func (c *Catalog) LanePrice(lane string) *Model {
+	var best *Model
+	for _, m := range c.Models {
+		if m.Lane == lane && (best == nil || m.InputPrice+m.OutputPrice < best.InputPrice+best.OutputPrice) {
+			best = m
+		}
+	}
+	return best
+}

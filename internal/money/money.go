@@ -223,6 +223,9 @@ type Hold struct {
 	done    bool
 }
 
+// Done reports whether the hold was settled or released.
+func (h *Hold) Done() bool { return h.done }
+
 // Amount is what the hold reserves.
 func (h *Hold) Amount() pricing.Money { return h.amount }
 

@@ -179,9 +179,10 @@ func (c *Call) AllowModel(id string) error {
 }
 
 // Reserve holds the call's estimated cost through the money gate. A call
-// reserves once; the pipeline releases the hold unless Settle charged it.
+// holds one reservation at a time (a second one only after the first was
+// settled); the pipeline releases the hold unless Settle charged it.
 func (c *Call) Reserve(est pricing.Money) error {
-	if c.hold != nil {
+	if c.hold != nil && !c.hold.Done() {
 		return errors.New("pipeline: the call already holds a reservation")
 	}
 	kind := money.Ability
@@ -199,10 +200,16 @@ func (c *Call) Reserve(est pricing.Money) error {
 // Settle charges the call's real cost into the ledger under its request id
 // and reports whether it charged (false: the id was settled before).
 func (c *Call) Settle(units int64, unit, model string, cost pricing.Money) (bool, error) {
-	if c.hold == nil {
+	return c.SettleAs(c.RequestID, units, unit, model, cost)
+}
+
+// SettleAs is Settle under another ledger id, for a call billed twice (a
+// second opinion is billed as <request id>-so).
+func (c *Call) SettleAs(id string, units int64, unit, model string, cost pricing.Money) (bool, error) {
+	if c.hold == nil || c.hold.Done() {
 		return false, errors.New("pipeline: settle without a reservation")
 	}
-	return c.hold.Settle(c.R.Context(), store.Entry{RequestID: c.RequestID, Endpoint: c.Endpoint.Name,
+	return c.hold.Settle(c.R.Context(), store.Entry{RequestID: id, Endpoint: c.Endpoint.Name,
 		Model: model, Units: units, Unit: unit, Cost: cost})
 }
 
