@@ -11,14 +11,17 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/router"
 	"github.com/caddy-gw/caddy-gw/internal/routes"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -51,6 +54,12 @@ type App struct {
 	// ({env.GW_BOOTSTRAP_KEY}), makes sure at start that an account
 	// "default" (paid, cleared) exists and holds this key.
 	BootstrapKey string `json:"bootstrap_key,omitempty"`
+	// CacheTTL keeps answers of identical non-streaming temperature-0 chat
+	// requests of one account this long (a hit costs nothing). 0: no cache.
+	CacheTTL caddy.Duration `json:"cache_ttl,omitempty"`
+	// SecondOpinionConcurrency is how many second opinions may run at once;
+	// more answer 503 with Retry-After. Default: 4.
+	SecondOpinionConcurrency int `json:"second_opinion_concurrency,omitempty"`
 	// Money sets the configurable money rules.
 	Money MoneyConfig `json:"money,omitzero"`
 	// Limits sets the configurable rate limits.
@@ -119,6 +128,12 @@ var metrics = pipeline.NewMetrics()
 var (
 	memLocks  = money.NewMemoryLocks()
 	memLimits = limits.NewMemory(nil)
+	// health, decisions and upstreams are process-wide too: a reload keeps
+	// which models are cooling down, the decisions flux_explain reads, and
+	// the upstream connection pools.
+	health    = router.NewHealth()
+	decisions = router.NewDecisions()
+	upstreams = upstream.New()
 )
 
 // stores keeps store backends open across config reloads: a reload
@@ -171,7 +186,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if c := a.Money.Ceiling; c != nil {
 		policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
 	}
-	opts := routes.Options{AltPrefix: a.AltPrefix}
+	chatHandler := &chat.Handler{Router: &router.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: decisions,
+		Opinions: chat.NewOpinions(a.SecondOpinionConcurrency)}
+	if a.CacheTTL > 0 {
+		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
+	}
+	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler}
 	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
 		opts.ChatBudgets = []limits.Budget{{Name: "chat_requests", Limit: n, Period: time.Minute}}
 	}

@@ -46,6 +46,8 @@ func init() {
 //			price_microcents <integer>
 //		}
 //		alias <name> <target>
+//		cache_ttl <duration>
+//		second_opinion_concurrency <n>
 //		money {
 //			free_monthly_credit <USD>
 //			ceiling <base USD> [<per month USD> [<spend percent> [<max USD>]]] | off
@@ -116,6 +118,26 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.Abilities = append(a.Abilities, ab)
+		case "second_opinion_concurrency":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return d.Errf("second_opinion_concurrency: want a positive whole number, got %q", v)
+			}
+			a.SecondOpinionConcurrency = n
+		case "cache_ttl":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur < 0 {
+				return d.Errf("cache_ttl: want a duration, got %q", v)
+			}
+			a.CacheTTL = caddy.Duration(dur)
 		case "money":
 			if err := parseMoney(d, &a.Money); err != nil {
 				return err

@@ -29,7 +29,7 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{
 		`gw_requests_total{code="200",family="models"} 3`,
 		`gw_requests_total{code="401",family="models"} 1`,
-		`gw_requests_total{code="501",family="chat"} 1`,
+		`gw_requests_total{code="400",family="chat"} 1`,
 		`gw_request_duration_seconds_count{family="models"} 4`,
 	} {
 		if !lines[want] {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
@@ -65,6 +66,8 @@ type Options struct {
 	AltPrefix string
 	// ChatBudgets are rate budgets every chat call takes a unit of.
 	ChatBudgets []limits.Budget
+	// Chat serves the chat endpoints; nil leaves them answering 501.
+	Chat *chat.Handler
 }
 
 // Billing kinds of the billed routes.
@@ -84,7 +87,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		altPrefix = DefaultAltPrefix
 	}
 	altPrefix = "/" + strings.Trim(altPrefix, "/")
-	chat := func(h pipeline.Handler) *pipeline.Endpoint {
+	chatRoute := func(h pipeline.Handler) *pipeline.Endpoint {
 		return &pipeline.Endpoint{Name: "chat", Methods: post, Family: gwerr.Chat, Billing: &chatSpend, Budgets: opt.ChatBudgets, Handler: h}
 	}
 	messages := func(h pipeline.Handler) *pipeline.Endpoint {
@@ -95,12 +98,17 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	}
 	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, Billing: &abilitySpend, RequestIDPrefix: "dec-"}
 	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages}
+	var chatCompletions, responses, msgs, count pipeline.Handler
+	if h := opt.Chat; h != nil {
+		chatCompletions, responses, msgs, count = h.ChatCompletions, h.Responses, h.Messages, h.CountTokens
+	}
+	countTokens.Handler = count
 	t := map[string]*pipeline.Endpoint{
-		PathChat:      chat(nil),
-		PathResponses: chat(nil),
+		PathChat:      chatRoute(chatCompletions),
+		PathResponses: chatRoute(responses),
 		PathModels:    {Name: "models", Methods: get, Family: gwerr.Chat, Handler: models.Handler},
 
-		altPrefix + PathMessages:    messages(nil),
+		altPrefix + PathMessages:    messages(msgs),
 		altPrefix + PathCountTokens: countTokens,
 
 		PathTranscription: ability("transcription", store.AbilityTranscription, gwerr.Ability, shared),

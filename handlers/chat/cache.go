@@ -1,0 +1,65 @@
+package chat
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// Hit is a cached answer: the client's body as it was sent, and the model
+// that made it.
+type Hit struct {
+	Body  []byte
+	Model string
+}
+
+// Cache is the exact-match answer cache of CONTRACT §6: per account, per
+// format, for identical non-streaming temperature-0 requests, for a TTL.
+// A hit costs nothing.
+type Cache struct {
+	c *otter.Cache[[32]byte, Hit]
+}
+
+// DefaultCacheBytes bounds the cache's answers in memory.
+const DefaultCacheBytes = 64 << 20
+
+// NewCache returns a cache keeping answers for ttl, at most maxBytes of them.
+func NewCache(ttl time.Duration, maxBytes uint64) *Cache {
+	if maxBytes == 0 {
+		maxBytes = DefaultCacheBytes
+	}
+	return &Cache{c: otter.Must(&otter.Options[[32]byte, Hit]{
+		MaximumWeight:    maxBytes,
+		Weigher:          func(_ [32]byte, h Hit) uint32 { return uint32(min(len(h.Body)+len(h.Model), 1<<31)) },
+		ExpiryCalculator: otter.ExpiryWriting[[32]byte, Hit](ttl),
+	})}
+}
+
+func cacheKey(account string, f Format, body []byte) [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(account)))
+	h.Write(n[:])
+	h.Write([]byte(account))
+	binary.BigEndian.PutUint64(n[:], uint64(f))
+	h.Write(n[:])
+	h.Write(body)
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// Get returns the cached answer for an identical request of the account.
+func (c *Cache) Get(account string, f Format, body []byte) (Hit, bool) {
+	return c.c.GetIfPresent(cacheKey(account, f, body))
+}
+
+// Put keeps an answer.
+func (c *Cache) Put(account string, f Format, body []byte, h Hit) {
+	c.c.Set(cacheKey(account, f, body), h)
+}
+
+// Destruct lets the cache live in a caddy.UsagePool.
+func (c *Cache) Destruct() error { return nil }

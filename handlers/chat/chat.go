@@ -1,0 +1,381 @@
+// Package chat serves the chat endpoints in both wire formats: POST
+// /v1/chat/completions, POST /v1/responses and POST {alt}/v1/messages (and
+// count_tokens). A request is routed through its alias to backing models,
+// sent to the model's provider (translated when the formats differ, streams
+// event by event), escalated to a stronger model when the chosen one fails
+// before anything reached the client, and billed through the money gate.
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/tidwall/sjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/translate"
+	"github.com/caddy-gw/caddy-gw/internal/upstream"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// Limits of the chat endpoints.
+const (
+	// MaxBody is the largest request body (images travel inline).
+	MaxBody = 32 << 20
+	// MaxResponse is the largest non-streamed upstream answer read.
+	MaxResponse = 64 << 20
+	// MaxAttempts bounds the models one request tries (the chosen one and
+	// escalations).
+	MaxAttempts = 3
+)
+
+// Receipt headers (spec "Receipt headers").
+const (
+	HeaderModel         = "X-Gw-Model"
+	HeaderOriginalModel = "X-Gw-Original-Model"
+	HeaderRouted        = "X-Gw-Routed"
+	HeaderCost          = "X-Gw-Cost-Usd"
+	HeaderRoutedModel   = "X-Gw-Routed-Model"
+	HeaderEscalated     = "X-Gw-Escalated"
+	HeaderBilledLane    = "X-Gw-Billed-Lane"
+	HeaderCache         = "X-Gw-Cache"
+	HeaderAlias         = "X-Gw-Alias"
+)
+
+// Handler serves the chat endpoints.
+type Handler struct {
+	Router    *router.Router
+	Upstream  *upstream.Client
+	Decisions *router.Decisions
+	// Cache, when set, answers repeated non-streaming temperature-0
+	// requests of one account (CONTRACT §6).
+	Cache *Cache
+	// Opinions bounds concurrent second opinions; nil allows the default.
+	Opinions *Opinions
+}
+
+// ChatCompletions serves POST /v1/chat/completions.
+func (h *Handler) ChatCompletions(c *pipeline.Call) error { return h.serve(c, ChatCompletions) }
+
+// Responses serves POST /v1/responses.
+func (h *Handler) Responses(c *pipeline.Call) error { return h.serve(c, Responses) }
+
+// Messages serves POST {alt}/v1/messages.
+func (h *Handler) Messages(c *pipeline.Call) error { return h.serve(c, Messages) }
+
+// call is one chat request on its way.
+type call struct {
+	*pipeline.Call
+	h       *Handler
+	format  Format
+	body    []byte
+	req     *request
+	route   *router.Route
+	started time.Time
+	// cacheable: the answer goes into the cache.
+	cacheable bool
+}
+
+func (h *Handler) serve(c *pipeline.Call, f Format) error {
+	body, err := readBody(c, MaxBody)
+	if err != nil {
+		return err
+	}
+	req, err := parse(body, f)
+	if err != nil {
+		return err
+	}
+	rt, err := h.Router.Route(req.model, req.needs)
+	if err != nil {
+		return err
+	}
+	if err := c.AllowModel(rt.Requested); err != nil {
+		return err
+	}
+	if req.secondOpinion {
+		if h.Opinions == nil {
+			h.Opinions = NewOpinions(0)
+		}
+		release, err := h.Opinions.admit(req, rt.Requested, len(body))
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	cl := &call{Call: c, h: h, format: f, body: body, req: req, route: rt, started: time.Now()}
+	attempts := rt.Candidates[:min(len(rt.Candidates), MaxAttempts)]
+	var est pricing.Money
+	for _, m := range attempts {
+		est = max(est, pricing.Cost(c.Account.PAYG, estimateLines(m, req.needs)...))
+	}
+	if err := c.Reserve(est); err != nil {
+		return err
+	}
+	cacheable := !req.stream && req.temperatureZero && !req.secondOpinion && h.Cache != nil
+	cl.cacheable = cacheable
+	if cacheable {
+		if hit, ok := h.Cache.Get(c.Account.ID, f, body); ok {
+			cl.writeCached(hit)
+			return nil
+		}
+	}
+	var last error
+	for i, m := range attempts {
+		err := cl.attempt(m, i > 0)
+		if err == nil {
+			return nil
+		}
+		last = err
+		if !upstream.Retryable(err) {
+			break
+		}
+		h.Router.Health.Fail(m.ID)
+	}
+	return last
+}
+
+// attempt sends the request to m. A returned error is retryable (per
+// upstream.Retryable) only while nothing reached the client.
+func (cl *call) attempt(m *catalog.Model, escalated bool) error {
+	p := cl.Gateway.Catalog.Providers[m.Provider]
+	up := upstreamFormat(p)
+	target := up
+	if cl.format == Responses && up == ChatCompletions && p.Responses {
+		target = Responses
+	}
+	body, path, err := requestFor(cl.body, cl.format, target, m.ID, cl.req.stream)
+	if err != nil {
+		return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
+	}
+	resp, err := cl.h.Upstream.Do(cl.R.Context(), upstream.Request{Provider: p, Path: path, Body: body, Client: cl.R})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if cl.req.stream {
+		return cl.stream(resp.Body, m, target, escalated)
+	}
+	return cl.whole(resp.Body, m, target, escalated)
+}
+
+// whole serves a non-streaming answer.
+func (cl *call) whole(r io.Reader, m *catalog.Model, from Format, escalated bool) error {
+	b, err := io.ReadAll(io.LimitReader(r, MaxResponse))
+	if err != nil {
+		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s broke off", m.ID), Retryable: true}
+	}
+	usage := usageOf(from, b)
+	if empty(from, b) {
+		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s gave an empty answer", m.ID), Retryable: true}
+	}
+	out, err := responseFor(b, from, cl.format, m.ID)
+	if err != nil {
+		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s could not be read: %v", m.ID, err), Retryable: true}
+	}
+	cost, lane := cl.cost(m, usage)
+	if _, err := cl.Settle(usage.Input+usage.Output, pricing.UnitToken, m.ID, cost); err != nil {
+		return err
+	}
+	cl.h.Router.Health.OK(m.ID)
+	cl.record(m, escalated, cost)
+	h := cl.W.Header()
+	if cl.req.secondOpinion {
+		op, checkCost, err := cl.secondOpinion(out)
+		if err != nil {
+			op = &opinion{Verdict: "unavailable", Notes: gwerr.As(err).Message}
+		} else {
+			h.Set(HeaderSecondOpinion, op.Verdict)
+			cost += checkCost
+		}
+		if b, err := sjson.SetBytes(out, "second_opinion", op); err == nil {
+			out = b
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	cl.receipt(m, escalated, cost, lane)
+	cl.W.WriteHeader(http.StatusOK)
+	_, _ = cl.W.Write(out)
+	if cl.cacheable {
+		cl.h.Cache.Put(cl.Account.ID, cl.format, cl.body, Hit{Body: out, Model: m.ID})
+	}
+	return nil
+}
+
+// receipt sets the receipt headers of a non-streaming answer.
+func (cl *call) receipt(m *catalog.Model, escalated bool, cost pricing.Money, lane string) {
+	h := cl.W.Header()
+	h.Set(HeaderModel, m.ID)
+	h.Set(HeaderOriginalModel, cl.route.Requested)
+	h.Set(HeaderRouted, fmt.Sprint(!cl.route.Pinned))
+	h.Set(HeaderCost, cost.String())
+	h.Set(HeaderRoutedModel, m.ID)
+	if escalated {
+		h.Set(HeaderEscalated, "true")
+	}
+	if lane != "" {
+		h.Set(HeaderBilledLane, lane)
+	}
+}
+
+// writeCached answers from the cache: no upstream call, no charge.
+func (cl *call) writeCached(hit Hit) {
+	h := cl.W.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderModel, hit.Model)
+	h.Set(HeaderOriginalModel, cl.route.Requested)
+	h.Set(HeaderRouted, fmt.Sprint(!cl.route.Pinned))
+	h.Set(HeaderCost, pricing.Money(0).String())
+	h.Set(HeaderCache, "hit")
+	cl.W.WriteHeader(http.StatusOK)
+	_, _ = cl.W.Write(hit.Body)
+}
+
+// cost prices usage on m, or at the lane's price when the account has lane
+// billing and asked gw-auto; lane is the billed lane then.
+func (cl *call) cost(m *catalog.Model, u translate.Usage) (pricing.Money, string) {
+	prices := m
+	lane := ""
+	if cl.Account.LaneBilling && cl.route.Requested == catalog.AliasAuto {
+		lane = billedLane(cl.route.Lane)
+		if lp := cl.Gateway.Catalog.LanePrice(lane); lp != nil {
+			prices = lp
+		}
+	}
+	return pricing.Cost(cl.Account.PAYG, usageLines(prices, u)...), lane
+}
+
+// billedLane is the lane a gw-auto call is billed at: fast work at the
+// fast lane's price, everything else at the standard lane's.
+func billedLane(lane string) string {
+	if lane == catalog.LaneFast {
+		return catalog.LaneFast
+	}
+	return catalog.LaneStandard
+}
+
+// usageLines prices usage at m's list prices: uncached input, cached
+// input (at the input price when the model has no cached price) and output.
+func usageLines(m *catalog.Model, u translate.Usage) []pricing.Line {
+	cached := m.CachedPrice
+	if cached == 0 {
+		cached = m.InputPrice
+	}
+	return []pricing.Line{
+		{Units: u.Input - u.CachedInput, Rate: pricing.PerMillion(m.InputPrice)},
+		{Units: u.CachedInput, Rate: pricing.PerMillion(cached)},
+		{Units: u.Output, Rate: pricing.PerMillion(m.OutputPrice)},
+	}
+}
+
+// estimateLines is the most a request could cost on m.
+func estimateLines(m *catalog.Model, n router.Needs) []pricing.Line {
+	out := n.MaxTokens
+	if out <= 0 {
+		out = router.DefaultMaxTokens
+	}
+	return usageLines(m, translate.Usage{Input: int64(n.PromptTokens), Output: int64(out)})
+}
+
+// record keeps the routing decision for flux_explain.
+func (cl *call) record(m *catalog.Model, escalated bool, cost pricing.Money) {
+	if cl.h.Decisions == nil {
+		return
+	}
+	ids := make([]string, len(cl.route.Candidates))
+	for i, c := range cl.route.Candidates {
+		ids[i] = c.ID
+	}
+	cl.h.Decisions.Put(router.Decision{ID: cl.RequestID, AccountID: cl.Account.ID, Time: cl.started, Requested: cl.route.Requested,
+		Kind: cl.route.Kind, Lane: cl.route.Lane, Vision: cl.req.needs.Vision, Tools: cl.req.needs.Tools, Prompt: cl.req.needs.PromptTokens,
+		Candidates: ids, Chosen: m.ID, Escalated: escalated, Cost: cost, Latency: time.Since(cl.started)})
+}
+
+// readBody reads a request body of at most limit bytes.
+func readBody(c *pipeline.Call, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(c.W, c.R.Body, limit))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, gwerr.New(gwerr.TooLarge, "the body is larger than %d bytes", limit)
+	}
+	if err != nil {
+		return nil, gwerr.New(gwerr.Invalid, "the body could not be read").WithParam("body")
+	}
+	return b, nil
+}
+
+// requestFor turns a client body of format from into the body and path
+// for an upstream of format to, with model set and, for a chat-completions
+// upstream asked to stream, usage requested in the stream.
+func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte, string, error) {
+	var out []byte
+	var err error
+	switch {
+	case from == to:
+		out, err = translate.SetModel(body, model)
+	case from == ChatCompletions && to == Messages:
+		out, err = translate.ChatToMessagesRequest(body, model)
+	case from == Messages && to == ChatCompletions:
+		out, err = translate.MessagesToChatRequest(body, model)
+	case from == Responses && to == ChatCompletions:
+		out, err = translate.ResponsesToChatRequest(body, model)
+	case from == Responses && to == Messages:
+		if out, err = translate.ResponsesToChatRequest(body, model); err == nil {
+			out, err = translate.ChatToMessagesRequest(out, model)
+		}
+	default:
+		return nil, "", fmt.Errorf("no translation from format %d to %d", from, to)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if out, err = sjson.DeleteBytes(out, "second_opinion"); err != nil {
+		return nil, "", err
+	}
+	if to == ChatCompletions && stream {
+		if out, err = sjson.SetBytes(out, "stream_options.include_usage", true); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, pathOf[to], nil
+}
+
+var pathOf = map[Format]string{ChatCompletions: upstream.PathChat, Responses: upstream.PathResponses, Messages: upstream.PathMessages}
+
+// responseFor turns an upstream answer of format from into the client's
+// format to, reporting model.
+func responseFor(body []byte, from, to Format, model string) ([]byte, error) {
+	switch {
+	case from == to:
+		return body, nil
+	case from == Messages && to == ChatCompletions:
+		return translate.MessagesToChatResponse(body, model)
+	case from == ChatCompletions && to == Messages:
+		return translate.ChatToMessagesResponse(body, model)
+	case from == ChatCompletions && to == Responses:
+		return translate.ChatToResponsesResponse(body, model)
+	case from == Messages && to == Responses:
+		b, err := translate.MessagesToChatResponse(body, model)
+		if err != nil {
+			return nil, err
+		}
+		return translate.ChatToResponsesResponse(b, model)
+	}
+	return nil, fmt.Errorf("no translation from format %d to %d", from, to)
+}
+
+func usageOf(f Format, body []byte) translate.Usage {
+	switch f {
+	case Messages:
+		return translate.MessagesUsage(body)
+	case Responses:
+		return translate.ResponsesUsage(body)
+	}
+	return translate.ChatUsage(body)
+}
+

@@ -1,0 +1,204 @@
+package chat
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
+)
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		f     Format
+		body  string
+		param string // "" when valid
+		check func(*request) bool
+	}{
+		{"chat minimal", ChatCompletions, `{"messages":[{"role":"user","content":"hi"}]}`, "", func(r *request) bool { return r.model == "" && !r.stream && r.needs.Text == "hi" }},
+		{"chat full", ChatCompletions, `{"model":"gw-fast","stream":true,"temperature":0,"max_completion_tokens":77,"tools":[{"type":"function"}],"response_format":{"type":"json_object"},"messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":{"url":"data:"}}]}]}`, "",
+			func(r *request) bool {
+				return r.model == "gw-fast" && r.stream && r.temperatureZero && r.needs.MaxTokens == 77 && r.needs.Tools && r.needs.JSON && r.needs.Vision && r.needs.Text == "see\n"
+			}},
+		{"assistant tool calls without content", ChatCompletions, `{"messages":[{"role":"assistant","tool_calls":[{"id":"x"}]}]}`, "", nil},
+		{"not an object", ChatCompletions, `[1]`, "body", nil},
+		{"model not a string", ChatCompletions, `{"model":3,"messages":[{"role":"user","content":"x"}]}`, "model", nil},
+		{"stream not a bool", ChatCompletions, `{"stream":"yes","messages":[{"role":"user","content":"x"}]}`, "stream", nil},
+		{"temperature not a number", ChatCompletions, `{"temperature":"0","messages":[{"role":"user","content":"x"}]}`, "temperature", nil},
+		{"no messages", ChatCompletions, `{"model":"gw-auto"}`, "messages", nil},
+		{"empty messages", ChatCompletions, `{"messages":[]}`, "messages", nil},
+		{"message without role", ChatCompletions, `{"messages":[{"content":"x"}]}`, "messages", nil},
+		{"messages without max_tokens", Messages, `{"messages":[{"role":"user","content":"x"}]}`, "max_tokens", nil},
+		{"messages zero max_tokens", Messages, `{"max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, "max_tokens", nil},
+		{"messages image", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}`, "", func(r *request) bool { return r.needs.Vision && r.needs.MaxTokens == 5 }},
+		{"responses string input", Responses, `{"input":"hello","max_output_tokens":9}`, "", func(r *request) bool { return r.needs.Text == "hello" && r.needs.MaxTokens == 9 }},
+		{"responses items", Responses, `{"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"x"}]}]}`, "", func(r *request) bool { return r.needs.Vision && r.needs.Text == "a\n" }},
+		{"responses without input", Responses, `{"model":"gw-auto"}`, "input", nil},
+		{"second opinion", ChatCompletions, `{"second_opinion":true,"messages":[{"role":"user","content":"x"}]}`, "", func(r *request) bool { return r.secondOpinion }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := parse([]byte(tc.body), tc.f)
+			if tc.param != "" {
+				var e *gwerr.Error
+				if !errors.As(err, &e) || e.Kind != gwerr.Invalid || e.Param != tc.param {
+					t.Fatalf("err %v, want Invalid with param %q", err, tc.param)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.check != nil && !tc.check(r) {
+				t.Fatalf("parsed %+v", r)
+			}
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"}]}`), 0)
+	f.Add([]byte(`{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image"}]}]}`), 2)
+	f.Add([]byte(`{"input":[{"role":"user","content":[{"type":"input_text","text":"a"}]}]}`), 1)
+	f.Fuzz(func(t *testing.T, body []byte, format int) {
+		fm := Format(((format % 3) + 3) % 3)
+		r, err := parse(body, fm)
+		if err != nil {
+			var e *gwerr.Error
+			if !errors.As(err, &e) || e.Kind != gwerr.Invalid || e.Param == "" {
+				t.Fatalf("refusal %v must be Invalid with a param", err)
+			}
+			return
+		}
+		if r.needs.PromptTokens < 0 || !gjson.ValidBytes(body) {
+			t.Fatalf("accepted %q", body)
+		}
+	})
+}
+
+func TestRequestFor(t *testing.T) {
+	body := []byte(`{"model":"gw-fast","second_opinion":false,"x_unknown":{"a":1},"messages":[{"role":"user","content":"hi"}]}`)
+	out, path, err := requestFor(body, ChatCompletions, ChatCompletions, "m1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path != "/chat/completions" || gjson.GetBytes(out, "model").String() != "m1" || gjson.GetBytes(out, "second_opinion").Exists() ||
+		gjson.GetBytes(out, "x_unknown").Raw != `{"a":1}` || !gjson.GetBytes(out, "stream_options.include_usage").Bool() {
+		t.Fatalf("%s %s", path, out)
+	}
+	out, _, _ = requestFor(body, ChatCompletions, ChatCompletions, "m1", false)
+	if gjson.GetBytes(out, "stream_options").Exists() {
+		t.Fatalf("non-streaming request asks for stream usage: %s", out)
+	}
+	out, path, err = requestFor(body, ChatCompletions, Messages, "claude", false)
+	if err != nil || path != "/v1/messages" || gjson.GetBytes(out, "model").String() != "claude" || !gjson.GetBytes(out, "max_tokens").Exists() {
+		t.Fatalf("%v %s %s", err, path, out)
+	}
+}
+
+func TestReadVerdict(t *testing.T) {
+	for _, tc := range []struct{ reply, verdict, notes string }{
+		{`{"verdict":"disagree","notes":"wrong sum"}`, "disagree", "wrong sum"},
+		{"Here you go: {\"verdict\": \"agree\", \"notes\": \"fine\"} done", "agree", "fine"},
+		{"I disagree with this answer.", "disagree", "I disagree with this answer."},
+		{"Looks right.", "agree", "Looks right."},
+		{`{"verdict":"maybe"}`, "agree", `{"verdict":"maybe"}`},
+	} {
+		op := readVerdict("m", tc.reply)
+		if op.Verdict != tc.verdict || op.Notes != tc.notes || op.Model != "m" {
+			t.Errorf("%q → %+v", tc.reply, op)
+		}
+	}
+}
+
+func TestOpinionsAdmit(t *testing.T) {
+	o := NewOpinions(1)
+	ok := &request{}
+	rel, err := o.admit(ok, "gw-auto", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.admit(ok, "gw-auto", 10); gwerr.As(err).Kind != gwerr.Unavailable || gwerr.As(err).RetryAfter != SecondOpinionRetryAfter {
+		t.Fatalf("second concurrent check: %v", err)
+	}
+	rel()
+	for _, tc := range []struct {
+		req   *request
+		model string
+		size  int
+		kind  gwerr.Kind
+	}{
+		{&request{stream: true}, "gw-auto", 10, gwerr.Invalid},
+		{ok, "gw-fast", 10, gwerr.Invalid},
+		{ok, "gw-auto", SecondOpinionMaxBytes + 1, gwerr.TooLarge},
+	} {
+		if _, err := o.admit(tc.req, tc.model, tc.size); gwerr.As(err).Kind != tc.kind {
+			t.Errorf("%+v %s %d: %v", tc.req, tc.model, tc.size, err)
+		}
+	}
+}
+
+func TestCache(t *testing.T) {
+	c := NewCache(time.Minute, 0)
+	body := []byte(`{"a":1}`)
+	c.Put("acc", ChatCompletions, body, Hit{Body: []byte("answer"), Model: "m"})
+	if h, ok := c.Get("acc", ChatCompletions, body); !ok || string(h.Body) != "answer" {
+		t.Fatal("miss")
+	}
+	for _, miss := range []struct {
+		acc string
+		f   Format
+		b   string
+	}{{"other", ChatCompletions, `{"a":1}`}, {"acc", Messages, `{"a":1}`}, {"acc", ChatCompletions, `{"a":2}`}} {
+		if _, ok := c.Get(miss.acc, miss.f, []byte(miss.b)); ok {
+			t.Errorf("hit for %+v", miss)
+		}
+	}
+}
+
+func TestPassthroughUsage(t *testing.T) {
+	p := &passthrough{format: Messages}
+	for _, ev := range []sse.Event{
+		{Event: "message_start", Data: []byte(`{"type":"message_start","message":{"usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":1}}}`)},
+		{Event: "message_delta", Data: []byte(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":42}}`)},
+		{Event: "message_stop", Data: []byte(`{"type":"message_stop"}`)},
+	} {
+		out, _ := p.Event(ev)
+		if len(out) != 1 || string(out[0].Data) != string(ev.Data) {
+			t.Fatal("passthrough changed an event")
+		}
+	}
+	if u := p.Usage(); u.Input != 15 || u.CachedInput != 5 || u.Output != 42 || !p.Done() {
+		t.Fatalf("usage %+v done %v", u, p.Done())
+	}
+	c := &passthrough{format: ChatCompletions}
+	c.Event(sse.Event{Data: []byte(`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}`)})
+	c.Event(sse.Event{Data: []byte(`[DONE]`)})
+	if u := c.Usage(); u.Input != 7 || u.CachedInput != 2 || u.Output != 3 || !c.Done() {
+		t.Fatalf("chat usage %+v", u)
+	}
+}
+
+func TestFinalUsagePath(t *testing.T) {
+	for _, tc := range []struct {
+		f    Format
+		ev   sse.Event
+		path string
+		ok   bool
+	}{
+		{ChatCompletions, sse.Event{Data: []byte(`{"choices":[],"usage":{"prompt_tokens":1}}`)}, "usage", true},
+		{ChatCompletions, sse.Event{Data: []byte(`{"choices":[{"delta":{}}],"usage":null}`)}, "usage", false},
+		{ChatCompletions, sse.Event{Data: []byte(`[DONE]`)}, "usage", false},
+		{Messages, sse.Event{Event: "message_delta", Data: []byte(`{"usage":{"output_tokens":1}}`)}, "usage", true},
+		{Messages, sse.Event{Event: "message_start", Data: []byte(`{"message":{"usage":{}}}`)}, "usage", false},
+		{Responses, sse.Event{Event: "response.completed", Data: []byte(`{"type":"response.completed","response":{}}`)}, "response.usage", true},
+	} {
+		path, ok := finalUsagePath(tc.f, tc.ev)
+		if ok != tc.ok || ok && path != tc.path {
+			t.Errorf("%d %s: %q %v", tc.f, tc.ev.Data, path, ok)
+		}
+	}
+}

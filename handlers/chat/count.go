@@ -1,0 +1,145 @@
+package chat
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/translate"
+	"github.com/caddy-gw/caddy-gw/internal/upstream"
+)
+
+// countFields are the fields of a messages body that the count_tokens
+// endpoint of a messages-style provider accepts.
+var countFields = []string{"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"}
+
+// perMessageTokens is added per message by the local count, for the role
+// and the separators a chat template adds around it.
+const perMessageTokens = 4
+
+// CountTokens serves POST {alt}/v1/messages/count_tokens: asked of the
+// routed model's provider when it speaks the messages format, counted
+// locally with the o200k tokenizer otherwise. Never streams, never billed.
+func (h *Handler) CountTokens(c *pipeline.Call) error {
+	body, err := readBody(c, MaxBody)
+	if err != nil {
+		return err
+	}
+	root := gjson.ParseBytes(body)
+	if !gjson.ValidBytes(body) || !root.IsObject() {
+		return invalid("body", "the body must be a JSON object")
+	}
+	if !root.Get("messages").IsArray() {
+		return invalid("messages", "messages must be an array of messages")
+	}
+	model := root.Get("model").String()
+	rt, err := h.Router.Route(model, parseNeedsLoose(body))
+	if err != nil {
+		return err
+	}
+	if err := c.AllowModel(rt.Requested); err != nil {
+		return err
+	}
+	m := rt.Candidates[0]
+	p := c.Gateway.Catalog.Providers[m.Provider]
+	var n int
+	if p.Format == catalog.FormatAnthropic {
+		n, err = h.countUpstream(c, p, m, root)
+	} else {
+		n, err = countLocal(root)
+	}
+	if err != nil {
+		return err
+	}
+	c.W.Header().Set("Content-Type", "application/json")
+	c.W.WriteHeader(http.StatusOK)
+	return json.NewEncoder(c.W).Encode(map[string]int{"input_tokens": n})
+}
+
+// parseNeedsLoose reads what routing needs from a count_tokens body, which
+// has no max_tokens.
+func parseNeedsLoose(body []byte) router.Needs {
+	if req, err := parse(body, ChatCompletions); err == nil {
+		return req.needs
+	}
+	return router.Needs{}
+}
+
+func setRaw(b []byte, path, raw string) ([]byte, error) { return sjson.SetRawBytes(b, path, []byte(raw)) }
+
+func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalog.Model, root gjson.Result) (int, error) {
+	out := []byte(`{}`)
+	var err error
+	for _, f := range countFields {
+		if v := root.Get(f); v.Exists() {
+			if out, err = setRaw(out, f, v.Raw); err != nil {
+				return 0, gwerr.New(gwerr.Invalid, "the body could not be read").WithParam("body")
+			}
+		}
+	}
+	if out, err = translate.SetModel(out, m.ID); err != nil {
+		return 0, err
+	}
+	resp, err := h.Upstream.Do(c.R.Context(), upstream.Request{Provider: p, Path: upstream.PathCountTokens, Body: out, Client: c.R})
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
+	n := gjson.GetBytes(b, "input_tokens")
+	if err != nil || n.Type != gjson.Number {
+		return 0, gwerr.New(gwerr.Upstream, "%s did not count the tokens", m.ID)
+	}
+	return int(n.Int()), nil
+}
+
+var (
+	codecOnce sync.Once
+	codec     tokenizer.Codec
+	codecErr  error
+)
+
+// countLocal counts the text of the system prompt, the messages and the
+// tool definitions with the o200k tokenizer, plus perMessageTokens per
+// message.
+func countLocal(root gjson.Result) (int, error) {
+	codecOnce.Do(func() { codec, codecErr = tokenizer.Get(tokenizer.O200kBase) })
+	if codecErr != nil {
+		return 0, gwerr.New(gwerr.Internal, "tokenizer unavailable: %v", codecErr)
+	}
+	total := 0
+	count := func(s string) {
+		if s == "" {
+			return
+		}
+		n, _ := codec.Count(s)
+		total += n
+	}
+	count(text(root.Get("system")))
+	for _, m := range root.Get("messages").Array() {
+		total += perMessageTokens
+		count(text(m.Get("content")))
+		m.Get("content").ForEach(func(_, part gjson.Result) bool {
+			switch part.Get("type").String() {
+			case "tool_use":
+				count(part.Get("name").String() + part.Get("input").Raw)
+			case "tool_result":
+				count(text(part.Get("content")))
+			}
+			return true
+		})
+	}
+	if tools := root.Get("tools"); tools.Exists() {
+		count(tools.Raw)
+	}
+	return total, nil
+}

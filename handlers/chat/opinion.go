@@ -1,0 +1,183 @@
+package chat
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/upstream"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// Second opinion (CONTRACT §6): a gw-auto request with "second_opinion":
+// true has its answer checked by a model of another lane.
+const (
+	// HeaderSecondOpinion carries the verdict: agree or disagree.
+	HeaderSecondOpinion = "X-Gw-Second-Opinion"
+	// SecondOpinionMaxBytes: a request larger than this is too large to
+	// check (413).
+	SecondOpinionMaxBytes = 256 << 10
+	// DefaultSecondOpinionConcurrency is how many checks may run at once;
+	// more answer 503 with Retry-After.
+	DefaultSecondOpinionConcurrency = 4
+	// SecondOpinionRetryAfter is the Retry-After of that 503, in seconds.
+	SecondOpinionRetryAfter = 1
+	// secondOpinionMaxTokens bounds the checker's answer.
+	secondOpinionMaxTokens = 512
+	// secondOpinionSuffix makes the check's ledger id from the request id.
+	secondOpinionSuffix = "-so"
+	// Verdicts.
+	verdictAgree    = "agree"
+	verdictDisagree = "disagree"
+)
+
+const checkerPrompt = `You check another assistant's answer to a user's request. ` +
+	`Reply with only a JSON object: {"verdict": "agree" or "disagree", "notes": "one or two sentences"}. ` +
+	`Disagree when the answer is wrong, unsafe or misses the request.`
+
+// Opinions bounds the second opinions running at once.
+type Opinions struct{ slots chan struct{} }
+
+// NewOpinions allows n checks at once (n <= 0: the default).
+func NewOpinions(n int) *Opinions {
+	if n <= 0 {
+		n = DefaultSecondOpinionConcurrency
+	}
+	return &Opinions{slots: make(chan struct{}, n)}
+}
+
+// admit checks a second-opinion request before anything is spent, and
+// takes a slot; release gives it back.
+func (o *Opinions) admit(req *request, requested string, bodyLen int) (release func(), err error) {
+	switch {
+	case req.stream:
+		return nil, invalid("second_opinion", "second_opinion needs a non-streaming request")
+	case requested != catalog.AliasAuto:
+		return nil, invalid("second_opinion", "second_opinion is available on %s only", catalog.AliasAuto)
+	case bodyLen > SecondOpinionMaxBytes:
+		return nil, gwerr.New(gwerr.TooLarge, "the request is too large for a second opinion (more than %d bytes)", SecondOpinionMaxBytes).WithParam("second_opinion")
+	}
+	select {
+	case o.slots <- struct{}{}:
+		return func() { <-o.slots }, nil
+	default:
+		return nil, &gwerr.Error{Kind: gwerr.Unavailable, Message: "too many second opinions are running; retry shortly", RetryAfter: SecondOpinionRetryAfter}
+	}
+}
+
+// opinion is the body field second_opinion.
+type opinion struct {
+	Model   string `json:"model"`
+	Verdict string `json:"verdict"`
+	Notes   string `json:"notes"`
+}
+
+// checkerLane is the lane whose model checks an answer from lane.
+func checkerLane(lane string) string {
+	if lane == catalog.LaneReasoning {
+		return catalog.LaneStandard
+	}
+	return catalog.LaneReasoning
+}
+
+// secondOpinion asks a model of another lane about answer (the client's
+// body, in the client's format), bills the check, and returns the opinion
+// and its cost. A check that cannot be made returns an error; nothing of
+// it is billed then.
+func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
+	rt, err := cl.h.Router.Route("gw-"+checkerLane(cl.route.Lane), router.Needs{PromptTokens: cl.req.needs.PromptTokens})
+	if err != nil {
+		return nil, 0, err
+	}
+	m := rt.Candidates[0]
+	p := cl.Gateway.Catalog.Providers[m.Provider]
+	prompt, _ := json.Marshal(map[string]any{
+		"model": m.ID, "max_tokens": secondOpinionMaxTokens, "temperature": 0,
+		"messages": []map[string]string{
+			{"role": "system", "content": checkerPrompt},
+			{"role": "user", "content": "Request:\n" + cl.req.needs.Text + "\n\nAnswer:\n" + answerText(cl.format, answer)},
+		},
+	})
+	up := upstreamFormat(p)
+	body, path, err := requestFor(prompt, ChatCompletions, up, m.ID, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	est := pricing.Cost(cl.Account.PAYG, estimateLines(m, router.Needs{PromptTokens: len(body) / charsPerToken, MaxTokens: secondOpinionMaxTokens})...)
+	if err := cl.Reserve(est); err != nil {
+		return nil, 0, err
+	}
+	resp, err := cl.h.Upstream.Do(cl.R.Context(), upstream.Request{Provider: p, Path: path, Body: body})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
+	if err != nil {
+		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion broke off")
+	}
+	u := usageOf(up, b)
+	if b, err = responseFor(b, up, ChatCompletions, m.ID); err != nil {
+		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion could not be read")
+	}
+	cost := pricing.Cost(cl.Account.PAYG, usageLines(m, u)...)
+	if _, err := cl.SettleAs(cl.RequestID+secondOpinionSuffix, u.Input+u.Output, pricing.UnitToken, m.ID, cost); err != nil {
+		return nil, 0, err
+	}
+	return readVerdict(m.ID, gjson.GetBytes(b, "choices.0.message.content").String()), cost, nil
+}
+
+// readVerdict reads the checker's reply: the JSON object it was asked for,
+// or failing that the words it used.
+func readVerdict(model, reply string) *opinion {
+	op := &opinion{Model: model, Verdict: verdictAgree}
+	if i, j := strings.Index(reply, "{"), strings.LastIndex(reply, "}"); i >= 0 && j > i {
+		obj := gjson.Parse(reply[i : j+1])
+		if v := obj.Get("verdict").String(); v == verdictAgree || v == verdictDisagree {
+			op.Verdict, op.Notes = v, obj.Get("notes").String()
+			return op
+		}
+	}
+	if strings.Contains(strings.ToLower(reply), verdictDisagree) {
+		op.Verdict = verdictDisagree
+	}
+	op.Notes = strings.TrimSpace(reply)
+	return op
+}
+
+// answerText is the text of a client-format answer.
+func answerText(f Format, body []byte) string {
+	var parts []string
+	switch f {
+	case Messages:
+		for _, b := range gjson.GetBytes(body, "content").Array() {
+			if t := b.Get("text"); t.Exists() {
+				parts = append(parts, t.String())
+			} else if b.Get("type").String() == "tool_use" {
+				parts = append(parts, "[tool call "+b.Get("name").String()+" "+b.Get("input").Raw+"]")
+			}
+		}
+	case Responses:
+		for _, item := range gjson.GetBytes(body, "output").Array() {
+			for _, c := range item.Get("content").Array() {
+				parts = append(parts, c.Get("text").String())
+			}
+			if item.Get("type").String() == "function_call" {
+				parts = append(parts, "[tool call "+item.Get("name").String()+" "+item.Get("arguments").String()+"]")
+			}
+		}
+	default:
+		msg := gjson.GetBytes(body, "choices.0.message")
+		parts = append(parts, msg.Get("content").String())
+		for _, tc := range msg.Get("tool_calls").Array() {
+			parts = append(parts, "[tool call "+tc.Get("function.name").String()+" "+tc.Get("function.arguments").String()+"]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+

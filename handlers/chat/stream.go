@@ -1,0 +1,269 @@
+package chat
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
+	"github.com/caddy-gw/caddy-gw/internal/translate"
+	"github.com/caddy-gw/caddy-gw/internal/upstream"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// CostField is added to the final usage block of a stream: the cost, as
+// a decimal string of US dollars exactly as charged (streams carry no
+// X-Gw-Cost-Usd header).
+const CostField = "cost_usd"
+
+// stream relays an upstream stream of format from to the client, event by
+// event. Until the first client event is ready nothing is written, so a
+// failure up to then can still be escalated; after it, failures become an
+// error event in the client's format and the call is not billed.
+func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated bool) error {
+	tr := streamFor(from, cl.format, m.ID)
+	rd := sse.NewReader(r)
+	var first []sse.Event
+	for len(first) == 0 {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			first = tr.Close()
+			if len(first) == 0 {
+				return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s gave an empty answer", m.ID), Retryable: true}
+			}
+			break
+		}
+		if err != nil {
+			return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the stream of %s broke off", m.ID), Retryable: true}
+		}
+		out, err := tr.Event(ev)
+		if err != nil {
+			return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the stream of %s could not be read: %v", m.ID, err), Retryable: true}
+		}
+		for _, o := range out {
+			if isError(cl.format, o) {
+				return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s failed: %s", m.ID, errorMessage(o)), Retryable: true}
+			}
+		}
+		first = out
+	}
+
+	h := cl.W.Header()
+	h.Set(HeaderAlias, cl.route.Requested)
+	sse.StartStream(cl.W)
+	cl.W.WriteHeader(http.StatusOK)
+	w := sse.NewWriter(cl.W)
+	s := &relay{call: cl, m: m, tr: tr, w: w, escalated: escalated}
+	if !s.write(first) {
+		return nil
+	}
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.fail("the upstream stream broke off")
+			return nil
+		}
+		out, err := tr.Event(ev)
+		if err != nil {
+			s.fail("the upstream stream could not be read")
+			return nil
+		}
+		if !s.write(out) {
+			return nil
+		}
+	}
+	if !s.write(tr.Close()) {
+		return nil
+	}
+	if !s.settled {
+		s.settle(tr.Usage())
+	}
+	if cl.format == ChatCompletions && !s.sawDone {
+		_ = w.WriteDone()
+	}
+	cl.h.Router.Health.OK(m.ID)
+	return nil
+}
+
+// relay writes client events, settling at the final usage block.
+type relay struct {
+	*call
+	m         *catalog.Model
+	tr        translate.Stream
+	w         *sse.Writer
+	escalated bool
+	settled   bool
+	failed    bool
+	sawDone   bool
+}
+
+// write sends evs; false when the stream has ended (an error event went
+// out, or the client is gone).
+func (s *relay) write(evs []sse.Event) bool {
+	for _, ev := range evs {
+		if isError(s.format, ev) {
+			s.failed = true
+			_ = s.w.Write(ev)
+			return false
+		}
+		if sse.IsDone(ev) {
+			s.sawDone = true
+		}
+		if path, ok := finalUsagePath(s.format, ev); ok && !s.settled {
+			cost, ok := s.settle(s.tr.Usage())
+			if !ok {
+				return false
+			}
+			if data, err := sjson.SetBytes(ev.Data, path+"."+CostField, cost.String()); err == nil {
+				ev.Data = data
+			}
+		}
+		if err := s.w.Write(ev); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// settle charges the stream's usage; on a store failure the client gets an
+// error event instead of the usage block.
+func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
+	s.settled = true
+	cost, _ := s.cost(s.m, u)
+	if _, err := s.Settle(u.Input+u.Output, pricing.UnitToken, s.m.ID, cost); err != nil {
+		s.fail(gwerr.As(err).Message)
+		return 0, false
+	}
+	s.record(s.m, s.escalated, cost)
+	return cost, true
+}
+
+// fail ends the stream with an error event in the client's format.
+func (s *relay) fail(msg string) {
+	if s.failed {
+		return
+	}
+	s.failed = true
+	_ = s.w.Write(errorEvent(s.format, msg))
+}
+
+func errorEvent(f Format, msg string) sse.Event {
+	switch f {
+	case Messages:
+		return translate.MessagesErrorEvent("api_error", msg)
+	case Responses:
+		return translate.ResponsesErrorEvent("server_error", msg)
+	}
+	return translate.ChatErrorEvent("api_error", "upstream_error", msg)
+}
+
+// isError reports an error event of format f.
+func isError(f Format, ev sse.Event) bool {
+	switch f {
+	case Messages:
+		return ev.Event == "error"
+	case Responses:
+		t := gjson.GetBytes(ev.Data, "type").String()
+		return ev.Event == "error" || t == "error" || t == "response.failed"
+	}
+	return !sse.IsDone(ev) && gjson.GetBytes(ev.Data, "error").Exists()
+}
+
+func errorMessage(ev sse.Event) string {
+	for _, p := range []string{"error.message", "message", "response.error.message"} {
+		if m := gjson.GetBytes(ev.Data, p).String(); m != "" {
+			return m
+		}
+	}
+	return "error"
+}
+
+// finalUsagePath finds the event of format f that carries the final usage,
+// and the JSON path of its usage object.
+func finalUsagePath(f Format, ev sse.Event) (string, bool) {
+	switch f {
+	case Messages:
+		return "usage", ev.Event == "message_delta" && gjson.GetBytes(ev.Data, "usage").IsObject()
+	case Responses:
+		return "response.usage", gjson.GetBytes(ev.Data, "type").String() == "response.completed"
+	}
+	return "usage", !sse.IsDone(ev) && gjson.GetBytes(ev.Data, "usage").IsObject()
+}
+
+// streamFor returns the translator from an upstream format to the client's.
+func streamFor(from, to Format, model string) translate.Stream {
+	switch {
+	case from == to:
+		return &passthrough{format: from}
+	case from == Messages && to == ChatCompletions:
+		return translate.NewMessagesToChat(model)
+	case from == ChatCompletions && to == Messages:
+		return translate.NewChatToMessages(model)
+	case from == ChatCompletions && to == Responses:
+		return translate.NewChatToResponses(model)
+	default: // Messages → Responses
+		return translate.Chain(translate.NewMessagesToChat(model), translate.NewChatToResponses(model))
+	}
+}
+
+// passthrough relays a same-format stream unchanged, reading its usage.
+type passthrough struct {
+	format Format
+	usage  translate.Usage
+	done   bool
+}
+
+func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
+	switch p.format {
+	case ChatCompletions:
+		if sse.IsDone(ev) {
+			p.done = true
+		} else if gjson.GetBytes(ev.Data, "usage").IsObject() {
+			p.usage = translate.ChatUsage(ev.Data)
+		}
+	case Messages:
+		switch ev.Event {
+		case "message_start":
+			p.usage = translate.MessagesUsage([]byte(gjson.GetBytes(ev.Data, "message").Raw))
+		case "message_delta":
+			// message_delta's usage is cumulative; input counts may be
+			// absent from it.
+			u := translate.MessagesUsage(ev.Data)
+			p.usage.Output = u.Output
+			if u.Input > 0 {
+				p.usage.Input, p.usage.CachedInput, p.usage.CacheWrite = u.Input, u.CachedInput, u.CacheWrite
+			}
+		case "message_stop":
+			p.done = true
+		}
+	case Responses:
+		if gjson.GetBytes(ev.Data, "type").String() == "response.completed" {
+			p.usage = translate.ResponsesUsage([]byte(gjson.GetBytes(ev.Data, "response").Raw))
+			p.done = true
+		}
+	}
+	return []sse.Event{ev}, nil
+}
+
+func (p *passthrough) Close() []sse.Event     { return nil }
+func (p *passthrough) Usage() translate.Usage { return p.usage }
+func (p *passthrough) Done() bool             { return p.done }
+
+// empty reports an answer with neither text nor tool calls.
+func empty(f Format, body []byte) bool {
+	switch f {
+	case Messages:
+		return len(gjson.GetBytes(body, "content").Array()) == 0
+	case Responses:
+		return len(gjson.GetBytes(body, "output").Array()) == 0
+	}
+	msg := gjson.GetBytes(body, "choices.0.message")
+	return msg.Get("content").String() == "" && len(msg.Get("tool_calls").Array()) == 0 && msg.Get("refusal").String() == ""
+}
