@@ -378,4 +378,3 @@ func usageOf(f Format, body []byte) translate.Usage {
 	}
 	return translate.ChatUsage(body)
 }
-

@@ -74,7 +74,9 @@ func parseNeedsLoose(body []byte) router.Needs {
 	return router.Needs{}
 }
 
-func setRaw(b []byte, path, raw string) ([]byte, error) { return sjson.SetRawBytes(b, path, []byte(raw)) }
+func setRaw(b []byte, path, raw string) ([]byte, error) {
+	return sjson.SetRawBytes(b, path, []byte(raw))
+}
 
 func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalog.Model, root gjson.Result) (int, error) {
 	out := []byte(`{}`)

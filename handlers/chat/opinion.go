@@ -180,4 +180,3 @@ func answerText(f Format, body []byte) string {
 	}
 	return strings.Join(parts, "\n")
 }
-
