@@ -20,9 +20,6 @@ const (
 	Messages
 )
 
-// Endpoint names of the formats, as the ledger records them.
-var endpointName = map[Format]string{ChatCompletions: "chat", Responses: "responses", Messages: "messages"}
-
 // upstreamFormat is the format a provider speaks.
 func upstreamFormat(p *catalog.Provider) Format {
 	if p.Format == catalog.FormatAnthropic {

@@ -53,7 +53,6 @@ type renderCase struct {
 	status int
 	body   string            // whole body, compared after decoding
 	header map[string]string // headers that must have exactly this value
-	absent []string          // headers that must not be set
 }
 
 // holdAndCache are the headers that must be absent unless a case says so.
