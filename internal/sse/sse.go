@@ -48,12 +48,9 @@ type Event struct {
 	ID string
 }
 
-// Done is the data of the event that ends a chat-completions-style stream.
-var Done = []byte("[DONE]")
-
 // IsDone reports whether ev is the "data: [DONE]" end of a
 // chat-completions-style stream.
-func IsDone(ev Event) bool { return bytes.Equal(bytes.TrimSpace(ev.Data), Done) }
+func IsDone(ev Event) bool { return bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]")) }
 
 // Reader reads events from a stream.
 type Reader struct {
