@@ -56,7 +56,7 @@ type Handler struct {
 	// Cache, when set, answers repeated non-streaming temperature-0
 	// requests of one account (CONTRACT §6).
 	Cache *Cache
-	// Opinions bounds concurrent second opinions; nil allows the default.
+	// Opinions bounds concurrent second opinions; nil refuses them (503).
 	Opinions *Opinions
 }
 
@@ -99,9 +99,6 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 		return err
 	}
 	if req.secondOpinion {
-		if h.Opinions == nil {
-			h.Opinions = NewOpinions(0)
-		}
 		release, err := h.Opinions.admit(req, rt.Requested, len(body))
 		if err != nil {
 			return err
@@ -109,24 +106,24 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 		defer release()
 	}
 	cl := &call{Call: c, h: h, format: f, body: body, req: req, route: rt, started: time.Now()}
-	attempts := rt.Candidates[:min(len(rt.Candidates), MaxAttempts)]
-	var est pricing.Money
-	for _, m := range attempts {
-		est = max(est, pricing.Cost(c.Account.PAYG, estimateLines(m, req.needs)...))
-	}
-	if err := c.Reserve(est); err != nil {
-		return err
-	}
-	cacheable := !req.stream && req.temperatureZero && !req.secondOpinion && h.Cache != nil
-	cl.cacheable = cacheable
-	if cacheable {
+	cl.cacheable = !req.stream && req.temperatureZero && !req.secondOpinion && h.Cache != nil
+	if cl.cacheable {
 		if hit, ok := h.Cache.Get(c.Account.ID, f, body); ok {
 			cl.writeCached(hit)
 			return nil
 		}
 	}
 	var last error
-	for i, m := range attempts {
+	for i, m := range rt.Candidates[:min(len(rt.Candidates), MaxAttempts)] {
+		// Each attempt holds its own model's estimate: an escalation to a
+		// dearer model must pass the money check again.
+		c.Release()
+		if err := c.Reserve(pricing.Cost(c.Account.PAYG, estimateLines(m, req.needs)...)); err != nil {
+			if i == 0 {
+				return err
+			}
+			return last
+		}
 		err := cl.attempt(m, i > 0)
 		if err == nil {
 			return nil

@@ -195,6 +195,8 @@ func TestFinalUsagePath(t *testing.T) {
 		{Messages, sse.Event{Event: "message_delta", Data: []byte(`{"usage":{"output_tokens":1}}`)}, "usage", true},
 		{Messages, sse.Event{Event: "message_start", Data: []byte(`{"message":{"usage":{}}}`)}, "usage", false},
 		{Responses, sse.Event{Event: "response.completed", Data: []byte(`{"type":"response.completed","response":{}}`)}, "response.usage", true},
+		{Responses, sse.Event{Event: "response.incomplete", Data: []byte(`{"type":"response.incomplete","response":{}}`)}, "response.usage", true},
+		{Responses, sse.Event{Event: "response.output_text.delta", Data: []byte(`{"type":"response.output_text.delta"}`)}, "", false},
 	} {
 		path, ok := finalUsagePath(tc.f, tc.ev)
 		if ok != tc.ok || ok && path != tc.path {

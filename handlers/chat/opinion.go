@@ -62,6 +62,9 @@ func (o *Opinions) admit(req *request, requested string, bodyLen int) (release f
 	case bodyLen > SecondOpinionMaxBytes:
 		return nil, gwerr.New(gwerr.TooLarge, "the request is too large for a second opinion (more than %d bytes)", SecondOpinionMaxBytes).WithParam("second_opinion")
 	}
+	if o == nil {
+		return nil, gwerr.New(gwerr.Unavailable, "second opinions are not configured on this gateway")
+	}
 	select {
 	case o.slots <- struct{}{}:
 		return func() { <-o.slots }, nil

@@ -145,13 +145,20 @@ func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
 	return cost, true
 }
 
-// fail ends the stream with an error event in the client's format.
+// fail ends the stream with an error event in the client's format (from
+// the translator when it has one, which numbers it in sequence).
 func (s *relay) fail(msg string) {
 	if s.failed {
 		return
 	}
 	s.failed = true
-	_ = s.w.Write(errorEvent(s.format, msg))
+	evs := translate.Fail(s.tr, "api_error", "upstream_error", msg)
+	if len(evs) == 0 {
+		evs = []sse.Event{errorEvent(s.format, msg)}
+	}
+	for _, ev := range evs {
+		_ = s.w.Write(ev)
+	}
 }
 
 func errorEvent(f Format, msg string) sse.Event {
@@ -192,10 +199,14 @@ func finalUsagePath(f Format, ev sse.Event) (string, bool) {
 	case Messages:
 		return "usage", ev.Event == "message_delta" && gjson.GetBytes(ev.Data, "usage").IsObject()
 	case Responses:
-		return "response.usage", gjson.GetBytes(ev.Data, "type").String() == "response.completed"
+		return "response.usage", responsesFinal[gjson.GetBytes(ev.Data, "type").String()]
 	}
 	return "usage", !sse.IsDone(ev) && gjson.GetBytes(ev.Data, "usage").IsObject()
 }
+
+// responsesFinal are the responses stream's terminal events that carry the
+// usage of a finished answer: complete, or cut short by its output limit.
+var responsesFinal = map[string]bool{"response.completed": true, "response.incomplete": true}
 
 // streamFor returns the translator from an upstream format to the client's.
 func streamFor(from, to Format, model string) translate.Stream {
@@ -244,7 +255,7 @@ func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
 			p.done = true
 		}
 	case Responses:
-		if gjson.GetBytes(ev.Data, "type").String() == "response.completed" {
+		if responsesFinal[gjson.GetBytes(ev.Data, "type").String()] {
 			p.usage = translate.ResponsesUsage([]byte(gjson.GetBytes(ev.Data, "response").Raw))
 			p.done = true
 		}

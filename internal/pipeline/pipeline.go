@@ -197,6 +197,10 @@ func (c *Call) Reserve(est pricing.Money) error {
 	return nil
 }
 
+// Release drops the call's reservation without charging (before a new
+// one, as when a call moves to a dearer model).
+func (c *Call) Release() { c.hold.Release(c.R.Context()) }
+
 // Settle charges the call's real cost into the ledger under its request id
 // and reports whether it charged (false: the id was settled before).
 func (c *Call) Settle(units int64, unit, model string, cost pricing.Money) (bool, error) {

@@ -41,7 +41,7 @@ type Route struct {
 	// Lane is the lane chosen ("" for a pinned model).
 	Lane string
 	// Candidates are the models to try, in order: the first is the choice,
-	// the rest are escalations. Never empty.
+	// the rest are escalations to stronger lanes. Never empty.
 	Candidates []*catalog.Model
 	// Pinned: the client named one model; it is never swapped.
 	Pinned bool
@@ -105,8 +105,10 @@ func (r *Router) alias(id string) (string, bool) {
 	return "", false
 }
 
-// lanes lists the models of lane and every stronger lane that fit n: in each
-// lane, healthy models first, cheapest first for this request.
+// lanes lists, for lane and then each stronger lane, the model that lane
+// would serve n with: the cheapest healthy one that fits (an unhealthy one
+// only when no healthy one fits). The first is the choice; the others are
+// the escalations, each stronger than the last.
 func (r *Router) lanes(lane string, n Needs) []*catalog.Model {
 	start := slices.Index(catalog.Lanes, lane)
 	var out []*catalog.Model
@@ -127,7 +129,9 @@ func (r *Router) lanes(lane string, n Needs) []*catalog.Model {
 			}
 			return cmp.Compare(EstimateCost(a, n), EstimateCost(b, n))
 		})
-		out = append(out, fit...)
+		if len(fit) > 0 {
+			out = append(out, fit[0])
+		}
 	}
 	return out
 }

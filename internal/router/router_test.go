@@ -55,20 +55,20 @@ func TestRoute(t *testing.T) {
 		pinned bool
 		want   []string
 	}{
-		{"gw-fast", Needs{Text: "hi"}, "fast", "", false, []string{"fast-cheap", "fast-vision", "std-o", "std-a", "reason"}},
-		{"gw-fast", Needs{Vision: true}, "fast", "", false, []string{"fast-vision", "std-o", "std-a", "reason"}},
-		{"gw-fast", Needs{PromptTokens: 20000}, "fast", "", false, []string{"fast-vision", "std-o", "std-a", "reason"}},
-		{"gw-standard", Needs{}, "standard", "", false, []string{"std-o", "std-a", "reason"}},
+		{"gw-fast", Needs{Text: "hi"}, "fast", "", false, []string{"fast-cheap", "std-o", "reason"}},
+		{"gw-fast", Needs{Vision: true}, "fast", "", false, []string{"fast-vision", "std-o", "reason"}},
+		{"gw-fast", Needs{PromptTokens: 20000}, "fast", "", false, []string{"fast-vision", "std-o", "reason"}},
+		{"gw-standard", Needs{}, "standard", "", false, []string{"std-o", "reason"}},
 		{"gw-reasoning", Needs{}, "reasoning", "", false, []string{"reason"}},
-		{"", Needs{Text: "hello there"}, "fast", KindChat, false, []string{"fast-cheap", "fast-vision", "std-o", "std-a", "reason"}},
+		{"", Needs{Text: "hello there"}, "fast", KindChat, false, []string{"fast-cheap", "std-o", "reason"}},
 		{"gw-auto", Needs{Text: "Prove that the square root of 2 is irrational."}, "reasoning", KindReasoning, false, []string{"reason"}},
-		{"gw-auto", Needs{Text: "Why does this fail?\n```go\nfunc main() {}\n```"}, "standard", KindCode, false, []string{"std-o", "std-a", "reason"}},
-		{"gw-auto", Needs{Text: "what is this?", Vision: true}, "standard", KindVision, false, []string{"std-o", "std-a", "reason"}},
-		{"gw-auto", Needs{Text: "weather?", Tools: true}, "standard", KindTools, false, []string{"std-o", "std-a", "reason"}},
+		{"gw-auto", Needs{Text: "Why does this fail?\n```go\nfunc main() {}\n```"}, "standard", KindCode, false, []string{"std-o", "reason"}},
+		{"gw-auto", Needs{Text: "what is this?", Vision: true}, "standard", KindVision, false, []string{"std-o", "reason"}},
+		{"gw-auto", Needs{Text: "weather?", Tools: true}, "standard", KindTools, false, []string{"std-o", "reason"}},
 		{"gw-auto", Needs{Text: "summarise", PromptTokens: 300000}, "standard", KindLong, false, []string{"std-o"}},
 		{"gw-pinned-std-a", Needs{}, "", "", true, []string{"std-a"}},
 		{"std-a", Needs{}, "", "", true, []string{"std-a"}},
-		{"my-alias", Needs{}, "standard", "", false, []string{"std-o", "std-a", "reason"}},
+		{"my-alias", Needs{}, "standard", "", false, []string{"std-o", "reason"}},
 		{"my-pin", Needs{}, "", "", true, []string{"reason"}},
 	} {
 		rt, err := r.Route(tc.model, tc.needs)
@@ -114,7 +114,7 @@ func TestUnhealthyModelsGoLast(t *testing.T) {
 		t.Fatalf("below the threshold the model must stay first: %v", ids(rt.Candidates))
 	}
 	h.Fail("std-o")
-	if rt, _ := r.Route("gw-standard", Needs{}); !slices.Equal(ids(rt.Candidates), []string{"std-a", "std-o", "reason"}) {
+	if rt, _ := r.Route("gw-standard", Needs{}); !slices.Equal(ids(rt.Candidates), []string{"std-a", "reason"}) {
 		t.Fatalf("cooling down: %v", ids(rt.Candidates))
 	}
 	now = now.Add(DefaultCooldown)
