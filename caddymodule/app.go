@@ -112,6 +112,9 @@ type LimitsConfig struct {
 	// ChatRequestsPerMinute bounds each account's chat calls (chat
 	// completions, responses, messages). 0 means no limit.
 	ChatRequestsPerMinute int64 `json:"chat_requests_per_minute,omitempty"`
+	// DecideRequestsPerMinute bounds each account's decision-mode calls
+	// (429 rate_limit_exceeded beyond it). 0 means no limit.
+	DecideRequestsPerMinute int64 `json:"decide_requests_per_minute,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -194,6 +197,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler}
 	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
 		opts.ChatBudgets = []limits.Budget{{Name: "chat_requests", Limit: n, Period: time.Minute}}
+	}
+	if n := a.Limits.DecideRequestsPerMinute; n > 0 {
+		opts.DecideBudgets = []limits.Budget{{Name: "decide_requests", Limit: n, Period: time.Minute}}
 	}
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics,
 		Money: &money.Gate{Store: st, Locks: memLocks, Policy: policy}, Limits: memLimits}

@@ -54,6 +54,7 @@ func init() {
 //		}
 //		limits {
 //			chat_requests_per_minute <n>
+//			decide_requests_per_minute <n>
 //		}
 //	}
 func parseGlobal(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -145,16 +146,21 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "limits":
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
 				switch d.Val() {
-				case "chat_requests_per_minute":
+				case "chat_requests_per_minute", "decide_requests_per_minute":
+					opt := d.Val()
 					var v string
 					if err := oneArg(d, &v); err != nil {
 						return err
 					}
 					n, err := strconv.ParseInt(v, 10, 64)
 					if err != nil || n < 0 {
-						return d.Errf("chat_requests_per_minute: want a whole number, got %q", v)
+						return d.Errf("%s: want a whole number, got %q", opt, v)
 					}
-					a.Limits.ChatRequestsPerMinute = n
+					if opt == "chat_requests_per_minute" {
+						a.Limits.ChatRequestsPerMinute = n
+					} else {
+						a.Limits.DecideRequestsPerMinute = n
+					}
 				default:
 					return d.Errf("unknown limits option %q", d.Val())
 				}

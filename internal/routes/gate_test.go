@@ -26,8 +26,11 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-// chatPerMinute is the chat budget the fixture configures.
-const chatPerMinute = 5
+// chatPerMinute and decidePerMinute are the budgets the fixture configures.
+const (
+	chatPerMinute   = 5
+	decidePerMinute = 2
+)
 
 type fixture struct {
 	rt    *Router
@@ -53,7 +56,8 @@ func newFixture(t *testing.T) *fixture {
 	f.gw = &pipeline.Gateway{Store: f.store, Catalog: cat, Logger: zap.NewNop(), Now: clock,
 		Money:  &money.Gate{Store: f.store, Locks: money.NewMemoryLocks(), Now: clock},
 		Limits: limits.NewMemory(clock)}
-	f.rt = New(f.gw, Options{ChatBudgets: []limits.Budget{{Name: "chat_requests", Limit: chatPerMinute, Period: time.Minute}}})
+	f.rt = New(f.gw, Options{ChatBudgets: []limits.Budget{{Name: "chat_requests", Limit: chatPerMinute, Period: time.Minute}},
+		DecideBudgets: []limits.Budget{{Name: "decide_requests", Limit: decidePerMinute, Period: time.Minute}}})
 	return f
 }
 
@@ -371,5 +375,24 @@ func TestChatRateLimit(t *testing.T) {
 	stripMessages(t, got)
 	if want := map[string]any{"error": map[string]any{"type": "rate_limit_error", "code": "rate_limit_exceeded", "param": nil}}; w.Code != 429 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("chat: %d %v", w.Code, got)
+	}
+}
+
+// TestDecideRateLimit: decision mode's 429 rate_limit_exceeded with
+// Retry-After, in its four-field shape.
+func TestDecideRateLimit(t *testing.T) {
+	f := newFixture(t)
+	key := f.key(t, paidCleared, 0)
+	for i := range decidePerMinute {
+		if w := f.do(t, http.MethodPost, PathDecide, key); w.Code != 501 {
+			t.Fatalf("call %d: %d", i, w.Code)
+		}
+	}
+	w := f.do(t, http.MethodPost, PathSystemOne, key)
+	got := body(t, w)
+	stripMessages(t, got)
+	want := map[string]any{"error": map[string]any{"type": "rate_limit_error", "code": "rate_limit_exceeded", "param": nil}}
+	if w.Code != 429 || w.Header().Get("Retry-After") != fmt.Sprint(60/decidePerMinute) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%d Retry-After %q %v", w.Code, w.Header().Get("Retry-After"), got)
 	}
 }

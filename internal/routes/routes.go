@@ -66,6 +66,8 @@ type Options struct {
 	AltPrefix string
 	// ChatBudgets are rate budgets every chat call takes a unit of.
 	ChatBudgets []limits.Budget
+	// DecideBudgets are rate budgets every decision-mode call takes a unit of.
+	DecideBudgets []limits.Budget
 	// Chat serves the chat endpoints; nil leaves them answering 501.
 	Chat *chat.Handler
 }
@@ -96,7 +98,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	ability := func(name, ability string, f gwerr.Family, budgets []limits.Budget) *pipeline.Endpoint {
 		return &pipeline.Endpoint{Name: name, Methods: post, Family: f, Ability: ability, Billing: &abilitySpend, Budgets: budgets}
 	}
-	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, Billing: &abilitySpend, RequestIDPrefix: "dec-"}
+	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, Billing: &abilitySpend, Budgets: opt.DecideBudgets, RequestIDPrefix: "dec-"}
 	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages}
 	var chatCompletions, responses, msgs, count pipeline.Handler
 	if h := opt.Chat; h != nil {
