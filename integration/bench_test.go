@@ -1,0 +1,667 @@
+package integration
+
+// The gateway's added latency and throughput, measured against a bare Caddy
+// reverse_proxy to the same fake upstream in the same process and the same
+// run. Nothing here asserts a time: speed is reported as ratios against the
+// baseline.
+//
+//	GW_BENCH=1 go test -count=1 -run TestBenchReport -v ./integration
+//	go test -run '^$' -bench . -benchtime 2000x ./integration
+//
+// or scripts/bench.sh. TestBenchReport is skipped unless GW_BENCH=1. Its
+// knobs: GW_BENCH_N (requests per target and scenario, 2000),
+// GW_BENCH_CONC (concurrent clients, 8), GW_BENCH_ACCOUNTS (how many
+// fresh accounts carry the gateway's load of a scenario, 1),
+// GW_BENCH_BATCH (requests per interleaved batch, 100), GW_BENCH_BUDGET
+// (the most time one scenario may take, 90s; a scenario cut short
+// reports what it measured), GW_BENCH_OUT (also write the table to this
+// file) and GW_BENCH_PROFILE (after the report, load the gateway alone
+// and write the gateway process's CPU profile, from Caddy's admin
+// /debug/pprof/profile, to this file; GW_BENCH_PROFILE_SECONDS, 10). The
+// benchmarks read GW_BENCH_CONC and GW_BENCH_ACCOUNTS.
+//
+// Each measured gateway load uses accounts made for it: the money gate
+// sums an account's whole ledger on every call, so the gateway slows down
+// as an account's ledger grows (the report shows its p50 in the first and
+// the last batch), and a shared account would make later scenarios pay
+// for earlier ones.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/integration/fake"
+)
+
+// benchKey is the gateway's bootstrap key in the benchmarks.
+const benchKey = "sk-bench-bootstrap"
+
+// benchText is what the fakes answer; benchChunks is how many pieces a
+// stream splits it into (about two dozen events per stream).
+const (
+	benchText = "The quick brown fox jumps over the lazy dog while the gateway " +
+		"relays every token of this answer to a client that only wants to know " +
+		"how long the relaying took, compared with a plain reverse proxy in " +
+		"front of the very same fake upstream, in the very same process and run."
+	benchChunks = 20
+)
+
+// benchTarget is one endpoint a scenario sends the same request to, over
+// and over.
+type benchTarget struct {
+	url    string
+	header http.Header
+	// keys, when set, are the bearer keys of the gateway's accounts:
+	// client i of a load sends keys[i%len(keys)].
+	keys   []string
+	body   []byte
+	stream bool
+	// want must occur in every answer's body.
+	want string
+}
+
+// benchScenario pairs a gateway request with the equivalent request sent
+// to the baseline site, which reaches the same fake upstream.
+type benchScenario struct {
+	name     string
+	gw, base benchTarget
+}
+
+// benchEnv is one bin/caddy process serving the gateway site and the two
+// baseline sites, and the fakes behind both.
+type benchEnv struct {
+	g         *gateway
+	oa, an    *fake.Upstream
+	client    *http.Client
+	scenarios []benchScenario
+	// accounts is how many accounts the gateway's load is spread over
+	// (GW_BENCH_ACCOUNTS); made counts the accounts made so far.
+	accounts int
+	made     int
+}
+
+// startBenchEnv starts the fakes and one bin/caddy with the gateway site
+// (Caddyfile.example's global gw block, providers pointed at the fakes)
+// plus a bare `reverse_proxy` site per fake.
+func startBenchEnv(tb testing.TB) *benchEnv {
+	tb.Helper()
+	script := fake.Script{Text: benchText, Chunks: benchChunks, Usage: fake.Usage{Input: 24, Output: 64}}
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	oa.Default, an.Default = script, script
+	tb.Cleanup(oa.Close)
+	tb.Cleanup(an.Close)
+
+	ports := freePorts(tb, 2)
+	baseOA, baseAN := "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
+	config := exampleCaddyfile(tb) + fmt.Sprintf(`
+# Baselines: a bare reverse_proxy to the same fakes.
+http://%s {
+	reverse_proxy %s
+}
+
+http://%s {
+	reverse_proxy %s
+}
+`, baseOA, benchHostOf(tb, oa.URL), baseAN, benchHostOf(tb, an.URL))
+
+	g := startBenchGateway(tb, gwOptions{BootstrapKey: benchKey, Caddyfile: config, Env: map[string]string{
+		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
+	}})
+
+	conc := benchEnvInt(tb, "GW_BENCH_CONC", 8)
+	client := &http.Client{
+		Timeout: requestTimeout,
+		Transport: &http.Transport{Proxy: nil, MaxIdleConns: 4 * conc, MaxIdleConnsPerHost: 2 * conc,
+			DisableCompression: true, IdleConnTimeout: time.Minute},
+	}
+	tb.Cleanup(client.CloseIdleConnections)
+
+	// The gateway's key is set per load (withFreshAccounts); the
+	// bootstrap key only serves warming up.
+	gwHeader := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + benchKey}}
+	oaHeader := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer sk-upstream-openai-test"}}
+	anHeader := http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {"sk-upstream-anthropic-test"},
+		"Anthropic-Version": {"2023-06-01"}}
+	const (
+		chatMsgs = `"max_tokens":256,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello."}]`
+		msgsMsgs = `"max_tokens":256,"system":"You are terse.","messages":[{"role":"user","content":"Say hello."}]`
+		// The gateway asks a chat-completions upstream for the usage
+		// chunk; the baseline's client asks for it itself, so the fake
+		// does the same work for both.
+		chatStream = `,"stream":true,"stream_options":{"include_usage":true}`
+		msgsStream = `,"stream":true`
+	)
+	gwURL := g.BaseURL + "/v1/chat/completions"
+	body := func(model, rest string) []byte { return []byte(`{"model":"` + model + `",` + rest + `}`) }
+	env := &benchEnv{g: g, oa: oa, an: an, client: client, accounts: benchEnvInt(tb, "GW_BENCH_ACCOUNTS", 1)}
+	env.scenarios = []benchScenario{
+		{
+			name: "same-format",
+			gw:   benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-gpt-4.1-mini", chatMsgs), want: benchText},
+			base: benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader,
+				body: body("gpt-4.1-mini", chatMsgs), want: benchText},
+		},
+		{
+			name: "translated",
+			gw:   benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-claude-sonnet-4-5", chatMsgs), want: benchText},
+			base: benchTarget{url: "http://" + baseAN + "/v1/messages", header: anHeader,
+				body: body("claude-sonnet-4-5", msgsMsgs), want: benchText},
+		},
+		{
+			name: "same-format-stream",
+			gw: benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-gpt-4.1-mini", chatMsgs+chatStream),
+				stream: true, want: "data: [DONE]"},
+			base: benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader,
+				body: body("gpt-4.1-mini", chatMsgs+chatStream), stream: true, want: "data: [DONE]"},
+		},
+		{
+			name: "translated-stream",
+			gw: benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-claude-sonnet-4-5", chatMsgs+chatStream),
+				stream: true, want: "data: [DONE]"},
+			base: benchTarget{url: "http://" + baseAN + "/v1/messages", header: anHeader,
+				body: body("claude-sonnet-4-5", msgsMsgs+msgsStream), stream: true, want: "event: message_stop"},
+		},
+	}
+	return env
+}
+
+// withFreshAccounts returns t with the keys of e.accounts new accounts
+// (paid, cleared), made through the admin API. Every chat call reads the
+// account's whole ledger (money.Gate sums it), so each measured load
+// starts from an empty one: the scenarios do not slow each other down.
+func (e *benchEnv) withFreshAccounts(tb testing.TB, t benchTarget) benchTarget {
+	tb.Helper()
+	t.keys = nil
+	for range e.accounts {
+		e.made++
+		t.keys = append(t.keys, e.g.newAccountKey(tb, map[string]any{
+			"id": fmt.Sprintf("bench-%d", e.made), "plan": "paid", "cleared": true}))
+	}
+	return t
+}
+
+// benchHostOf is the host:port of a fake's URL.
+func benchHostOf(tb testing.TB, raw string) string {
+	tb.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u.Host
+}
+
+// startBenchGateway is startGateway for any testing.TB (benchmarks too): a
+// bin/caddy on fresh loopback ports with an empty data folder, stopped
+// when tb ends.
+func startBenchGateway(tb testing.TB, opts gwOptions) *gateway {
+	tb.Helper()
+	if t, ok := tb.(*testing.T); ok {
+		return startGateway(t, opts)
+	}
+	dir := tb.TempDir()
+	ports := freePorts(tb, 3)
+	g := &gateway{
+		Addr:        "127.0.0.1:" + ports[0],
+		AdminAddr:   "127.0.0.1:" + ports[1],
+		UpstreamURL: "http://127.0.0.1:" + ports[2],
+		DataDir:     filepath.Join(dir, "data"),
+		ConfigPath:  filepath.Join(dir, "Caddyfile"),
+		dir:         dir,
+		log:         newLogBuffer(),
+		client: &http.Client{
+			Timeout:       requestTimeout,
+			Transport:     &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+	g.BaseURL = "http://" + g.Addr
+	g.AdminURL = "http://" + g.AdminAddr
+	config := opts.Caddyfile
+	if config == "" {
+		config = exampleCaddyfile(tb)
+	}
+	if err := os.WriteFile(g.ConfigPath, []byte(config), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	for _, d := range []string{"home", "xdg-config", "xdg-data"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	vars := map[string]string{
+		"GW_ADDRESS":            g.Addr,
+		"GW_ADMIN":              g.AdminAddr,
+		"GW_DATA_DIR":           g.DataDir,
+		"GW_OPENAI_BASE_URL":    g.UpstreamURL + "/v1",
+		"GW_ANTHROPIC_BASE_URL": g.UpstreamURL,
+		"GW_SEARCH_BASE_URL":    g.UpstreamURL + "/v1",
+		"OPENAI_API_KEY":        "sk-upstream-openai-test",
+		"ANTHROPIC_API_KEY":     "sk-upstream-anthropic-test",
+		"GW_SEARCH_API_KEY":     "sk-upstream-search-test",
+		"HOME":                  filepath.Join(dir, "home"),
+		"XDG_CONFIG_HOME":       filepath.Join(dir, "xdg-config"),
+		"XDG_DATA_HOME":         filepath.Join(dir, "xdg-data"),
+	}
+	if opts.BootstrapKey != "" {
+		vars["GW_BOOTSTRAP_KEY"] = opts.BootstrapKey
+	}
+	for k, v := range opts.Env {
+		vars[k] = v
+	}
+	g.env = processEnv(vars)
+	tb.Cleanup(func() {
+		g.stop(tb)
+		if tb.Failed() {
+			tb.Logf("caddy log (%s):\n%s", g.BaseURL, g.log.String())
+		}
+	})
+	g.start(tb)
+	return g
+}
+
+// benchSample is one request's timing: first is the first byte of the body,
+// last the end of the body.
+type benchSample struct{ first, last time.Duration }
+
+// do sends one request and reads the whole answer into buf, timing it.
+func (e *benchEnv) do(ctx context.Context, t benchTarget, client int, buf *bytes.Buffer) (benchSample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(t.body))
+	if err != nil {
+		return benchSample{}, err
+	}
+	for k, vs := range t.header {
+		req.Header[k] = vs
+	}
+	if len(t.keys) > 0 {
+		req.Header.Set("Authorization", "Bearer "+t.keys[client%len(t.keys)])
+	}
+	buf.Reset()
+	start := time.Now()
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return benchSample{}, err
+	}
+	defer resp.Body.Close()
+	var s benchSample
+	var chunk [32 << 10]byte
+	for {
+		n, err := resp.Body.Read(chunk[:])
+		if n > 0 {
+			if s.first == 0 {
+				s.first = time.Since(start)
+			}
+			buf.Write(chunk[:n])
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return benchSample{}, fmt.Errorf("POST %s: reading the body: %w", t.url, err)
+		}
+	}
+	s.last = time.Since(start)
+	if s.first == 0 {
+		s.first = s.last
+	}
+	// Checked after the clock stopped.
+	if resp.StatusCode != http.StatusOK {
+		return benchSample{}, fmt.Errorf("POST %s: status %d: %.500s", t.url, resp.StatusCode, buf.Bytes())
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(t.want)) {
+		return benchSample{}, fmt.Errorf("POST %s: the answer lacks %q: %.2000s", t.url, t.want, buf.Bytes())
+	}
+	if t.stream && (bytes.Contains(buf.Bytes(), []byte(`"error"`)) || bytes.Contains(buf.Bytes(), []byte("event: error"))) {
+		return benchSample{}, fmt.Errorf("POST %s: the stream carries an error: %.2000s", t.url, buf.Bytes())
+	}
+	return s, nil
+}
+
+// load sends n requests to t from conc concurrent clients and returns
+// their samples and the wall time. Once ctx is done no new request is
+// started; the samples then are fewer than n.
+func (e *benchEnv) load(ctx context.Context, t benchTarget, n, conc int) ([]benchSample, time.Duration, error) {
+	samples := make([]benchSample, n)
+	var next atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range min(conc, n) {
+		wg.Go(func() {
+			var buf bytes.Buffer
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				s, err := e.do(context.Background(), t, w, &buf)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				samples[i] = s
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if firstErr != nil {
+		return nil, wall, firstErr
+	}
+	out := samples[:0]
+	for _, s := range samples {
+		if s.last > 0 {
+			out = append(out, s)
+		}
+	}
+	return out, wall, nil
+}
+
+// benchStats summarises the samples of one target in one scenario.
+type benchStats struct {
+	n                  int
+	wall               time.Duration
+	firstP50, firstP99 time.Duration
+	lastP50, lastP99   time.Duration
+	perSecond          float64
+	stream             bool
+	truncated          bool
+}
+
+func benchSummarise(samples []benchSample, wall time.Duration, stream bool) benchStats {
+	firsts := make([]time.Duration, len(samples))
+	lasts := make([]time.Duration, len(samples))
+	for i, s := range samples {
+		firsts[i], lasts[i] = s.first, s.last
+	}
+	slices.Sort(firsts)
+	slices.Sort(lasts)
+	st := benchStats{n: len(samples), wall: wall, stream: stream,
+		firstP50: benchPercentile(firsts, 0.50), firstP99: benchPercentile(firsts, 0.99),
+		lastP50: benchPercentile(lasts, 0.50), lastP99: benchPercentile(lasts, 0.99)}
+	if wall > 0 {
+		st.perSecond = float64(len(samples)) / wall.Seconds()
+	}
+	return st
+}
+
+// benchPercentile is the nearest-rank benchPercentile of sorted durations.
+func benchPercentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// warm sends a few requests to each target of s, so connections, the
+// store's caches and the routes are warm before anything is measured.
+func (e *benchEnv) warm(tb testing.TB, targets ...benchTarget) {
+	tb.Helper()
+	conc := benchEnvInt(tb, "GW_BENCH_CONC", 8)
+	for _, t := range targets {
+		if _, _, err := e.load(context.Background(), t, 8*conc, conc); err != nil {
+			tb.Fatalf("warming up: %v", err)
+		}
+	}
+	e.oa.Reset()
+	e.an.Reset()
+}
+
+func benchEnvInt(tb testing.TB, name string, def int) int {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		tb.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+func benchEnvDuration(tb testing.TB, name string, def time.Duration) time.Duration {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		tb.Fatalf("%s=%q: want a positive duration such as 90s", name, v)
+	}
+	return d
+}
+
+// BenchmarkGateway sends b.N requests per scenario through the gateway
+// site from GW_BENCH_CONC (8) concurrent clients.
+func BenchmarkGateway(b *testing.B) { benchTargets(b, true) }
+
+// BenchmarkBaseline sends the same scenarios' requests to the bare
+// reverse_proxy sites in front of the same fakes.
+func BenchmarkBaseline(b *testing.B) { benchTargets(b, false) }
+
+func benchTargets(b *testing.B, gateway bool) {
+	env := startBenchEnv(b)
+	conc := benchEnvInt(b, "GW_BENCH_CONC", 8)
+	for _, sc := range env.scenarios {
+		t := sc.base
+		if gateway {
+			t = sc.gw
+		}
+		b.Run(sc.name, func(b *testing.B) {
+			env.warm(b, t)
+			if gateway {
+				// Every round (b.N) starts from empty ledgers.
+				t = env.withFreshAccounts(b, t)
+			}
+			b.ResetTimer()
+			samples, wall, err := env.load(context.Background(), t, b.N, conc)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			env.oa.Reset()
+			env.an.Reset()
+			st := benchSummarise(samples, wall, t.stream)
+			if t.stream {
+				b.ReportMetric(benchMicros(st.firstP50), "ttfb_p50_us")
+				b.ReportMetric(benchMicros(st.firstP99), "ttfb_p99_us")
+			}
+			b.ReportMetric(benchMicros(st.lastP50), "p50_us")
+			b.ReportMetric(benchMicros(st.lastP99), "p99_us")
+			b.ReportMetric(st.perSecond, "req_per_s")
+		})
+	}
+}
+
+func benchMicros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// TestBenchReport measures every scenario against its baseline in one
+// run, interleaving the two in small batches (alternating which goes
+// first) so drift of the machine hits both alike, and prints a Markdown
+// table of p50/p99 latency and throughput with the ratios gateway /
+// baseline. It asserts no timing. Skipped unless GW_BENCH=1.
+func TestBenchReport(t *testing.T) {
+	if os.Getenv("GW_BENCH") != "1" {
+		t.Skip("set GW_BENCH=1 to measure the gateway against a bare reverse_proxy (scripts/bench.sh)")
+	}
+	n := benchEnvInt(t, "GW_BENCH_N", 2000)
+	conc := benchEnvInt(t, "GW_BENCH_CONC", 8)
+	batch := benchEnvInt(t, "GW_BENCH_BATCH", 100)
+	budget := benchEnvDuration(t, "GW_BENCH_BUDGET", 90*time.Second)
+	env := startBenchEnv(t)
+
+	type result struct {
+		name     string
+		gw, base benchStats
+		// gwFirst and gwLast are the gateway's p50 latency (to the
+		// last byte) in its first and its last batch.
+		gwFirst, gwLast time.Duration
+	}
+	var results []result
+	for _, sc := range env.scenarios {
+		env.warm(t, sc.base, sc.gw)
+		sc.gw = env.withFreshAccounts(t, sc.gw)
+		var gwBatches []time.Duration
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		var gwS, baseS []benchSample
+		var gwWall, baseWall time.Duration
+		for i := 0; len(gwS) < n || len(baseS) < n; i++ {
+			if ctx.Err() != nil {
+				break
+			}
+			order := []bool{false, true} // base first on even batches
+			if i%2 == 1 {
+				order = []bool{true, false}
+			}
+			for _, isGW := range order {
+				tg, have, wall := sc.base, &baseS, &baseWall
+				if isGW {
+					tg, have, wall = sc.gw, &gwS, &gwWall
+				}
+				k := min(batch, n-len(*have))
+				if k <= 0 {
+					continue
+				}
+				s, w, err := env.load(ctx, tg, k, conc)
+				if err != nil {
+					cancel()
+					t.Fatalf("%s: %v", sc.name, err)
+				}
+				*have = append(*have, s...)
+				*wall += w
+				if isGW && len(s) > 0 {
+					gwBatches = append(gwBatches, benchSummarise(s, w, false).lastP50)
+				}
+			}
+			// The fakes keep every request; forget them as we go.
+			env.oa.Reset()
+			env.an.Reset()
+		}
+		cancel()
+		r := result{name: sc.name, gw: benchSummarise(gwS, gwWall, sc.gw.stream), base: benchSummarise(baseS, baseWall, sc.base.stream)}
+		r.gw.truncated, r.base.truncated = len(gwS) < n, len(baseS) < n
+		if len(gwBatches) > 0 {
+			r.gwFirst, r.gwLast = gwBatches[0], gwBatches[len(gwBatches)-1]
+		}
+		results = append(results, r)
+	}
+
+	var md strings.Builder
+	fmt.Fprintf(&md, "### Gateway vs bare reverse_proxy (same fake upstream, same process, same run)\n\n")
+	fmt.Fprintf(&md, "%d requests per target and scenario, %d concurrent clients, interleaved in batches of %d; "+
+		"gateway calls spread over %d fresh account(s) per scenario; loopback; %s/%s, %d CPUs (GOMAXPROCS %d), %s.\n",
+		n, conc, batch, env.accounts, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Fprintf(&md, "Latencies in µs (streams: to the first and to the last body byte); ratio = gateway / baseline; "+
+		"added = gateway − baseline.\n\n")
+	fmt.Fprintf(&md, "| scenario | measure | baseline p50 | gateway p50 | ratio | added | baseline p99 | gateway p99 | ratio | added |\n")
+	fmt.Fprintf(&md, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	row := func(name, measure string, b50, g50, b99, g99 time.Duration) {
+		fmt.Fprintf(&md, "| %s | %s | %.0f | %.0f | %s | %+.0f | %.0f | %.0f | %s | %+.0f |\n", name, measure,
+			benchMicros(b50), benchMicros(g50), benchRatio(benchMicros(g50), benchMicros(b50)), benchMicros(g50-b50),
+			benchMicros(b99), benchMicros(g99), benchRatio(benchMicros(g99), benchMicros(b99)), benchMicros(g99-b99))
+	}
+	for _, r := range results {
+		if r.gw.stream {
+			row(r.name, "first byte", r.base.firstP50, r.gw.firstP50, r.base.firstP99, r.gw.firstP99)
+			row(r.name, "last byte", r.base.lastP50, r.gw.lastP50, r.base.lastP99, r.gw.lastP99)
+		} else {
+			row(r.name, "latency", r.base.lastP50, r.gw.lastP50, r.base.lastP99, r.gw.lastP99)
+		}
+	}
+	fmt.Fprintf(&md, "\n| scenario | baseline req/s | gateway req/s | ratio | gateway p50, first → last batch |\n|---|--:|--:|--:|--:|\n")
+	for _, r := range results {
+		note := ""
+		if r.gw.truncated || r.base.truncated {
+			note = fmt.Sprintf(" (cut short by GW_BENCH_BUDGET: %d baseline, %d gateway requests)", r.base.n, r.gw.n)
+		}
+		fmt.Fprintf(&md, "| %s%s | %.0f | %.0f | %s | %.0f → %.0f µs |\n", r.name, note, r.base.perSecond, r.gw.perSecond,
+			benchRatio(r.gw.perSecond, r.base.perSecond), benchMicros(r.gwFirst), benchMicros(r.gwLast))
+	}
+	// Printed as is (not t.Log) so the table can be copied.
+	fmt.Print("\n" + md.String() + "\n")
+	if out := os.Getenv("GW_BENCH_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(md.String()), 0o644); err != nil {
+			t.Errorf("writing GW_BENCH_OUT: %v", err)
+		}
+	}
+
+	if out := os.Getenv("GW_BENCH_PROFILE"); out != "" {
+		benchProfileGateway(t, env, out, benchEnvInt(t, "GW_BENCH_PROFILE_SECONDS", 10), conc, batch)
+	}
+}
+
+func benchRatio(a, b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// benchProfileGateway loads the gateway site alone, cycling through the
+// scenarios, while it takes a CPU profile of the bin/caddy process from
+// Caddy's admin endpoint, and writes the profile to out (read it with
+// `go tool pprof -top bin/caddy <out>`).
+func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc, batch int) {
+	type answer struct {
+		body []byte
+		err  error
+	}
+	targets := make([]benchTarget, len(env.scenarios))
+	for i, sc := range env.scenarios {
+		targets[i] = env.withFreshAccounts(t, sc.gw)
+	}
+	got := make(chan answer, 1)
+	go func() {
+		c := &http.Client{Timeout: time.Duration(seconds)*time.Second + 30*time.Second}
+		resp, err := c.Get(env.g.AdminURL + "/debug/pprof/profile?seconds=" + strconv.Itoa(seconds))
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %d: %.300s", resp.StatusCode, b)
+		}
+		got <- answer{body: b, err: err}
+	}()
+	var a answer
+	for i := 0; ; i++ {
+		select {
+		case a = <-got:
+		default:
+			if _, _, err := env.load(context.Background(), targets[i%len(targets)], batch, conc); err != nil {
+				t.Fatalf("profiling load: %v", err)
+			}
+			env.oa.Reset()
+			env.an.Reset()
+			continue
+		}
+		break
+	}
+	if a.err != nil {
+		t.Fatalf("CPU profile from %s: %v", env.g.AdminURL, a.err)
+	}
+	if err := os.WriteFile(out, a.body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("gateway CPU profile (%ds, gateway load only): %s\n", seconds, out)
+}
