@@ -107,10 +107,14 @@ type relay struct {
 // write sends evs; false when the stream has ended (an error event went
 // out, or the client is gone).
 func (s *relay) write(evs []sse.Event) bool {
-	for _, ev := range evs {
+	for i, ev := range evs {
 		if isError(s.format, ev) {
+			// The error and what the translator sent after it (the
+			// terminal event: [DONE], response.failed) end the stream.
 			s.failed = true
-			_ = s.w.Write(ev)
+			for _, rest := range evs[i:] {
+				_ = s.w.Write(rest)
+			}
 			return false
 		}
 		if sse.IsDone(ev) {

@@ -106,8 +106,15 @@ func responsesError(code, message string, seq int64) sse.Event {
 	}
 	b = set(b, "message", message)
 	b = setRaw(b, "param", "null")
+	// The same fields again under "error": the API has been seen sending
+	// them nested, and clients such as openai-go report a stream error only
+	// for data with a top-level "error".
+	e := setRaw(set(obj(), "message", message), "code", gjsonRaw(b, "code"))
+	b = setRawB(b, "error", e)
 	return sse.Event{Event: "error", Data: b}
 }
+
+func gjsonRaw(b []byte, path string) string { return gjson.GetBytes(b, path).Raw }
 
 // messagesErrorType maps a chat error (type, code) to a messages error type.
 func messagesErrorType(typ, code string) string {

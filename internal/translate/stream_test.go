@@ -473,8 +473,9 @@ func TestErrorEvents(t *testing.T) {
 	if e.Event != "error" {
 		t.Errorf("responses error named %q", e.Event)
 	}
-	jsonEqual(t, e.Data, `{"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null,"sequence_number":0}`)
-	jsonEqual(t, ResponsesErrorEvent("", "x").Data, `{"type":"error","code":null,"message":"x","param":null,"sequence_number":0}`)
+	jsonEqual(t, e.Data, `{"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null,"sequence_number":0,
+		"error":{"message":"slow down","code":"rate_limit_exceeded"}}`)
+	jsonEqual(t, ResponsesErrorEvent("", "x").Data, `{"type":"error","code":null,"message":"x","param":null,"sequence_number":0,"error":{"message":"x","code":null}}`)
 }
 
 // Every messages event is named, as the official SDKs require.
