@@ -143,12 +143,15 @@ func (g *Gateway) run(c *Call) error {
 			return err
 		}
 	}
-	if ep.Billing != nil {
-		if err := g.Money.Check(c.R.Context(), c.Account.ID, *ep.Billing); err != nil {
-			return err
-		}
-	}
 	if ep.Handler == nil {
+		// A billed route not built yet still gives its money refusals; a
+		// built one checks the money by reserving its estimate (c.Reserve),
+		// once, before any upstream work.
+		if ep.Billing != nil {
+			if err := g.Money.Check(c.R.Context(), c.Account.ID, *ep.Billing); err != nil {
+				return err
+			}
+		}
 		return gwerr.New(gwerr.NotImplemented, "%s is not available on this gateway yet", c.R.URL.Path)
 	}
 	return ep.Handler(c)

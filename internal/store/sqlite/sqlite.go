@@ -38,7 +38,7 @@ import (
 const FileName = "gw.db"
 
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 1
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE IF NOT EXISTS accounts (
@@ -77,6 +77,37 @@ CREATE TABLE IF NOT EXISTS ledger (
 	time       INTEGER NOT NULL    -- Unix nanoseconds, UTC
 );
 CREATE INDEX IF NOT EXISTS ledger_account_time ON ledger(account_id, time);
+
+-- Running sums of the ledger per account: the total (period 0, start 0),
+-- each UTC day (period 1) and each UTC month (period 2), start being the
+-- period's first instant in Unix nanoseconds. Settle keeps them in the same
+-- transaction as the entry, so Spend reads three rows instead of summing
+-- the account's whole history.
+CREATE TABLE IF NOT EXISTS spend (
+	account_id TEXT    NOT NULL,
+	period     INTEGER NOT NULL,
+	start      INTEGER NOT NULL,
+	cost       INTEGER NOT NULL,
+	PRIMARY KEY (account_id, period, start)
+) WITHOUT ROWID;
+`
+
+// Periods of the spend table.
+const (
+	periodTotal = 0
+	periodDay   = 1
+	periodMonth = 2
+)
+
+// backfillSpend builds the spend table from a version-1 ledger.
+const backfillSpend = `
+INSERT INTO spend (account_id, period, start, cost)
+	SELECT account_id, 0, 0, SUM(cost) FROM ledger GROUP BY account_id;
+INSERT INTO spend (account_id, period, start, cost)
+	SELECT account_id, 1, time - time % 86400000000000, SUM(cost) FROM ledger GROUP BY 1, 2, 3;
+INSERT INTO spend (account_id, period, start, cost)
+	SELECT account_id, 2, CAST(strftime('%s', time / 1000000000, 'unixepoch', 'start of month') AS INTEGER) * 1000000000, SUM(cost)
+	FROM ledger GROUP BY 1, 2, 3;
 `
 
 // DB is the embedded store. It is safe for concurrent use.
@@ -160,6 +191,11 @@ func migrate(db *sql.DB) error {
 	}
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return err
+	}
+	if v < 2 {
+		if _, err := tx.ExecContext(ctx, backfillSpend); err != nil {
+			return fmt.Errorf("building spend totals: %w", err)
+		}
 	}
 	if v < schemaVersion {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
@@ -459,16 +495,24 @@ func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
 		if n == 0 {
 			return nil // already settled
 		}
+		day, _ := store.DayOf(e.Time)
+		month, _ := store.MonthOf(e.Time)
 		draw := e.Cost
 		if e.FreeMonthlyCredit > 0 {
-			from, to := store.MonthOf(e.Time)
 			var before int64
-			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost), 0) FROM ledger
-				WHERE account_id = ? AND time >= ? AND time < ? AND request_id <> ?`,
-				e.AccountID, from.UnixNano(), to.UnixNano(), e.RequestID).Scan(&before); err != nil {
+			err := tx.QueryRowContext(ctx, `SELECT cost FROM spend WHERE account_id = ? AND period = ? AND start = ?`,
+				e.AccountID, periodMonth, month.UnixNano()).Scan(&before)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
 			draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
+			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`,
+			e.AccountID, periodTotal, int64(e.Cost),
+			e.AccountID, periodDay, day.UnixNano(), int64(e.Cost),
+			e.AccountID, periodMonth, month.UnixNano(), int64(e.Cost)); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL`,
 			int64(draw), e.AccountID); err != nil {
@@ -516,26 +560,35 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 // Spend sums an account's entries: Today over now's UTC day, Month over its
 // UTC month, Total over all time. An unknown account has spent nothing.
 func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store.Spend, error) {
-	day, dayEnd := store.DayOf(now)
-	month, monthEnd := store.MonthOf(now)
-	b := make([]int64, 4)
-	for i, t := range []time.Time{day, dayEnd, month, monthEnd} {
-		n, err := nanos(t)
-		if err != nil {
-			return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)
-		}
-		b[i] = n
-	}
-	var today, thisMonth, total int64
-	err := db.r.QueryRowContext(ctx, `SELECT
-			COALESCE(SUM(CASE WHEN time >= ? AND time < ? THEN cost END), 0),
-			COALESCE(SUM(CASE WHEN time >= ? AND time < ? THEN cost END), 0),
-			COALESCE(SUM(cost), 0)
-		FROM ledger WHERE account_id = ?`, b[0], b[1], b[2], b[3], accountID).Scan(&today, &thisMonth, &total)
+	day, _ := store.DayOf(now)
+	month, _ := store.MonthOf(now)
+	rows, err := db.r.QueryContext(ctx, `SELECT period, cost FROM spend WHERE account_id = ?
+		AND (period = ? OR (period = ? AND start = ?) OR (period = ? AND start = ?))`,
+		accountID, periodTotal, periodDay, day.UnixNano(), periodMonth, month.UnixNano())
 	if err != nil {
 		return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)
 	}
-	return store.Spend{Today: pricing.Money(today), Month: pricing.Money(thisMonth), Total: pricing.Money(total)}, nil
+	defer rows.Close()
+	var sp store.Spend
+	for rows.Next() {
+		var period int
+		var cost int64
+		if err := rows.Scan(&period, &cost); err != nil {
+			return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)
+		}
+		switch period {
+		case periodTotal:
+			sp.Total = pricing.Money(cost)
+		case periodDay:
+			sp.Today = pricing.Money(cost)
+		case periodMonth:
+			sp.Month = pricing.Money(cost)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)
+	}
+	return sp, nil
 }
 
 // Helpers

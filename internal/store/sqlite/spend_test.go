@@ -1,0 +1,118 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// sumLedger is Spend computed the slow way, from every entry.
+func sumLedger(t *testing.T, db *DB, account string, now time.Time) store.Spend {
+	t.Helper()
+	day, dayEnd := store.DayOf(now)
+	month, monthEnd := store.MonthOf(now)
+	var sp store.Spend
+	entries, err := db.Entries(context.Background(), account, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		sp.Total += e.Cost
+		if !e.Time.Before(day) && e.Time.Before(dayEnd) {
+			sp.Today += e.Cost
+		}
+		if !e.Time.Before(month) && e.Time.Before(monthEnd) {
+			sp.Month += e.Cost
+		}
+	}
+	return sp
+}
+
+// TestSpendTotalsMatchLedger: the running totals equal sums over the
+// ledger, for entries spread over days and months, at several instants.
+func TestSpendTotalsMatchLedger(t *testing.T) {
+	db, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	for _, id := range []string{"a", "b"} {
+		if err := db.CreateAccount(ctx, store.Account{ID: id, Plan: store.PlanPaid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Date(2026, 1, 30, 22, 0, 0, 0, time.UTC)
+	for i := range 300 {
+		acc := []string{"a", "b"}[i%2]
+		at := base.Add(time.Duration(rng.Int64N(int64(70 * 24 * time.Hour))))
+		if _, err := db.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: acc, Cost: pricing.Money(rng.Int64N(1e9)), Time: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, now := range []time.Time{base, base.Add(3 * time.Hour), base.AddDate(0, 1, 0), base.AddDate(0, 2, 5), base.AddDate(1, 0, 0)} {
+		for _, acc := range []string{"a", "b", "nobody"} {
+			got, err := db.Spend(ctx, acc, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := sumLedger(t, db, acc, now); got != want {
+				t.Errorf("%s at %s: %+v, ledger says %+v", acc, now, got, want)
+			}
+		}
+	}
+}
+
+// TestMigrateVersion1: a database written by schema version 1 (ledger, no
+// running totals) gets its totals built when opened.
+func TestMigrateVersion1(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := `
+CREATE TABLE accounts (id TEXT PRIMARY KEY, plan TEXT NOT NULL, cleared INTEGER NOT NULL DEFAULT 0, payg INTEGER NOT NULL DEFAULT 0,
+	lane_billing INTEGER NOT NULL DEFAULT 0, balance INTEGER, daily_cap INTEGER, monthly_cap INTEGER, abilities TEXT, created_at INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE ledger (request_id TEXT PRIMARY KEY, account_id TEXT NOT NULL REFERENCES accounts(id), endpoint TEXT NOT NULL DEFAULT '',
+	model TEXT NOT NULL DEFAULT '', units INTEGER NOT NULL DEFAULT 0, unit TEXT NOT NULL DEFAULT '', cost INTEGER NOT NULL, time INTEGER NOT NULL);
+INSERT INTO accounts (id, plan) VALUES ('a', 'paid');
+PRAGMA user_version = 1;`
+	if _, err := raw.Exec(v1); err != nil {
+		t.Fatal(err)
+	}
+	times := []time.Time{
+		time.Date(2026, 10, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC),
+	}
+	for i, at := range times {
+		if _, err := raw.Exec(`INSERT INTO ledger (request_id, account_id, cost, time) VALUES (?, 'a', ?, ?)`, fmt.Sprint("r", i), (i+1)*1000, at.UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	got, err := db.Spend(context.Background(), "a", now)
+	want := store.Spend{Today: 7000, Month: 9000, Total: 10000}
+	if err != nil || got != want {
+		t.Fatalf("after migration: %+v %v, want %+v", got, err, want)
+	}
+	if got := sumLedger(t, db, "a", now); got != want {
+		t.Fatalf("ledger: %+v", got)
+	}
+}
