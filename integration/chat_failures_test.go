@@ -117,9 +117,6 @@ func TestChatMidStreamErrors(t *testing.T) {
 		for _, b := range backends {
 			name := fmt.Sprintf("%s/%s", k, b.name)
 			t.Run(name, func(t *testing.T) {
-				if bug, ok := midStreamGatewayBugs[name]; ok {
-					t.Skip("gateway bug: " + bug)
-				}
 				e.reset()
 				e.fakeOf(b).Push(fake.Script{Text: midStreamText, Chunks: 4, MidStreamError: true, Usage: fakeUsage(b.anthropic, matrixUsage)})
 				res, err := e.run(t, k, key, chatReq{model: b.model, stream: true})
@@ -139,18 +136,6 @@ func TestChatMidStreamErrors(t *testing.T) {
 		}
 	}
 	e.expectNoCharge(t, account, balance)
-}
-
-// midStreamGatewayBugs are the TestChatMidStreamErrors cases a gateway bug
-// fails, by subtest name. Delete an entry once the bug is fixed.
-var midStreamGatewayBugs = map[string]string{
-	"responses/anthropic": "POST /v1/responses {\"model\":\"gw-pinned-claude-sonnet-4-5\",\"stream\":true} whose messages-style " +
-		"upstream sends `event: error` (overloaded_error) mid-stream: the gateway's translated error event is " +
-		"{\"type\":\"error\",\"sequence_number\":5,\"code\":\"overloaded_error\",\"message\":\"Overloaded\",\"param\":null}, " +
-		"which openai-go passes on as an ordinary event (it reports a stream error only for data with an \"error\" " +
-		"object), so the SDK's stream ends with Err() == nil; the same-format path (openai upstream) relays an event " +
-		"with a nested \"error\" object, which openai-go reports. Want: the gateway's responses error event also " +
-		"carries \"error\": {type, code, message, param} (internal/translate/stream.go responsesError)",
 }
 
 // TestChatEscalation: when the model gw-standard chose fails before
