@@ -42,6 +42,10 @@ const (
 	PathDoubleV1 = "/v1/v1/messages"
 )
 
+// DecideRequestIDPrefix starts decision mode's request ids (spec: "x-gw-request-id
+// (starts with dec-)").
+const DecideRequestIDPrefix = "dec-"
+
 // unprefixed lists the paths that also answer without /v1 (spec Endpoints).
 var unprefixed = []string{PathVoices, PathSpeech, PathTranscription, PathModels, PathSearch}
 
@@ -98,7 +102,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	ability := func(name, ability string, f gwerr.Family, budgets []limits.Budget) *pipeline.Endpoint {
 		return &pipeline.Endpoint{Name: name, Methods: post, Family: f, Ability: ability, Billing: &abilitySpend, Budgets: budgets}
 	}
-	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, Billing: &abilitySpend, Budgets: opt.DecideBudgets, RequestIDPrefix: "dec-"}
+	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, Billing: &abilitySpend, Budgets: opt.DecideBudgets, RequestIDPrefix: DecideRequestIDPrefix}
 	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages}
 	var chatCompletions, responses, msgs, count pipeline.Handler
 	if h := opt.Chat; h != nil {
