@@ -225,11 +225,14 @@ func TestRoutes(t *testing.T) {
 
 	t.Run("bearer only", func(t *testing.T) {
 		t.Parallel()
-		// The voice list and both MCP servers read only Authorization: Bearer.
+		// The voice list, both MCP servers and the chat-completions-style
+		// chat routes read only Authorization: Bearer.
 		for _, c := range []struct {
 			path, method, body string
 			fam                family
 		}{
+			{"/v1/chat/completions", "POST", `{}`, famChat},
+			{"/v1/responses", "POST", `{}`, famChat},
 			{"/v1/audio/voices", "GET", "", famVoices},
 			{"/audio/voices", "GET", "", famVoices},
 			{"/mcp-tools/", "POST", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, famRPC},
@@ -242,10 +245,16 @@ func TestRoutes(t *testing.T) {
 		}
 		// Where x-api-key is read, it is enough.
 		for _, rt := range routeTable {
-			if rt.fam.name == "voices" || rt.fam.name == "mcp" || rt.lists {
+			if rt.fam.name == "voices" || rt.fam.name == "mcp" || rt.fam.name == "chat" && !rt.lists {
 				continue
 			}
 			r := g.do(t, rt.method, rt.path, rt.body(), apiKey(boot)...)
+			if rt.lists {
+				if r.Status != http.StatusOK {
+					t.Errorf("%s with x-api-key: %d %s", rt.path, r.Status, r.Body)
+				}
+				continue
+			}
 			status, want := rt.answer()
 			expectFamilyError(t, r, status, want, rt.fam)
 		}

@@ -94,7 +94,10 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	}
 	altPrefix = "/" + strings.Trim(altPrefix, "/")
 	chatRoute := func(h pipeline.Handler) *pipeline.Endpoint {
-		return &pipeline.Endpoint{Name: "chat", Methods: post, Family: gwerr.Chat, Billing: &chatSpend, Budgets: opt.ChatBudgets, Handler: h}
+		// Chat-completions-style routes read only Bearer (spec
+		// "Authentication" 1-3: x-api-key is for the messages-style
+		// endpoints, the model list and the abilities).
+		return &pipeline.Endpoint{Name: "chat", Methods: post, Family: gwerr.Chat, Auth: pipeline.BearerOnly, Billing: &chatSpend, Budgets: opt.ChatBudgets, Handler: h}
 	}
 	messages := func(h pipeline.Handler) *pipeline.Endpoint {
 		return &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages, Billing: &chatSpend, Budgets: opt.ChatBudgets, Handler: h}
