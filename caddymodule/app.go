@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,8 +66,15 @@ type App struct {
 	// Limits sets the configurable rate limits.
 	Limits LimitsConfig `json:"limits,omitzero"`
 
-	gateway  *pipeline.Gateway
-	router   *routes.Router
+	gateway *pipeline.Gateway
+	router  *routes.Router
+	// inflight counts requests being served by this config, so Cleanup can
+	// let go of the store only after the last one (a reload that moves the
+	// store to another folder must not close it under them).
+	inflight *sync.WaitGroup
+	// prev is the app that served before this one started, handed the
+	// admin API back if this one is stopped after a failed reload.
+	prev     *App
 	admin    *admin.API
 	storeKey string
 	logger   *zap.Logger
@@ -105,6 +113,12 @@ type CeilingConfig struct {
 	// Max bounds the ceiling; 0 means unbounded.
 	Max pricing.Money `json:"max_usd,omitempty"`
 }
+
+// Names of the configurable per-minute budgets.
+const (
+	ChatBudgetName   = "chat_requests"
+	DecideBudgetName = "decide_requests"
+)
 
 // LimitsConfig sets the configurable rate limits. The spec's shared
 // budgets of the abilities are fixed.
@@ -158,6 +172,7 @@ const (
 // Provision sets the app up.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.inflight = new(sync.WaitGroup)
 	repl := caddy.NewReplacer()
 	for i := range a.Providers {
 		a.Providers[i].BaseURL = repl.ReplaceAll(a.Providers[i].BaseURL, "")
@@ -196,10 +211,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler}
 	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
-		opts.ChatBudgets = []limits.Budget{{Name: "chat_requests", Limit: n, Period: time.Minute}}
+		opts.ChatBudgets = []limits.Budget{{Name: ChatBudgetName, Limit: n, Period: time.Minute}}
 	}
 	if n := a.Limits.DecideRequestsPerMinute; n > 0 {
-		opts.DecideBudgets = []limits.Budget{{Name: "decide_requests", Limit: n, Period: time.Minute}}
+		opts.DecideBudgets = []limits.Budget{{Name: DecideBudgetName, Limit: n, Period: time.Minute}}
 	}
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics,
 		Money: &money.Gate{Store: st, Locks: memLocks, Policy: policy}, Limits: memLimits}
@@ -265,25 +280,34 @@ var current atomic.Pointer[App]
 
 // Start makes the app the one the admin API serves.
 func (a *App) Start() error {
-	current.Store(a)
+	a.prev = current.Swap(a)
 	return nil
 }
 
-// Stop hands the admin API over (a newer app has already started on a
-// reload; on shutdown nothing is left to serve).
+// Stop hands the admin API back. On a reload a newer app has already
+// taken it; when Caddy stops this app because the reload that started it
+// failed, the app that served before gets it back.
 func (a *App) Stop() error {
-	current.CompareAndSwap(a, nil)
+	current.CompareAndSwap(a, a.prev)
+	a.prev = nil
 	return nil
 }
 
-// Cleanup drops the app's reference to the store; the store closes when
-// no config uses it any more.
+// Cleanup drops the app's reference to the store once the requests this
+// config is still serving have finished; the store closes when no config
+// uses it any more.
 func (a *App) Cleanup() error {
-	if a.storeKey != "" {
-		_, err := stores.Delete(a.storeKey)
-		a.storeKey = ""
-		return err
+	key := a.storeKey
+	a.storeKey = ""
+	if key == "" {
+		return nil
 	}
+	go func() {
+		a.inflight.Wait()
+		if _, err := stores.Delete(key); err != nil && a.logger != nil {
+			a.logger.Error("closing the store", zap.Error(err))
+		}
+	}()
 	return nil
 }
 

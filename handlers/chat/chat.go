@@ -7,12 +7,15 @@
 package chat
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
@@ -80,6 +83,10 @@ type call struct {
 	started time.Time
 	// cacheable: the answer goes into the cache.
 	cacheable bool
+	// committed: the first byte of a stream went to the client; the call
+	// can no longer move to another model, and it finishes (and is billed)
+	// even if the client leaves.
+	committed atomic.Bool
 }
 
 func (h *Handler) serve(c *pipeline.Call, f Format) error {
@@ -129,6 +136,10 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 			return nil
 		}
 		last = err
+		if c.R.Context().Err() != nil {
+			// The client left: not the model's fault, and nobody to answer.
+			return gwerr.New(gwerr.Unavailable, "the client closed the request")
+		}
 		if !upstream.Retryable(err) {
 			break
 		}
@@ -150,7 +161,20 @@ func (cl *call) attempt(m *catalog.Model, escalated bool) error {
 	if err != nil {
 		return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
 	}
-	resp, err := cl.h.Upstream.Do(cl.R.Context(), upstream.Request{Provider: p, Path: path, Body: body, Client: cl.R})
+	// The upstream call outlives the client only once a stream has started
+	// reaching it: from then on the answer is being delivered and billed,
+	// so a client that hangs up still pays for what the provider made
+	// (bounded by the provider's idle time-out). Before that, a client gone
+	// cancels the call.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(cl.R.Context()))
+	defer cancel()
+	stop := context.AfterFunc(cl.R.Context(), func() {
+		if !cl.committed.Load() {
+			cancel()
+		}
+	})
+	defer stop()
+	resp, err := cl.h.Upstream.Do(ctx, upstream.Request{Provider: p, Path: path, Body: body, Client: cl.R})
 	if err != nil {
 		return err
 	}
@@ -185,10 +209,12 @@ func (cl *call) whole(r io.Reader, m *catalog.Model, from Format, escalated bool
 	if cl.req.secondOpinion {
 		op, checkCost, err := cl.secondOpinion(out)
 		if err != nil {
-			op = &opinion{Verdict: "unavailable", Notes: gwerr.As(err).Message}
+			op = &opinion{Verdict: verdictUnavailable, Notes: gwerr.As(err).Message}
 		} else {
-			h.Set(HeaderSecondOpinion, op.Verdict)
 			cost += checkCost
+			if op.Verdict != verdictUnavailable {
+				h.Set(HeaderSecondOpinion, op.Verdict)
+			}
 		}
 		if b, err := sjson.SetBytes(out, "second_opinion", op); err == nil {
 			out = b
@@ -334,12 +360,35 @@ func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte
 	if out, err = sjson.DeleteBytes(out, "second_opinion"); err != nil {
 		return nil, "", err
 	}
+	if out, err = boundOutput(out, to); err != nil {
+		return nil, "", err
+	}
 	if to == ChatCompletions && stream {
 		if out, err = sjson.SetBytes(out, "stream_options.include_usage", true); err != nil {
 			return nil, "", err
 		}
 	}
 	return out, pathOf[to], nil
+}
+
+// outputLimit is where each format takes the most output tokens; the
+// first field of a format is the one the gateway sets.
+var outputLimit = map[Format][]string{
+	ChatCompletions: {"max_completion_tokens", "max_tokens"},
+	Responses:       {"max_output_tokens"},
+	Messages:        {"max_tokens"},
+}
+
+// boundOutput sets the upstream's output limit to router.DefaultMaxTokens
+// when the request has none, so that the reservation (which assumes that
+// limit) is an upper bound of what the call can cost.
+func boundOutput(body []byte, f Format) ([]byte, error) {
+	for _, field := range outputLimit[f] {
+		if gjson.GetBytes(body, field).Exists() {
+			return body, nil
+		}
+	}
+	return sjson.SetBytes(body, outputLimit[f][0], router.DefaultMaxTokens)
 }
 
 var pathOf = map[Format]string{ChatCompletions: upstream.PathChat, Responses: upstream.PathResponses, Messages: upstream.PathMessages}

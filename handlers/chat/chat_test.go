@@ -104,8 +104,10 @@ func TestReadVerdict(t *testing.T) {
 		{`{"verdict":"disagree","notes":"wrong sum"}`, "disagree", "wrong sum"},
 		{"Here you go: {\"verdict\": \"agree\", \"notes\": \"fine\"} done", "agree", "fine"},
 		{"I disagree with this answer.", "disagree", "I disagree with this answer."},
-		{"Looks right.", "agree", "Looks right."},
-		{`{"verdict":"maybe"}`, "agree", `{"verdict":"maybe"}`},
+		{"I agree.", "agree", "I agree."},
+		{"Looks right.", "unavailable", "Looks right."},
+		{`{"verdict":"maybe"}`, "unavailable", `{"verdict":"maybe"}`},
+		{"", "unavailable", ""},
 	} {
 		op := readVerdict("m", tc.reply)
 		if op.Verdict != tc.verdict || op.Notes != tc.notes || op.Model != "m" {

@@ -34,6 +34,8 @@ const (
 	// Verdicts.
 	verdictAgree    = "agree"
 	verdictDisagree = "disagree"
+	// verdictUnavailable: no verdict could be had or read; no header then.
+	verdictUnavailable = "unavailable"
 )
 
 const checkerPrompt = `You check another assistant's answer to a user's request. ` +
@@ -93,7 +95,7 @@ func checkerLane(lane string) string {
 // and its cost. A check that cannot be made returns an error; nothing of
 // it is billed then.
 func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
-	rt, err := cl.h.Router.Route("gw-"+checkerLane(cl.route.Lane), router.Needs{PromptTokens: cl.req.needs.PromptTokens})
+	rt, err := cl.h.Router.Route(catalog.LaneAlias(checkerLane(cl.route.Lane)), router.Needs{PromptTokens: cl.req.needs.PromptTokens})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -138,7 +140,7 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 // readVerdict reads the checker's reply: the JSON object it was asked for,
 // or failing that the words it used.
 func readVerdict(model, reply string) *opinion {
-	op := &opinion{Model: model, Verdict: verdictAgree}
+	op := &opinion{Model: model, Verdict: verdictUnavailable, Notes: strings.TrimSpace(reply)}
 	if i, j := strings.Index(reply, "{"), strings.LastIndex(reply, "}"); i >= 0 && j > i {
 		obj := gjson.Parse(reply[i : j+1])
 		if v := obj.Get("verdict").String(); v == verdictAgree || v == verdictDisagree {
@@ -146,10 +148,12 @@ func readVerdict(model, reply string) *opinion {
 			return op
 		}
 	}
-	if strings.Contains(strings.ToLower(reply), verdictDisagree) {
+	switch lower := strings.ToLower(reply); {
+	case strings.Contains(lower, verdictDisagree):
 		op.Verdict = verdictDisagree
+	case strings.Contains(lower, verdictAgree):
+		op.Verdict = verdictAgree
 	}
-	op.Notes = strings.TrimSpace(reply)
 	return op
 }
 

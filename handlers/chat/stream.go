@@ -52,6 +52,7 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 		first = out
 	}
 
+	cl.committed.Store(true)
 	h := cl.W.Header()
 	h.Set(HeaderAlias, cl.route.Requested)
 	sse.StartStream(cl.W)
@@ -79,13 +80,19 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 			return nil
 		}
 	}
+	if !tr.Done() {
+		// The upstream ended without its terminal event: the answer may be
+		// cut short, so it is a failed call, not a finished one.
+		s.fail("the upstream ended the stream early")
+		return nil
+	}
 	if !s.write(tr.Close()) {
 		return nil
 	}
 	if !s.settled {
 		s.settle(tr.Usage())
 	}
-	if cl.format == ChatCompletions && !s.sawDone {
+	if cl.format == ChatCompletions && !s.sawDone && !s.gone {
 		_ = w.WriteDone()
 	}
 	cl.h.Router.Health.OK(m.ID)
@@ -102,6 +109,7 @@ type relay struct {
 	settled   bool
 	failed    bool
 	sawDone   bool
+	gone      bool // the client stopped reading
 }
 
 // write sends evs; false when the stream has ended (an error event went
@@ -129,8 +137,13 @@ func (s *relay) write(evs []sse.Event) bool {
 				ev.Data = data
 			}
 		}
+		if s.gone {
+			continue
+		}
 		if err := s.w.Write(ev); err != nil {
-			return false
+			// The client left; read on to the end so the answer it asked
+			// for is billed (see call.committed).
+			s.gone = true
 		}
 	}
 	return true
@@ -159,6 +172,9 @@ func (s *relay) fail(msg string) {
 	evs := translate.Fail(s.tr, "api_error", "upstream_error", msg)
 	if len(evs) == 0 {
 		evs = []sse.Event{errorEvent(s.format, msg)}
+		if s.format == ChatCompletions {
+			evs = append(evs, sse.Event{Data: []byte("[DONE]")})
+		}
 	}
 	for _, ev := range evs {
 		_ = s.w.Write(ev)
@@ -271,14 +287,17 @@ func (p *passthrough) Close() []sse.Event     { return nil }
 func (p *passthrough) Usage() translate.Usage { return p.usage }
 func (p *passthrough) Done() bool             { return p.done }
 
-// empty reports an answer with neither text nor tool calls.
+// empty reports an answer with neither text nor tool calls that was not
+// cut short by its output limit (a reasoning model can spend the whole
+// limit thinking: that answer is billed, not retried).
 func empty(f Format, body []byte) bool {
 	switch f {
 	case Messages:
-		return len(gjson.GetBytes(body, "content").Array()) == 0
+		return len(gjson.GetBytes(body, "content").Array()) == 0 && gjson.GetBytes(body, "stop_reason").String() != "max_tokens"
 	case Responses:
-		return len(gjson.GetBytes(body, "output").Array()) == 0
+		return len(gjson.GetBytes(body, "output").Array()) == 0 && gjson.GetBytes(body, "status").String() != "incomplete"
 	}
 	msg := gjson.GetBytes(body, "choices.0.message")
-	return msg.Get("content").String() == "" && len(msg.Get("tool_calls").Array()) == 0 && msg.Get("refusal").String() == ""
+	return msg.Get("content").String() == "" && len(msg.Get("tool_calls").Array()) == 0 && msg.Get("refusal").String() == "" &&
+		gjson.GetBytes(body, "choices.0.finish_reason").String() != "length"
 }

@@ -54,6 +54,16 @@ const (
 	PinnedPrefix   = "gw-pinned-"
 )
 
+// LaneAlias is the alias of lane ("fast" → "gw-fast").
+func LaneAlias(lane string) string {
+	for alias, l := range LaneAliases {
+		if l == lane {
+			return alias
+		}
+	}
+	return ""
+}
+
 // LaneAliases maps the lane aliases to their lanes.
 var LaneAliases = map[string]string{AliasFast: LaneFast, AliasStandard: LaneStandard, AliasReasoning: LaneReasoning}
 

@@ -58,11 +58,6 @@ const (
 	CodeDailyCap         = "daily_cap"
 	CodeMonthlyCap       = "monthly_cap"
 	CodeCreditUnresolved = "credit_unresolved"
-	// CodeFreeTierExhausted: a free account's lifetime chat spend reached
-	// the free tier's hard stop.
-	CodeFreeTierExhausted = "free_tier_exhausted"
-	// CodeCeilingReached: the account ceiling stopped the call.
-	CodeCeilingReached   = "ceiling_reached"
 	CodePremiumLocked    = "premium_locked"
 	CodeUpgradeRequired  = "upgrade_required"
 	CodePaidPlanRequired = "paid_plan_required"

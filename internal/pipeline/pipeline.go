@@ -106,8 +106,8 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
 	w.Header().Set(HeaderRequestID, c.RequestID)
 	sw := &statusWriter{ResponseWriter: w}
 	c.W = sw
+	defer func() { c.hold.Release(r.Context()) }() // a call that did not settle costs nothing, even if it panics
 	err := g.run(c)
-	c.hold.Release(r.Context()) // a call that did not settle costs nothing
 	if err != nil {
 		e := gwerr.As(err)
 		if e.Kind == gwerr.Internal {

@@ -38,7 +38,8 @@ const (
 type Decisions struct {
 	mu    sync.Mutex
 	byID  map[string]*Decision
-	order []string // insertion order, for expiry
+	order []string // insertion order, for expiry; order[head:] are live
+	head  int
 	Now   func() time.Time
 }
 
@@ -62,17 +63,19 @@ func (d *Decisions) Put(dec Decision) {
 	}
 	d.byID[dec.ID] = &dec
 	cutoff := d.now().Add(-DecisionTTL)
-	drop := 0
-	for drop < len(d.order) {
-		old := d.byID[d.order[drop]]
-		if len(d.order)-drop <= MaxDecisions && (old == nil || !old.Time.Before(cutoff)) {
+	for d.head < len(d.order) {
+		old := d.byID[d.order[d.head]]
+		if len(d.order)-d.head <= MaxDecisions && (old == nil || !old.Time.Before(cutoff)) {
 			break
 		}
-		delete(d.byID, d.order[drop])
-		drop++
+		delete(d.byID, d.order[d.head])
+		d.order[d.head] = ""
+		d.head++
 	}
-	if drop > 0 {
-		d.order = append(d.order[:0:0], d.order[drop:]...)
+	// Compact once the dropped part is half the slice: amortised O(1).
+	if d.head > len(d.order)/2 {
+		d.order = d.order[:copy(d.order, d.order[d.head:])]
+		d.head = 0
 	}
 }
 

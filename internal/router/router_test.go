@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -175,7 +176,27 @@ func TestDecisions(t *testing.T) {
 		t.Fatal("an expired decision is still served")
 	}
 	d.Put(Decision{ID: "b", Time: now})
-	if len(d.byID) != 1 || len(d.order) != 1 {
-		t.Fatalf("expired decisions kept: %d %d", len(d.byID), len(d.order))
+	if len(d.byID) != 1 || len(d.order)-d.head != 1 {
+		t.Fatalf("expired decisions kept: %d %d", len(d.byID), len(d.order)-d.head)
+	}
+}
+
+// TestDecisionsBounded: at most MaxDecisions are kept, and the order slice
+// stays within twice that.
+func TestDecisionsBounded(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	d := NewDecisions()
+	d.Now = func() time.Time { return now }
+	for i := range MaxDecisions + MaxDecisions/2 {
+		d.Put(Decision{ID: fmt.Sprint(i), Time: now})
+	}
+	if len(d.byID) != MaxDecisions || len(d.order) > 2*MaxDecisions {
+		t.Fatalf("%d kept, order %d", len(d.byID), len(d.order))
+	}
+	if _, ok := d.Get("0"); ok {
+		t.Fatal("the oldest decision was kept")
+	}
+	if _, ok := d.Get(fmt.Sprint(MaxDecisions + MaxDecisions/2 - 1)); !ok {
+		t.Fatal("the newest decision was dropped")
 	}
 }

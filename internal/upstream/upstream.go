@@ -34,6 +34,12 @@ const (
 	headerAltBeta   = "vendor-beta"               // the spec's name for the same header
 	headerRetry     = "Retry-After"               // passed on from 429 and 529 answers
 	maxIdleConnsPer = 64                          // idle connections kept per provider
+	// StatusOverloaded is the status of a backing service at capacity
+	// (spec status table: 529, retry with backoff).
+	StatusOverloaded = 529
+	// codeInsufficientQuota is the provider's code for its own account
+	// being out of credit.
+	codeInsufficientQuota = "insufficient_quota"
 )
 
 // Client holds one HTTP client per provider.
@@ -180,10 +186,15 @@ func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 		g.Kind = gwerr.TooLarge
 	case s == http.StatusUnprocessableEntity:
 		g.Kind = gwerr.Unprocessable
+	case s == http.StatusTooManyRequests && gjson.GetBytes(body, "error.code").String() == codeInsufficientQuota:
+		// The gateway's own provider account is out of credit: not the
+		// client's to wait out.
+		g.Kind, e.Retryable = gwerr.Upstream, true
+		g.Message = fmt.Sprintf("provider %s is unavailable", p.Name)
 	case s == http.StatusTooManyRequests:
 		g.Kind, e.Retryable = gwerr.RateLimited, true
 		g.RetryAfter, _ = strconv.Atoi(resp.Header.Get(headerRetry))
-	case s == 529:
+	case s == StatusOverloaded:
 		g.Kind, e.Retryable = gwerr.Overloaded, true
 		g.RetryAfter, _ = strconv.Atoi(resp.Header.Get(headerRetry))
 	case s == http.StatusGatewayTimeout || s == http.StatusRequestTimeout:
@@ -191,8 +202,10 @@ func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 	case s == http.StatusServiceUnavailable:
 		g.Kind, e.Retryable = gwerr.Unavailable, true
 	default: // 401/403/404 (the gateway's own upstream setup) and 5xx
+		// The provider's own words stay out: they may name the gateway's
+		// account or key.
 		g.Kind, e.Retryable = gwerr.Upstream, true
-		g.Message = fmt.Sprintf("provider %s failed (%d): %s", p.Name, resp.StatusCode, msg)
+		g.Message = fmt.Sprintf("provider %s failed (%d)", p.Name, resp.StatusCode)
 	}
 	return e
 }

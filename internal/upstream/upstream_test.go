@@ -84,7 +84,8 @@ func TestStatusErrors(t *testing.T) {
 		{503, `{}`, "", gwerr.Unavailable, true, 0, "", ""},
 		{504, `{}`, "", gwerr.Timeout, true, 0, "", ""},
 		{500, `{}`, "", gwerr.Upstream, true, 0, "", ""},
-		{401, `{"error":{"message":"bad key"}}`, "", gwerr.Upstream, true, 0, "", ""},
+		{401, `{"error":{"message":"bad key sk-abc...xyz"}}`, "", gwerr.Upstream, true, 0, "provider p failed (401)", ""},
+		{429, `{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}`, "30", gwerr.Upstream, true, 0, "provider p is unavailable", ""},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if tc.retryAfter != "" {
