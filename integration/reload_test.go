@@ -1,0 +1,86 @@
+package integration
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/caddy-gw/caddy-gw/integration/fake"
+)
+
+// loadWith adapts the gateway's Caddyfile with env overridden and POSTs it
+// to /load, returning the admin API's answer.
+func loadWith(t *testing.T, g *gateway, env map[string]string) response {
+	t.Helper()
+	cmd := exec.Command(caddyBin, "adapt", "--config", g.ConfigPath, "--adapter", "caddyfile")
+	cmd.Env = slices.Clone(g.env)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v) // the last value of a key wins
+	}
+	cmd.Dir = g.dir
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	cfg, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("caddy adapt: %v\n%s", err, errOut.String())
+	}
+	return g.adminDo(t, http.MethodPost, "/load", cfg, "Content-Type", "application/json", "Cache-Control", "must-revalidate")
+}
+
+// TestReloadToAnotherStoreKeepsStreamsBilled: a reload that moves the store
+// to another folder while a stream is in flight: the stream finishes and
+// its charge lands in the store it started with.
+func TestReloadToAnotherStoreKeepsStreamsBilled(t *testing.T) {
+	g, oa, _, _ := chatGateway(t)
+	key := g.newAccountKey(t, map[string]any{"id": "mover", "plan": "paid", "cleared": true, "balance_usd": "5.00"})
+	gate := make(chan struct{})
+	oa.Push(fake.Script{Text: "across a store move", Usage: fake.Usage{Input: 100, Output: 200}, Gate: gate})
+	resp, sc := streamRequest(t, g, key, "gw-pinned-gpt-4.1-mini")
+	defer resp.Body.Close()
+	id := resp.Header.Get("X-Gw-Request-Id")
+	if !sc.Scan() {
+		t.Fatal("no first line")
+	}
+	if r := loadWith(t, g, map[string]string{"GW_DATA_DIR": t.TempDir()}); r.Status != http.StatusOK {
+		t.Fatalf("reload to another store: %d %s", r.Status, r.Body)
+	}
+	close(gate)
+	var rest []string
+	for sc.Scan() {
+		rest = append(rest, sc.Text())
+	}
+	all := strings.Join(rest, "\n")
+	if strings.Contains(all, `"error"`) || !strings.Contains(all, `"cost_usd"`) || !strings.Contains(all, "data: [DONE]") {
+		t.Fatalf("the stream did not finish billed:\n%s", all)
+	}
+	// Back to the first store: the charge is there.
+	if r := loadWith(t, g, nil); r.Status != http.StatusOK {
+		t.Fatalf("reload back: %d %s", r.Status, r.Body)
+	}
+	if _, ok := ledgerOf(t, g, "mover")[id]; !ok {
+		t.Fatalf("the stream's charge %s is not in the ledger", id)
+	}
+}
+
+// TestFailedReloadKeepsAdminAPI: a reload that fails to start (its site
+// address is taken) leaves the running config, admin API included, serving.
+func TestFailedReloadKeepsAdminAPI(t *testing.T) {
+	const boot = "sk-failed-reload-bootstrap"
+	g := startGateway(t, gwOptions{BootstrapKey: boot})
+	taken, err := net.Listen("tcp", "127.0.0.1:0") // a plain listener: no port sharing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	if r := loadWith(t, g, map[string]string{"GW_ADDRESS": taken.Addr().String()}); r.Status == http.StatusOK {
+		t.Fatalf("a reload onto a taken port succeeded: %s", r.Body)
+	}
+	g.adminJSON(t, "GET", "/gw/accounts/default", nil, http.StatusOK)
+	if r := g.do(t, "GET", "/v1/models", "", bearer(boot)...); r.Status != http.StatusOK {
+		t.Fatalf("models after a failed reload: %d", r.Status)
+	}
+}
