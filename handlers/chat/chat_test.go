@@ -206,3 +206,28 @@ func TestFinalUsagePath(t *testing.T) {
 		}
 	}
 }
+
+// TestEmpty: an answer with nothing in it is a failure to escalate, unless
+// the output limit cut it short (then it is billed as it is).
+func TestEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		f    Format
+		body string
+		want bool
+	}{
+		{ChatCompletions, `{"choices":[{"message":{"content":""},"finish_reason":"stop"}]}`, true},
+		{ChatCompletions, `{"choices":[{"message":{"content":null},"finish_reason":"length"}]}`, false},
+		{ChatCompletions, `{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}]}`, false},
+		{ChatCompletions, `{"choices":[{"message":{"tool_calls":[{"id":"x"}]},"finish_reason":"tool_calls"}]}`, false},
+		{ChatCompletions, `{"choices":[{"message":{"refusal":"no"},"finish_reason":"stop"}]}`, false},
+		{Messages, `{"content":[],"stop_reason":"end_turn"}`, true},
+		{Messages, `{"content":[],"stop_reason":"max_tokens"}`, false},
+		{Messages, `{"content":[{"type":"text","text":"hi"}]}`, false},
+		{Responses, `{"output":[],"status":"completed"}`, true},
+		{Responses, `{"output":[],"status":"incomplete"}`, false},
+	} {
+		if got := empty(tc.f, []byte(tc.body)); got != tc.want {
+			t.Errorf("%d %s: %v, want %v", tc.f, tc.body, got, tc.want)
+		}
+	}
+}
