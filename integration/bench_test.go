@@ -35,7 +35,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -119,7 +118,7 @@ http://%s {
 }
 `, baseOA, benchHostOf(tb, oa.URL), baseAN, benchHostOf(tb, an.URL))
 
-	g := startBenchGateway(tb, gwOptions{BootstrapKey: benchKey, Caddyfile: config, Env: map[string]string{
+	g := startGateway(tb, gwOptions{BootstrapKey: benchKey, Caddyfile: config, Env: map[string]string{
 		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
 	}})
 
@@ -203,75 +202,6 @@ func benchHostOf(tb testing.TB, raw string) string {
 		tb.Fatal(err)
 	}
 	return u.Host
-}
-
-// startBenchGateway is startGateway for any testing.TB (benchmarks too): a
-// bin/caddy on fresh loopback ports with an empty data folder, stopped
-// when tb ends.
-func startBenchGateway(tb testing.TB, opts gwOptions) *gateway {
-	tb.Helper()
-	if t, ok := tb.(*testing.T); ok {
-		return startGateway(t, opts)
-	}
-	dir := tb.TempDir()
-	ports := freePorts(tb, 3)
-	g := &gateway{
-		Addr:        "127.0.0.1:" + ports[0],
-		AdminAddr:   "127.0.0.1:" + ports[1],
-		UpstreamURL: "http://127.0.0.1:" + ports[2],
-		DataDir:     filepath.Join(dir, "data"),
-		ConfigPath:  filepath.Join(dir, "Caddyfile"),
-		dir:         dir,
-		log:         newLogBuffer(),
-		client: &http.Client{
-			Timeout:       requestTimeout,
-			Transport:     &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-	}
-	g.BaseURL = "http://" + g.Addr
-	g.AdminURL = "http://" + g.AdminAddr
-	config := opts.Caddyfile
-	if config == "" {
-		config = exampleCaddyfile(tb)
-	}
-	if err := os.WriteFile(g.ConfigPath, []byte(config), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	for _, d := range []string{"home", "xdg-config", "xdg-data"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	vars := map[string]string{
-		"GW_ADDRESS":            g.Addr,
-		"GW_ADMIN":              g.AdminAddr,
-		"GW_DATA_DIR":           g.DataDir,
-		"GW_OPENAI_BASE_URL":    g.UpstreamURL + "/v1",
-		"GW_ANTHROPIC_BASE_URL": g.UpstreamURL,
-		"GW_SEARCH_BASE_URL":    g.UpstreamURL + "/v1",
-		"OPENAI_API_KEY":        "sk-upstream-openai-test",
-		"ANTHROPIC_API_KEY":     "sk-upstream-anthropic-test",
-		"GW_SEARCH_API_KEY":     "sk-upstream-search-test",
-		"HOME":                  filepath.Join(dir, "home"),
-		"XDG_CONFIG_HOME":       filepath.Join(dir, "xdg-config"),
-		"XDG_DATA_HOME":         filepath.Join(dir, "xdg-data"),
-	}
-	if opts.BootstrapKey != "" {
-		vars["GW_BOOTSTRAP_KEY"] = opts.BootstrapKey
-	}
-	for k, v := range opts.Env {
-		vars[k] = v
-	}
-	g.env = processEnv(vars)
-	tb.Cleanup(func() {
-		g.stop(tb)
-		if tb.Failed() {
-			tb.Logf("caddy log (%s):\n%s", g.BaseURL, g.log.String())
-		}
-	})
-	g.start(tb)
-	return g
 }
 
 // benchSample is one request's timing: first is the first byte of the body,

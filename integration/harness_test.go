@@ -108,8 +108,8 @@ type process struct {
 
 // startGateway starts bin/caddy on fresh loopback ports with an empty data
 // folder and waits until it serves. The process is stopped (and its log
-// printed, if the test failed) when t ends.
-func startGateway(t *testing.T, opts gwOptions) *gateway {
+// printed, if the test failed) when t ends. Benchmarks use it too.
+func startGateway(t testing.TB, opts gwOptions) *gateway {
 	t.Helper()
 	dir := t.TempDir()
 	ports := freePorts(t, 3)
