@@ -23,27 +23,25 @@ func (m *amsg) raw() []byte {
 	return setRawB(b, "content", rawArray(m.blocks))
 }
 
-func (m *amsg) toBlocks() {
-	if m.isStr {
-		m.isStr = false
-		if m.str != "" {
-			m.blocks = append(m.blocks, textBlock(m.str, gjson.Result{}))
-		}
-		m.str = ""
+// parseMessagesRequest reads a chat or messages request body: the object and
+// its "messages", which must be an array.
+func parseMessagesRequest(body []byte) (req, msgs gjson.Result, err error) {
+	if req, err = parseObject(body); err != nil {
+		return req, msgs, err
 	}
+	if msgs = req.Get("messages"); !msgs.IsArray() {
+		return req, msgs, &FieldError{Param: "messages", Message: "must be an array"}
+	}
+	return req, msgs, nil
 }
 
 // ChatToMessagesRequest translates a chat request body into a messages
 // request for the backing model. See the package documentation for what does
 // not map one to one.
 func ChatToMessagesRequest(body []byte, model string) ([]byte, error) {
-	req, err := parseObject(body)
+	req, msgs, err := parseMessagesRequest(body)
 	if err != nil {
 		return nil, err
-	}
-	msgs := req.Get("messages")
-	if !msgs.IsArray() {
-		return nil, &FieldError{Param: "messages", Message: "must be an array"}
 	}
 
 	var system [][]byte
@@ -74,24 +72,13 @@ func ChatToMessagesRequest(body []byte, model string) ([]byte, error) {
 				out = append(out, &amsg{role: "user", blocks: blocks})
 			}
 		case "assistant":
-			var blocks [][]byte
-			if content.Type == gjson.String {
-				if s := content.String(); s != "" {
-					blocks = append(blocks, textBlock(s, gjson.Result{}))
-				}
-			} else {
-				blocks = append(blocks, chatPartsToBlocks(content)...)
-			}
+			blocks := chatPartsToBlocks(content)
 			if r := m.Get("refusal"); r.Type == gjson.String && r.String() != "" && len(blocks) == 0 {
 				blocks = append(blocks, textBlock(r.String(), gjson.Result{}))
 			}
 			m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
 				fn := tc.Get("function")
-				b := set(obj(), "type", "tool_use")
-				b = set(b, "id", toolID(tc.Get("id").String()))
-				b = set(b, "name", fn.Get("name").String())
-				b = setRaw(b, "input", parseArguments(fn.Get("arguments").String()))
-				blocks = append(blocks, b)
+				blocks = append(blocks, toolUseBlock(tc.Get("id").String(), fn.Get("name").String(), fn.Get("arguments").String()))
 				return true
 			})
 			if len(blocks) == 0 {
@@ -264,13 +251,9 @@ func ChatToMessagesRequest(body []byte, model string) ([]byte, error) {
 // request for the backing model. See the package documentation for what does
 // not map one to one.
 func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
-	req, err := parseObject(body)
+	req, msgs, err := parseMessagesRequest(body)
 	if err != nil {
 		return nil, err
-	}
-	msgs := req.Get("messages")
-	if !msgs.IsArray() {
-		return nil, &FieldError{Param: "messages", Message: "must be an array"}
 	}
 
 	var out [][]byte
@@ -291,31 +274,9 @@ func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
 			content.ForEach(func(_, b gjson.Result) bool {
 				switch b.Get("type").String() {
 				case "tool_result":
-					tm := set(obj(), "role", "tool")
-					tm = set(tm, "tool_call_id", b.Get("tool_use_id").String())
-					c := b.Get("content")
-					if c.Type == gjson.String {
-						tm = set(tm, "content", c.String())
-					} else {
-						var texts [][]byte
-						c.ForEach(func(_, p gjson.Result) bool {
-							switch p.Get("type").String() {
-							case "text":
-								texts = append(texts, chatTextPart(p.Get("text").String()))
-							case "image":
-								if u := sourceURL(p.Get("source")); u != "" {
-									parts = append(parts, chatImagePart(u, ""))
-								}
-							}
-							return true
-						})
-						if len(texts) > 0 {
-							tm = setRawB(tm, "content", rawArray(texts))
-						} else {
-							tm = set(tm, "content", "")
-						}
-					}
+					tm, images := chatToolMessage(b.Get("tool_use_id").String(), b.Get("content"), toolResultPartsToChat)
 					out = append(out, tm)
+					parts = append(parts, images...)
 				default:
 					if p := blockToChatPart(b); p != nil {
 						parts = append(parts, p)
@@ -331,30 +292,7 @@ func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
 				out = append(out, set(set(obj(), "role", "assistant"), "content", content.String()))
 				return true
 			}
-			var text strings.Builder
-			var calls [][]byte
-			content.ForEach(func(_, b gjson.Result) bool {
-				switch b.Get("type").String() {
-				case "text":
-					text.WriteString(b.Get("text").String())
-				case "tool_use":
-					calls = append(calls, chatToolCall(b.Get("id").String(), b.Get("name").String(), argumentsOf(b.Get("input"))))
-				}
-				return true
-			})
-			am := set(obj(), "role", "assistant")
-			switch {
-			case text.Len() > 0:
-				am = set(am, "content", text.String())
-			case len(calls) > 0:
-				am = setRaw(am, "content", "null")
-			default:
-				am = set(am, "content", "")
-			}
-			if len(calls) > 0 {
-				am = setRawB(am, "tool_calls", rawArray(calls))
-			}
-			out = append(out, am)
+			out = append(out, chatAssistantMessage(messagesTextAndCalls(content)))
 		}
 		return true
 	})
@@ -374,15 +312,7 @@ func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
 		if name == "" {
 			return true
 		}
-		b := set(obj(), "type", "function")
-		b = set(b, "function.name", name)
-		if d := t.Get("description"); d.Type == gjson.String {
-			b = set(b, "function.description", d.String())
-		}
-		if s := t.Get("input_schema"); s.IsObject() {
-			b = setRaw(b, "function.parameters", s.Raw)
-		}
-		tools = append(tools, b)
+		tools = append(tools, chatFunctionTool(name, t.Get("description"), t.Get("input_schema")))
 		return true
 	})
 	if len(tools) > 0 {
@@ -457,6 +387,106 @@ func chatToolCall(id, name, args string) []byte {
 	return set(b, "function.arguments", args)
 }
 
+// chatAssistantMessage makes a chat assistant message from its text and tool
+// calls: content is the text, null when there is only tool calls, else "".
+func chatAssistantMessage(text string, calls [][]byte) []byte {
+	am := set(obj(), "role", "assistant")
+	switch {
+	case text != "":
+		am = set(am, "content", text)
+	case len(calls) > 0:
+		am = setRaw(am, "content", "null")
+	default:
+		am = set(am, "content", "")
+	}
+	if len(calls) > 0 {
+		am = setRawB(am, "tool_calls", rawArray(calls))
+	}
+	return am
+}
+
+// messagesTextAndCalls reads messages assistant content blocks: the text
+// blocks concatenated, and the tool_use blocks as chat tool_calls entries.
+func messagesTextAndCalls(content gjson.Result) (string, [][]byte) {
+	var text strings.Builder
+	var calls [][]byte
+	content.ForEach(func(_, b gjson.Result) bool {
+		switch b.Get("type").String() {
+		case "text":
+			text.WriteString(b.Get("text").String())
+		case "tool_use":
+			calls = append(calls, chatToolCall(b.Get("id").String(), b.Get("name").String(), argumentsOf(b.Get("input"))))
+		}
+		return true
+	})
+	return text.String(), calls
+}
+
+// chatToolMessage makes the chat tool message answering callID from a tool's
+// output: a string, or an array that toChat turns into chat parts. Tool
+// messages carry text only: the other parts (images) are returned, for a user
+// message after it.
+func chatToolMessage(callID string, output gjson.Result, toChat func(gjson.Result) [][]byte) (msg []byte, images [][]byte) {
+	msg = set(obj(), "role", "tool")
+	msg = set(msg, "tool_call_id", callID)
+	if output.Type == gjson.String {
+		return set(msg, "content", output.String()), nil
+	}
+	var texts [][]byte
+	for _, p := range toChat(output) {
+		if gjson.GetBytes(p, "type").String() == "text" {
+			texts = append(texts, p)
+		} else {
+			images = append(images, p)
+		}
+	}
+	if len(texts) > 0 {
+		return setRawB(msg, "content", rawArray(texts)), images
+	}
+	return set(msg, "content", ""), images
+}
+
+// toolResultPartsToChat converts the content blocks of a messages
+// tool_result into chat parts: text and image blocks; others are dropped.
+func toolResultPartsToChat(content gjson.Result) [][]byte {
+	var parts [][]byte
+	content.ForEach(func(_, p gjson.Result) bool {
+		switch p.Get("type").String() {
+		case "text":
+			parts = append(parts, chatTextPart(p.Get("text").String()))
+		case "image":
+			if u := sourceURL(p.Get("source")); u != "" {
+				parts = append(parts, chatImagePart(u, ""))
+			}
+		}
+		return true
+	})
+	return parts
+}
+
+// chatFunctionTool makes a chat function tool; description is kept when it
+// is a string, parameters when it is an object.
+func chatFunctionTool(name string, description, parameters gjson.Result) []byte {
+	b := set(obj(), "type", "function")
+	b = set(b, "function.name", name)
+	if description.Type == gjson.String {
+		b = set(b, "function.description", description.String())
+	}
+	if parameters.IsObject() {
+		b = setRaw(b, "function.parameters", parameters.Raw)
+	}
+	return b
+}
+
+// toolUseBlock makes a messages tool_use block from a chat tool call; see
+// toolID and parseArguments.
+func toolUseBlock(id, name, args string) []byte {
+	b := set(obj(), "type", "tool_use")
+	b = set(b, "id", toolID(id))
+	b = set(b, "name", name)
+	return setRaw(b, "input", parseArguments(args))
+}
+
 // blockToChatPart converts a messages user content block into a chat part
 // (text, image, PDF document); other blocks give nil.
 func blockToChatPart(b gjson.Result) []byte {
@@ -517,7 +547,7 @@ func ResponsesToChatRequest(body []byte, model string) ([]byte, error) {
 
 	// An assistant message being built from an assistant item and the
 	// function_call items after it.
-	var asstText *string
+	var asstText string
 	var asstCalls [][]byte
 	asstOpen := false
 	var toolImages [][]byte
@@ -525,20 +555,8 @@ func ResponsesToChatRequest(body []byte, model string) ([]byte, error) {
 		if !asstOpen {
 			return
 		}
-		am := set(obj(), "role", "assistant")
-		switch {
-		case asstText != nil && *asstText != "":
-			am = set(am, "content", *asstText)
-		case len(asstCalls) > 0:
-			am = setRaw(am, "content", "null")
-		default:
-			am = set(am, "content", "")
-		}
-		if len(asstCalls) > 0 {
-			am = setRawB(am, "tool_calls", rawArray(asstCalls))
-		}
-		out = append(out, am)
-		asstOpen, asstText, asstCalls = false, nil, nil
+		out = append(out, chatAssistantMessage(asstText, asstCalls))
+		asstOpen, asstText, asstCalls = false, "", nil
 	}
 	flushImages := func() {
 		if len(toolImages) > 0 {
@@ -560,8 +578,7 @@ func ResponsesToChatRequest(body []byte, model string) ([]byte, error) {
 			role := it.Get("role").String()
 			content := it.Get("content")
 			if role == "assistant" {
-				s := textOf(content, "")
-				asstText, asstOpen = &s, true
+				asstText, asstOpen = textOf(content, ""), true
 				return true
 			}
 			if role != "system" && role != "developer" {
@@ -581,27 +598,9 @@ func ResponsesToChatRequest(body []byte, model string) ([]byte, error) {
 			asstCalls = append(asstCalls, chatToolCall(it.Get("call_id").String(), it.Get("name").String(), it.Get("arguments").String()))
 		case "function_call_output":
 			flushAsst()
-			tm := set(obj(), "role", "tool")
-			tm = set(tm, "tool_call_id", it.Get("call_id").String())
-			o := it.Get("output")
-			if o.Type == gjson.String {
-				tm = set(tm, "content", o.String())
-			} else {
-				var texts [][]byte
-				for _, p := range responsesPartsToChat(o) {
-					if gjson.GetBytes(p, "type").String() == "text" {
-						texts = append(texts, p)
-					} else {
-						toolImages = append(toolImages, p)
-					}
-				}
-				if len(texts) > 0 {
-					tm = setRawB(tm, "content", rawArray(texts))
-				} else {
-					tm = set(tm, "content", "")
-				}
-			}
+			tm, images := chatToolMessage(it.Get("call_id").String(), it.Get("output"), responsesPartsToChat)
 			out = append(out, tm)
+			toolImages = append(toolImages, images...)
 		}
 		return true
 	})
@@ -618,14 +617,7 @@ func ResponsesToChatRequest(body []byte, model string) ([]byte, error) {
 		if t.Get("type").String() != "function" || t.Get("name").String() == "" {
 			return true
 		}
-		b := set(obj(), "type", "function")
-		b = set(b, "function.name", t.Get("name").String())
-		if d := t.Get("description"); d.Type == gjson.String {
-			b = set(b, "function.description", d.String())
-		}
-		if p := t.Get("parameters"); p.IsObject() {
-			b = setRaw(b, "function.parameters", p.Raw)
-		}
+		b := chatFunctionTool(t.Get("name").String(), t.Get("description"), t.Get("parameters"))
 		if s := t.Get("strict"); s.IsBool() {
 			b = set(b, "function.strict", s.Bool())
 		}

@@ -1,10 +1,6 @@
 package translate
 
-import (
-	"strings"
-
-	"github.com/tidwall/gjson"
-)
+import "github.com/tidwall/gjson"
 
 // chatUsageRaw renders u as a chat usage object.
 func chatUsageRaw(u Usage) []byte {
@@ -48,20 +44,10 @@ func MessagesToChatResponse(body []byte, model string) ([]byte, error) {
 	if r.Get("type").String() == "error" {
 		return nil, &FieldError{Message: "upstream body is an error, not a message"}
 	}
-	var text strings.Builder
-	var calls [][]byte
-	r.Get("content").ForEach(func(_, b gjson.Result) bool {
-		switch b.Get("type").String() {
-		case "text":
-			text.WriteString(b.Get("text").String())
-		case "tool_use":
-			calls = append(calls, chatToolCall(b.Get("id").String(), b.Get("name").String(), argumentsOf(b.Get("input"))))
-		}
-		return true
-	})
+	text, calls := messagesTextAndCalls(r.Get("content"))
 	msg := set(obj(), "role", "assistant")
-	if text.Len() > 0 || len(calls) == 0 {
-		msg = set(msg, "content", text.String())
+	if text != "" || len(calls) == 0 {
+		msg = set(msg, "content", text)
 	} else {
 		msg = setRaw(msg, "content", "null")
 	}
@@ -81,6 +67,18 @@ func MessagesToChatResponse(body []byte, model string) ([]byte, error) {
 	res = setRawB(res, "choices", rawArray([][]byte{choice}))
 	res = setRawB(res, "usage", chatUsageRaw(messagesUsageOf(r.Get("usage"))))
 	return res, nil
+}
+
+// parseCompletion reads a chat completion body, refusing an error body.
+func parseCompletion(body []byte) (gjson.Result, error) {
+	r, err := parseObject(body)
+	if err != nil {
+		return r, err
+	}
+	if r.Get("error").Exists() {
+		return r, &FieldError{Message: "upstream body is an error, not a completion"}
+	}
+	return r, nil
 }
 
 // chatMessageParts reads the first choice of a chat response: its text
@@ -107,12 +105,9 @@ func chatMessageParts(r gjson.Result) (text string, calls [][3]string, finish st
 // ChatToMessagesResponse translates a chat completion body into a messages
 // response reporting model.
 func ChatToMessagesResponse(body []byte, model string) ([]byte, error) {
-	r, err := parseObject(body)
+	r, err := parseCompletion(body)
 	if err != nil {
 		return nil, err
-	}
-	if r.Get("error").Exists() {
-		return nil, &FieldError{Message: "upstream body is an error, not a completion"}
 	}
 	text, calls, finish := chatMessageParts(r)
 	var blocks [][]byte
@@ -120,11 +115,7 @@ func ChatToMessagesResponse(body []byte, model string) ([]byte, error) {
 		blocks = append(blocks, textBlock(text, gjson.Result{}))
 	}
 	for _, c := range calls {
-		b := set(obj(), "type", "tool_use")
-		b = set(b, "id", toolID(c[0]))
-		b = set(b, "name", c[1])
-		b = setRaw(b, "input", parseArguments(c[2]))
-		blocks = append(blocks, b)
+		blocks = append(blocks, toolUseBlock(c[0], c[1], c[2]))
 	}
 	stop := messagesStop(finish)
 	if len(calls) > 0 && stop == "end_turn" {
@@ -212,12 +203,9 @@ func functionCallItem(id, status, callID, name, args string) []byte {
 // ChatToResponsesResponse translates a chat completion body into a responses
 // body reporting model.
 func ChatToResponsesResponse(body []byte, model string) ([]byte, error) {
-	r, err := parseObject(body)
+	r, err := parseCompletion(body)
 	if err != nil {
 		return nil, err
-	}
-	if r.Get("error").Exists() {
-		return nil, &FieldError{Message: "upstream body is an error, not a completion"}
 	}
 	text, calls, finish := chatMessageParts(r)
 	status, incomplete := responsesStatus(finish)

@@ -140,6 +140,92 @@ func chatError(e gjson.Result) (typ, code, message string) {
 	return e.Get("type").String(), e.Get("code").String(), message
 }
 
+// chatChunkClient is the client side of a Stream over an upstream chat
+// stream (chatToMessages, chatToResponses); chatChunkEvent reads the chunks
+// and calls it with their pieces, in order.
+type chatChunkClient interface {
+	Stream
+	// end ends the client stream normally (at [DONE]).
+	end() []sse.Event
+	// chunkError ends it with the error of an error chunk.
+	chunkError(e gjson.Result) []sse.Event
+	// chunkUsage takes a chunk's usage object; it comes before start.
+	chunkUsage(u gjson.Result)
+	// start begins the client stream once, at the first chunk.
+	start(id string, out []sse.Event) []sse.Event
+	// text adds a content or refusal delta.
+	text(t string, out []sse.Event) []sse.Event
+	// toolCall adds a tool call delta; key tells the calls apart (see
+	// chatToolKeys) and fn is the delta's "function".
+	toolCall(key int64, id string, fn gjson.Result, out []sse.Event) []sse.Event
+	// finishReason takes the first choice's finish_reason.
+	finishReason(f string, out []sse.Event) []sse.Event
+}
+
+// chatChunkEvent translates one upstream chat event for c. Only the first
+// choice is followed.
+func chatChunkEvent(c chatChunkClient, keys *chatToolKeys, ev sse.Event) ([]sse.Event, error) {
+	if c.Done() {
+		return nil, nil
+	}
+	if sse.IsDone(ev) {
+		return c.end(), nil
+	}
+	if !gjson.ValidBytes(ev.Data) {
+		return nil, ErrBadEvent
+	}
+	d := gjson.ParseBytes(ev.Data)
+	if e := d.Get("error"); e.Exists() {
+		return c.chunkError(e), nil
+	}
+	if u := d.Get("usage"); u.IsObject() {
+		c.chunkUsage(u)
+	}
+	out := c.start(d.Get("id").String(), nil)
+	choice := d.Get("choices.0")
+	if ci := choice.Get("index"); ci.Exists() && ci.Int() != 0 {
+		return out, nil
+	}
+	delta := choice.Get("delta")
+	for _, k := range []string{"content", "refusal"} {
+		if t := delta.Get(k); t.Type == gjson.String && t.String() != "" {
+			out = c.text(t.String(), out)
+		}
+	}
+	delta.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		id := tc.Get("id").String()
+		out = c.toolCall(keys.key(tc.Get("index"), id), id, tc.Get("function"), out)
+		return true
+	})
+	if f := choice.Get("finish_reason"); f.Type == gjson.String && f.String() != "" {
+		out = c.finishReason(f.String(), out)
+	}
+	return out, nil
+}
+
+// chatToolKeys tells the tool calls of a chat stream apart. A delta's index
+// is the key; a delta without one continues the last call, unless it brings
+// a new id after an earlier call: then it starts the next.
+type chatToolKeys struct {
+	last   int64
+	lastID string
+	any    bool // a call was seen
+}
+
+func (k *chatToolKeys) key(index gjson.Result, id string) int64 {
+	switch {
+	case index.Type == gjson.Number:
+		k.last = index.Int()
+	case id != "" && id != k.lastID && k.any:
+		k.last++
+	}
+	if id != "" {
+		k.lastID = id
+	}
+	k.any = true
+	return k.last
+}
+
 // Chain feeds a's output to b: for a responses client over a messages
 // upstream, Chain(NewMessagesToChat(model), NewChatToResponses(model)).
 // Usage is a's (the upstream's own count), Done is b's.

@@ -31,10 +31,8 @@ type chatToMessages struct {
 	cur       int // open block index, -1 when none
 	curKind   int
 	nextBlock int
-	tools     map[int64]int // chat tool index → block index
-	lastKey   int64
-	lastID    string
-	anyTool   bool
+	tools     map[int64]int // chat tool key → block index
+	keys      chatToolKeys
 	finish    string
 	usage     Usage
 	done      bool
@@ -94,74 +92,36 @@ func (c *chatToMessages) text(t string, out []sse.Event) []sse.Event {
 }
 
 func (c *chatToMessages) Event(ev sse.Event) ([]sse.Event, error) {
-	if c.done {
-		return nil, nil
+	return chatChunkEvent(c, &c.keys, ev)
+}
+
+func (c *chatToMessages) chunkError(e gjson.Result) []sse.Event {
+	typ, code, msg := chatError(e)
+	return c.fail(messagesErrorType(typ, code), "", msg)
+}
+
+func (c *chatToMessages) chunkUsage(u gjson.Result) { c.usage = chatUsageOf(u) }
+
+// toolCall opens a tool_use block for a new call; its arguments pieces
+// become input_json_delta pieces.
+func (c *chatToMessages) toolCall(key int64, id string, fn gjson.Result, out []sse.Event) []sse.Event {
+	idx, ok := c.tools[key]
+	if !ok {
+		out, idx = c.openBlock(blockTool, toolUseBlock(id, fn.Get("name").String(), ""), out)
+		c.tools[key] = idx
 	}
-	if sse.IsDone(ev) {
-		return c.end(), nil
+	if args := fn.Get("arguments").String(); args != "" {
+		b := set(obj(), "type", "content_block_delta")
+		b = set(b, "index", idx)
+		b = set(b, "delta.type", "input_json_delta")
+		out = append(out, named(set(b, "delta.partial_json", args)))
 	}
-	if !gjson.ValidBytes(ev.Data) {
-		return nil, ErrBadEvent
-	}
-	d := gjson.ParseBytes(ev.Data)
-	if e := d.Get("error"); e.Exists() {
-		typ, code, msg := chatError(e)
-		return c.fail(messagesErrorType(typ, code), "", msg), nil
-	}
-	if u := d.Get("usage"); u.IsObject() {
-		c.usage = chatUsageOf(u)
-	}
-	out := c.start(d.Get("id").String(), nil)
-	choice := d.Get("choices.0")
-	if ci := choice.Get("index"); ci.Exists() && ci.Int() != 0 {
-		return out, nil
-	}
-	delta := choice.Get("delta")
-	if t := delta.Get("content"); t.Type == gjson.String && t.String() != "" {
-		out = c.text(t.String(), out)
-	}
-	if t := delta.Get("refusal"); t.Type == gjson.String && t.String() != "" {
-		out = c.text(t.String(), out)
-	}
-	delta.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-		id := tc.Get("id").String()
-		var key int64
-		switch i := tc.Get("index"); {
-		case i.Type == gjson.Number:
-			key = i.Int()
-		case id != "" && id != c.lastID && c.anyTool:
-			key = c.lastKey + 1
-		default:
-			key = c.lastKey
-		}
-		c.lastKey = key
-		if id != "" {
-			c.lastID = id
-		}
-		fn := tc.Get("function")
-		idx, ok := c.tools[key]
-		if !ok {
-			block := set(obj(), "type", "tool_use")
-			block = set(block, "id", toolID(id))
-			block = set(block, "name", fn.Get("name").String())
-			block = setRaw(block, "input", "{}")
-			out, idx = c.openBlock(blockTool, block, out)
-			c.tools[key] = idx
-			c.anyTool = true
-		}
-		if args := fn.Get("arguments").String(); args != "" {
-			b := set(obj(), "type", "content_block_delta")
-			b = set(b, "index", idx)
-			b = set(b, "delta.type", "input_json_delta")
-			out = append(out, named(set(b, "delta.partial_json", args)))
-		}
-		return true
-	})
-	if f := choice.Get("finish_reason"); f.Type == gjson.String && f.String() != "" {
-		c.finish = f.String()
-		out = c.closeBlock(out)
-	}
-	return out, nil
+	return out
+}
+
+func (c *chatToMessages) finishReason(f string, out []sse.Event) []sse.Event {
+	c.finish = f
+	return c.closeBlock(out)
 }
 
 // end closes the client stream: the open block, message_delta, message_stop.
@@ -169,7 +129,7 @@ func (c *chatToMessages) end() []sse.Event {
 	out := c.start("", nil)
 	out = c.closeBlock(out)
 	stop := messagesStop(c.finish)
-	if c.anyTool && stop == "end_turn" {
+	if len(c.tools) > 0 && stop == "end_turn" {
 		stop = "tool_use"
 	}
 	b := set(obj(), "type", "message_delta")

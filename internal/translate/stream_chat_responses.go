@@ -42,9 +42,8 @@ type chatToResponses struct {
 	started   bool
 	items     []*respItem
 	cur       *respItem
-	tools     map[int64]*respItem
-	lastKey   int64
-	lastID    string
+	tools     map[int64]*respItem // chat tool key → item
+	keys      chatToolKeys
 	finish    string
 	usage     Usage
 	reasoning int64
@@ -166,77 +165,44 @@ func (c *chatToResponses) text(t string, out []sse.Event) []sse.Event {
 }
 
 func (c *chatToResponses) Event(ev sse.Event) ([]sse.Event, error) {
-	if c.done {
-		return nil, nil
-	}
-	if sse.IsDone(ev) {
-		return c.end(), nil
-	}
-	if !gjson.ValidBytes(ev.Data) {
-		return nil, ErrBadEvent
-	}
-	d := gjson.ParseBytes(ev.Data)
-	if e := d.Get("error"); e.Exists() {
-		typ, code, msg := chatError(e)
-		if code == "" {
-			code = typ
+	return chatChunkEvent(c, &c.keys, ev)
+}
+
+func (c *chatToResponses) chunkError(e gjson.Result) []sse.Event {
+	typ, code, msg := chatError(e)
+	return c.fail(typ, code, msg)
+}
+
+func (c *chatToResponses) chunkUsage(u gjson.Result) {
+	c.usage = chatUsageOf(u)
+	c.reasoning = u.Get("completion_tokens_details.reasoning_tokens").Int()
+}
+
+// toolCall opens a function_call item for a new call and adds its
+// arguments pieces.
+func (c *chatToResponses) toolCall(key int64, id string, fn gjson.Result, out []sse.Event) []sse.Event {
+	it, ok := c.tools[key]
+	if !ok {
+		if id == "" {
+			id = newID("call_")
 		}
-		return c.fail(typ, code, msg), nil
+		it = &respItem{fn: true, id: newID("fc_"), callID: id, name: fn.Get("name").String()}
+		c.tools[key] = it
+		out = c.openItem(it, out)
 	}
-	if u := d.Get("usage"); u.IsObject() {
-		c.usage = chatUsageOf(u)
-		c.reasoning = u.Get("completion_tokens_details.reasoning_tokens").Int()
+	if args := fn.Get("arguments").String(); args != "" {
+		it.text.WriteString(args)
+		b := set(obj(), "type", "response.function_call_arguments.delta")
+		b = set(b, "item_id", it.id)
+		b = set(b, "output_index", it.index)
+		out = c.emit(out, set(b, "delta", args))
 	}
-	out := c.start(d.Get("id").String(), nil)
-	choice := d.Get("choices.0")
-	if ci := choice.Get("index"); ci.Exists() && ci.Int() != 0 {
-		return out, nil
-	}
-	delta := choice.Get("delta")
-	if t := delta.Get("content"); t.Type == gjson.String && t.String() != "" {
-		out = c.text(t.String(), out)
-	}
-	if t := delta.Get("refusal"); t.Type == gjson.String && t.String() != "" {
-		out = c.text(t.String(), out)
-	}
-	delta.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-		id := tc.Get("id").String()
-		var key int64
-		switch i := tc.Get("index"); {
-		case i.Type == gjson.Number:
-			key = i.Int()
-		case id != "" && id != c.lastID && len(c.tools) > 0:
-			key = c.lastKey + 1
-		default:
-			key = c.lastKey
-		}
-		c.lastKey = key
-		if id != "" {
-			c.lastID = id
-		}
-		fn := tc.Get("function")
-		it, ok := c.tools[key]
-		if !ok {
-			if id == "" {
-				id = newID("call_")
-			}
-			it = &respItem{fn: true, id: newID("fc_"), callID: id, name: fn.Get("name").String()}
-			c.tools[key] = it
-			out = c.openItem(it, out)
-		}
-		if args := fn.Get("arguments").String(); args != "" {
-			it.text.WriteString(args)
-			b := set(obj(), "type", "response.function_call_arguments.delta")
-			b = set(b, "item_id", it.id)
-			b = set(b, "output_index", it.index)
-			out = c.emit(out, set(b, "delta", args))
-		}
-		return true
-	})
-	if f := choice.Get("finish_reason"); f.Type == gjson.String && f.String() != "" {
-		c.finish = f.String()
-	}
-	return out, nil
+	return out
+}
+
+func (c *chatToResponses) finishReason(f string, out []sse.Event) []sse.Event {
+	c.finish = f
+	return out
 }
 
 // end closes the open item and sends response.completed (or
