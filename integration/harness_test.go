@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -324,8 +325,25 @@ func (g *gateway) restart(t testing.TB) {
 // config is unchanged. It returns once Caddy has logged "load complete".
 func (g *gateway) reload(t testing.TB) {
 	t.Helper()
+	loads := g.log.count(`"msg":"load complete"`)
+	if resp := g.load(t, nil); resp.Status != http.StatusOK {
+		t.Fatalf("POST /load: %d %s", resp.Status, resp.Body)
+	}
+	g.waitLog(t, func(log string) bool {
+		return strings.Count(log, `"msg":"load complete"`) > loads
+	}, `"load complete"`)
+}
+
+// load adapts the gateway's Caddyfile with env overriding its environment
+// and POSTs the JSON to the admin /load, returning the answer (a reload
+// that fails leaves the running config in place).
+func (g *gateway) load(t testing.TB, env map[string]string) response {
+	t.Helper()
 	cmd := exec.Command(caddyBin, "adapt", "--config", g.ConfigPath, "--adapter", "caddyfile")
-	cmd.Env = g.env
+	cmd.Env = slices.Clone(g.env)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v) // the last value of a key wins
+	}
 	cmd.Dir = g.dir
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
@@ -336,15 +354,7 @@ func (g *gateway) reload(t testing.TB) {
 	if !json.Valid(cfg) {
 		t.Fatalf("caddy adapt printed no JSON:\n%s", cfg)
 	}
-	loads := g.log.count(`"msg":"load complete"`)
-	resp := g.adminDo(t, http.MethodPost, "/load", cfg,
-		"Content-Type", "application/json", "Cache-Control", "must-revalidate")
-	if resp.Status != http.StatusOK {
-		t.Fatalf("POST /load: %d %s", resp.Status, resp.Body)
-	}
-	g.waitLog(t, func(log string) bool {
-		return strings.Count(log, `"msg":"load complete"`) > loads
-	}, `"load complete"`)
+	return g.adminDo(t, http.MethodPost, "/load", cfg, "Content-Type", "application/json", "Cache-Control", "must-revalidate")
 }
 
 // waitLog waits until cond holds for the log so far.

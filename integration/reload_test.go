@@ -1,35 +1,13 @@
 package integration
 
 import (
-	"bytes"
 	"net"
 	"net/http"
-	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 )
-
-// loadWith adapts the gateway's Caddyfile with env overridden and POSTs it
-// to /load, returning the admin API's answer.
-func loadWith(t *testing.T, g *gateway, env map[string]string) response {
-	t.Helper()
-	cmd := exec.Command(caddyBin, "adapt", "--config", g.ConfigPath, "--adapter", "caddyfile")
-	cmd.Env = slices.Clone(g.env)
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v) // the last value of a key wins
-	}
-	cmd.Dir = g.dir
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
-	cfg, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("caddy adapt: %v\n%s", err, errOut.String())
-	}
-	return g.adminDo(t, http.MethodPost, "/load", cfg, "Content-Type", "application/json", "Cache-Control", "must-revalidate")
-}
 
 // TestReloadToAnotherStoreKeepsStreamsBilled: a reload that moves the store
 // to another folder while a stream is in flight: the stream finishes and
@@ -45,7 +23,7 @@ func TestReloadToAnotherStoreKeepsStreamsBilled(t *testing.T) {
 	if !sc.Scan() {
 		t.Fatal("no first line")
 	}
-	if r := loadWith(t, g, map[string]string{"GW_DATA_DIR": t.TempDir()}); r.Status != http.StatusOK {
+	if r := g.load(t, map[string]string{"GW_DATA_DIR": t.TempDir()}); r.Status != http.StatusOK {
 		t.Fatalf("reload to another store: %d %s", r.Status, r.Body)
 	}
 	close(gate)
@@ -58,7 +36,7 @@ func TestReloadToAnotherStoreKeepsStreamsBilled(t *testing.T) {
 		t.Fatalf("the stream did not finish billed:\n%s", all)
 	}
 	// Back to the first store: the charge is there.
-	if r := loadWith(t, g, nil); r.Status != http.StatusOK {
+	if r := g.load(t, nil); r.Status != http.StatusOK {
 		t.Fatalf("reload back: %d %s", r.Status, r.Body)
 	}
 	if _, ok := ledgerOf(t, g, "mover")[id]; !ok {
@@ -76,7 +54,7 @@ func TestFailedReloadKeepsAdminAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	if r := loadWith(t, g, map[string]string{"GW_ADDRESS": taken.Addr().String()}); r.Status == http.StatusOK {
+	if r := g.load(t, map[string]string{"GW_ADDRESS": taken.Addr().String()}); r.Status == http.StatusOK {
 		t.Fatalf("a reload onto a taken port succeeded: %s", r.Body)
 	}
 	g.adminJSON(t, "GET", "/gw/accounts/default", nil, http.StatusOK)
