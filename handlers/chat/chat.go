@@ -43,8 +43,8 @@ const (
 	HeaderModel         = "X-Gw-Model"
 	HeaderOriginalModel = "X-Gw-Original-Model"
 	HeaderRouted        = "X-Gw-Routed"
-	HeaderCost          = "X-Gw-Cost-Usd"
-	HeaderRoutedModel   = "X-Gw-Routed-Model"
+	HeaderCost          = pipeline.HeaderCost
+	HeaderRoutedModel   = pipeline.HeaderRoutedModel
 	HeaderEscalated     = "X-Gw-Escalated"
 	HeaderBilledLane    = "X-Gw-Billed-Lane"
 	HeaderCache         = "X-Gw-Cache"

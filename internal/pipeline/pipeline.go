@@ -33,8 +33,17 @@ const (
 	BearerOnly
 )
 
-// HeaderRequestID carries the request id on every answer of the gateway.
-const HeaderRequestID = "X-Gw-Request-Id"
+// Receipt headers (spec "Receipt headers").
+const (
+	// HeaderRequestID carries the request id on every answer of the gateway.
+	HeaderRequestID = "X-Gw-Request-Id"
+	// HeaderRoutedModel names the concrete model that answered (chat and
+	// ability responses).
+	HeaderRoutedModel = "X-Gw-Routed-Model"
+	// HeaderCost is the amount charged, in US dollars, exactly as the
+	// ledger records it.
+	HeaderCost = "X-Gw-Cost-Usd"
+)
 
 // Handler serves an endpoint once the pipeline's checks passed. It writes
 // the success itself; an error it returns before writing anything is
@@ -198,6 +207,27 @@ func (c *Call) Reserve(est pricing.Money) error {
 	}
 	c.hold = h
 	return nil
+}
+
+// AbilityCost prices units of an ability alias (gw-image, gw-voice-fast,
+// ...) for the call's account: the alias's plan price per unit through
+// pricing.Cost, with the pay-as-you-go markup once. ok is false when the
+// alias is unknown or its price unpublished: such a call must be refused
+// (502 capability_unavailable), never served free.
+func (c *Call) AbilityCost(alias string, units int64) (cost pricing.Money, ok bool) {
+	a := c.Gateway.Catalog.Abilities[alias]
+	if a == nil || a.PriceMicrocents == nil {
+		return 0, false
+	}
+	return pricing.Cost(c.Account.PAYG, pricing.Line{Units: units, Rate: pricing.PerUnit(pricing.Micro(*a.PriceMicrocents))}), true
+}
+
+// Receipt sets the receipt headers of an ability response: the model that
+// served and the cost charged. Call it before the body is written.
+func (c *Call) Receipt(routedModel string, cost pricing.Money) {
+	h := c.W.Header()
+	h.Set(HeaderRoutedModel, routedModel)
+	h.Set(HeaderCost, cost.String())
 }
 
 // Release drops the call's reservation without charging (before a new

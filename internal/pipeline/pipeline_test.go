@@ -251,3 +251,49 @@ func TestAllowModel(t *testing.T) {
 		}
 	}
 }
+
+// AbilityCost prices an ability alias per unit with the pay-as-you-go
+// markup once, refuses unpublished prices, and Receipt writes what was
+// charged.
+func TestAbilityCostAndReceipt(t *testing.T) {
+	price := int64(1667)
+	for _, tc := range []struct {
+		name  string
+		payg  bool
+		alias string
+		units int64
+		want  string // "" means not priced
+	}{
+		{"plan price", false, "gw-voice", 10, "0.01667"},
+		{"pay as you go", true, "gw-voice", 10, "0.0186704"},
+		{"unpublished", false, "gw-image", 1, ""},
+		{"unknown alias", false, "gw-nothing", 1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cat, err := catalog.New([]catalog.Provider{{Name: "p", Format: catalog.FormatOpenAI, BaseURL: "http://127.0.0.1:1/v1"}}, nil,
+				[]catalog.Ability{{Alias: "gw-voice", Provider: "p", Model: "m", PriceMicrocents: &price}, {Alias: "gw-image", Provider: "p", Model: "i"}}, nil, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			c := &pipeline.Call{W: w, Gateway: &pipeline.Gateway{Catalog: cat}, Account: store.Account{PAYG: tc.payg}}
+			cost, ok := c.AbilityCost(tc.alias, tc.units)
+			if tc.want == "" {
+				if ok {
+					t.Fatalf("AbilityCost = %v, true; want not priced", cost)
+				}
+				return
+			}
+			if !ok || cost.String() != tc.want {
+				t.Fatalf("AbilityCost = %v, %v; want %s", cost, ok, tc.want)
+			}
+			c.Receipt("gw-voice-fast", cost)
+			if got := w.Header().Get(pipeline.HeaderCost); got != tc.want {
+				t.Fatalf("%s = %q", pipeline.HeaderCost, got)
+			}
+			if got := w.Header().Get(pipeline.HeaderRoutedModel); got != "gw-voice-fast" {
+				t.Fatalf("%s = %q", pipeline.HeaderRoutedModel, got)
+			}
+		})
+	}
+}

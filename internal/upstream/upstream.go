@@ -76,7 +76,12 @@ type Request struct {
 	Provider *catalog.Provider
 	// Path after the base URL (PathChat, PathMessages, ...).
 	Path string
-	Body []byte
+	// Method is the HTTP method (POST when empty).
+	Method string
+	// ContentType of Body (application/json when empty; a multipart
+	// writer's FormDataContentType for uploads).
+	ContentType string
+	Body        []byte
 	// Client is the client's request, whose version and beta headers are
 	// forwarded to messages-style providers.
 	Client *http.Request
@@ -89,12 +94,20 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	p := r.Provider
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+r.Path, bytes.NewReader(r.Body))
+	method := r.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, p.BaseURL+r.Path, bytes.NewReader(r.Body))
 	if err != nil {
 		cancel()
 		return nil, gwerr.New(gwerr.Internal, "building the upstream request: %v", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	contentType := r.ContentType
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	req.Header.Set("Content-Type", contentType)
 	switch p.Format {
 	case catalog.FormatAnthropic:
 		if p.APIKey != "" {

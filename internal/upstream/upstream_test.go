@@ -23,9 +23,9 @@ func provider(format, url string) *catalog.Provider {
 
 func TestHeaders(t *testing.T) {
 	var got http.Header
-	var path string
+	var path, method string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, path = r.Header.Clone(), r.URL.Path
+		got, path, method = r.Header.Clone(), r.URL.Path, r.Method
 		io.WriteString(w, `{}`)
 	}))
 	defer srv.Close()
@@ -60,8 +60,20 @@ func TestHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if path != "/v1/chat/completions" || got.Get("Authorization") != "Bearer upstream-secret" || got.Get("x-api-key") != "" {
-		t.Fatalf("openai: path %s headers %v", path, got)
+	if path != "/v1/chat/completions" || method != http.MethodPost || got.Get("Content-Type") != "application/json" ||
+		got.Get("Authorization") != "Bearer upstream-secret" || got.Get("x-api-key") != "" {
+		t.Fatalf("openai: %s %s headers %v", method, path, got)
+	}
+
+	// Uploads name their content type; other methods are sent as asked.
+	resp, err = c.Do(context.Background(), Request{Provider: provider("openai", srv.URL+"/v1"), Path: "/audio/transcriptions",
+		Method: http.MethodPut, ContentType: "multipart/form-data; boundary=x", Body: []byte("--x--")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if path != "/v1/audio/transcriptions" || method != http.MethodPut || got.Get("Content-Type") != "multipart/form-data; boundary=x" {
+		t.Fatalf("upload: %s %s headers %v", method, path, got)
 	}
 }
 

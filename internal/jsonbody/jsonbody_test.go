@@ -1,0 +1,101 @@
+package jsonbody
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	deepObj := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
+	for _, tc := range []struct {
+		name, body string
+		want       string // "" accepts; otherwise a substring of the reason
+	}{
+		{"object", `{"model":"gpt-4.1-nano","messages":[{"role":"user","content":"hi"}]}`, ""},
+		{"scalars", ` {"a":true,"b":false,"c":null,"d":-0.5e+10,"e":0,"f":"\u00e9\n"} `, ""},
+		{"top-level array", `[1,2,3]`, ""},
+		{"same key in sibling objects", `{"a":{"k":1},"b":{"k":2}}`, ""},
+		{"duplicate model", `{"model":"gpt-4.1-nano","messages":[],"model":"o4-mini"}`, `the key "model" twice`},
+		{"duplicate nested", `{"stream_options":{"include_usage":true,"include_usage":false}}`, `"include_usage" twice`},
+		{"duplicate in array element", `{"messages":[{"role":"user","role":"system"}]}`, `"role" twice`},
+		{"duplicate by escape", `{"model":"a","mod\u0065l":"b"}`, `"model" twice`},
+		{"duplicate among many keys", `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":3}`, `"k3" twice`},
+		{"depth 64 arrays", deep(MaxDepth), ""},
+		{"depth 65 arrays", deep(MaxDepth + 1), "deeper than 64"},
+		{"depth 64 objects", deepObj(MaxDepth), ""},
+		{"depth 65 objects", deepObj(MaxDepth + 1), "deeper than 64"},
+		{"empty", ``, "not valid JSON"},
+		{"two values", `{} {}`, "not valid JSON"},
+		{"trailing comma", `{"a":1,}`, "not valid JSON"},
+		{"bad escape", `{"a":"\x"}`, "not valid JSON"},
+		{"control char", "{\"a\":\"\x01\"}", "not valid JSON"},
+		{"leading zero", `{"a":01}`, "not valid JSON"},
+		{"bare minus", `[-]`, "not valid JSON"},
+		{"bad literal", `[tru]`, "not valid JSON"},
+		{"not utf-8", "{\"a\":\"\xff\"}", "not UTF-8"},
+		{"unclosed", `{"a":[1,2`, "not valid JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check([]byte(tc.body))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Check = %v, want nil", err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || !strings.Contains(e.Reason, tc.want) {
+				t.Fatalf("Check = %v, want an *Error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A huge run of '[' is refused at the depth bound, without recursing through it.
+func TestCheckHugeNesting(t *testing.T) {
+	b := bytes.Repeat([]byte("["), 10<<20)
+	if err := Check(b); err == nil || !strings.Contains(err.Error(), "deeper") {
+		t.Fatalf("Check = %v", err)
+	}
+}
+
+func TestRead(t *testing.T) {
+	b, err := Read(strings.NewReader(`{"a":1}`), 7)
+	if err != nil || string(b) != `{"a":1}` {
+		t.Fatalf("Read = %q, %v", b, err)
+	}
+	_, err = Read(strings.NewReader(`{"a":12}`), 7)
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || tl.Limit != 7 {
+		t.Fatalf("Read over the limit = %v, want *TooLargeError{7}", err)
+	}
+	if _, err = Read(strings.NewReader(`{"a":1,"a":2}`), 100); err == nil {
+		t.Fatal("Read accepted a duplicate key")
+	}
+}
+
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `[[[]]]`, `{"a":"\u0041","A":1}`, `"x"`, `-1.5e3`, `{"a":{"b":[{"c":null}]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := Check(b)
+		if err == nil {
+			if !json.Valid(b) {
+				t.Fatalf("Check accepted invalid JSON %q", b)
+			}
+			return
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("Check error %T, want *Error", err)
+		}
+		if json.Valid(b) && !strings.Contains(e.Reason, "twice") && !strings.Contains(e.Reason, "deeper") && !strings.Contains(e.Reason, "UTF-8") {
+			t.Fatalf("Check refused valid JSON %q: %v", b, err)
+		}
+	})
+}
