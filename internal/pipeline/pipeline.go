@@ -5,6 +5,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -110,6 +111,12 @@ func (g *Gateway) now() time.Time {
 
 // Serve runs r through the pipeline for ep.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
+	g.serve(w, r, ep, func(sw *statusWriter, e *gwerr.Error) { gwerr.Render(sw, ep.Family, e) })
+}
+
+// serve runs r through the pipeline for ep and hands a refusal made before
+// anything was written to refuse.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, refuse func(*statusWriter, *gwerr.Error)) {
 	start := time.Now()
 	c := &Call{W: w, R: r, Endpoint: ep, Gateway: g, RequestID: NewRequestID(ep.RequestIDPrefix)}
 	w.Header().Set(HeaderRequestID, c.RequestID)
@@ -123,11 +130,58 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
 			g.Logger.Error("request failed", zap.String("route", ep.Name), zap.String("request_id", c.RequestID), zap.Error(err))
 		}
 		if sw.status == 0 {
-			gwerr.Render(sw, ep.Family, e)
+			refuse(sw, e)
 		}
 	}
 	g.Metrics.observe(ep.Name, sw.status, time.Since(start))
 }
+
+// Recorded is an answer Invoke collected.
+type Recorded struct {
+	Status int
+	Header http.Header
+	Body   bytes.Buffer
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (rec *Recorded) WriteHeader(code int) {
+	if rec.Status == 0 {
+		rec.Status = code
+	}
+}
+
+// Write implements http.ResponseWriter.
+func (rec *Recorded) Write(b []byte) (int, error) {
+	if rec.Status == 0 {
+		rec.Status = http.StatusOK
+	}
+	return rec.Body.Write(b)
+}
+
+// Invoke serves r through ep exactly as Serve does (the same key, checks,
+// limits and billing), for a caller inside the gateway such as the tools
+// server: the answer is collected instead of sent, and a refusal comes
+// back as its *gwerr.Error instead of being rendered in ep's family. The
+// error is nil when the endpoint wrote an answer (check Status: a handler
+// may write a failure of its own, e.g. after a stream began).
+func (g *Gateway) Invoke(r *http.Request, ep *Endpoint) (*Recorded, *gwerr.Error) {
+	rec := &recorder{Recorded: &Recorded{Header: http.Header{}}}
+	var refused *gwerr.Error
+	g.serve(rec, r, ep, func(sw *statusWriter, e *gwerr.Error) {
+		refused = e
+		sw.status = ep.Family.Status(e) // for the metrics
+		rec.Status = sw.status
+	})
+	return rec.Recorded, refused
+}
+
+// recorder adapts Recorded to http.ResponseWriter.
+type recorder struct{ *Recorded }
+
+func (rec recorder) Header() http.Header { return rec.Recorded.Header }
+
+// Flush is a no-op: Invoke collects the whole answer.
+func (rec recorder) Flush() {}
 
 func (g *Gateway) run(c *Call) error {
 	ep := c.Endpoint

@@ -297,3 +297,27 @@ func TestAbilityCostAndReceipt(t *testing.T) {
 		})
 	}
 }
+
+// Invoke serves an endpoint as Serve does (key, money, ledger) but hands
+// back the answer and any refusal unrendered.
+func TestInvoke(t *testing.T) {
+	f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true})
+	r := httptest.NewRequest(http.MethodPost, "/test", nil)
+	r.Header.Set("Authorization", "Bearer "+f.key)
+	rec, refused := f.gw.Invoke(r, f.ep)
+	if refused != nil || rec.Status != http.StatusOK || rec.Header.Get("X-Gw-Cost-Usd") != callCost.String() ||
+		rec.Header.Get(pipeline.HeaderRequestID) == "" {
+		t.Fatalf("Invoke = %+v, %v", rec, refused)
+	}
+	entries, err := f.store.Entries(context.Background(), "a", 10)
+	if err != nil || len(entries) != 1 || entries[0].Cost != callCost {
+		t.Fatalf("ledger after Invoke: %+v, %v", entries, err)
+	}
+
+	r = httptest.NewRequest(http.MethodPost, "/test", nil)
+	r.Header.Set("Authorization", "Bearer sk-wrong")
+	rec, refused = f.gw.Invoke(r, f.ep)
+	if refused == nil || refused.Kind != gwerr.Unauthenticated || rec.Status != http.StatusUnauthorized || rec.Body.Len() != 0 {
+		t.Fatalf("Invoke with a wrong key = %+v, %v", rec, refused)
+	}
+}
