@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds bin/caddy from xcaddy.json, then vets and tests every package.
+# Builds bin/caddy from xcaddy.json, then vets, statically checks and tests
+# every package.
 # Extra arguments go to `go test` (for example: scripts/test.sh -run TestX -v).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 go run ./cmd/gwbuild
 go vet ./...
+# staticcheck at a pinned version, through the module proxy.
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 go test -count=1 ./... "$@"
