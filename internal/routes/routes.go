@@ -172,6 +172,16 @@ func (rt *Router) Paths() []string {
 	return out
 }
 
+// Invoke serves a routed path in-process (pipeline.Gateway.Invoke): the
+// tools server calls the ability routes this way, with its caller's key.
+func (rt *Router) Invoke(r *http.Request) (*pipeline.Recorded, *gwerr.Error) {
+	ep, ok := rt.table[r.URL.Path]
+	if !ok {
+		return &pipeline.Recorded{Status: http.StatusNotFound, Header: http.Header{}}, gwerr.New(gwerr.NotFound, "no route %s", r.URL.Path)
+	}
+	return rt.gw.Invoke(r, ep)
+}
+
 // ServeHTTP serves a gateway path and reports true, or reports false for a
 // path that is not the gateway's, so the caller can hand it on.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) bool {

@@ -1,0 +1,149 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"mime/multipart"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+)
+
+// Receipt headers of the audio routes the tools read.
+const (
+	headerBilledSeconds = "X-Gw-Billed-Seconds"
+	headerBilledChars   = "X-Gw-Billed-Chars"
+)
+
+// speakFormats are speak's formats and their MIME types (the speech
+// route's Content-Types).
+var speakFormats = map[string]string{"mp3": "audio/mpeg", "wav": "audio/wav"}
+
+// DefaultSpeakFormat is speak's format when none is given.
+const DefaultSpeakFormat = "mp3"
+
+// DefaultVoice is speak's voice when the server names none.
+const DefaultVoice = "alloy"
+
+func (s *Server) transcribe(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Result) (Result, *gwerr.Error) {
+	audioURL, audioB64 := a.Get("audio_url"), a.Get("audio_base64")
+	hasURL, hasB64 := audioURL.Type == gjson.String && audioURL.Str != "", audioB64.Type == gjson.String && audioB64.Str != ""
+	var (
+		data     []byte
+		filename string
+	)
+	switch {
+	case hasURL == hasB64:
+		return Result{}, invalid("audio_url", "give exactly one of audio_url and audio_base64")
+	case hasURL:
+		u, err := url.Parse(audioURL.Str)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return Result{}, invalid("audio_url", "audio_url must be a public https URL")
+		}
+		if s.Fetch == nil {
+			return Result{}, gwerr.New(gwerr.Unavailable, "audio_url is not available on this gateway; send audio_base64")
+		}
+		b, err := s.Fetch(ctx, audioURL.Str, MaxAudioBytes)
+		if err != nil {
+			var ge *gwerr.Error
+			if e, ok := err.(*gwerr.Error); ok {
+				ge = e
+			} else {
+				ge = gwerr.New(gwerr.Upstream, "the audio could not be downloaded")
+			}
+			return Result{}, ge
+		}
+		data, filename = b, path.Base(u.Path)
+	default:
+		// Refuse an oversized payload before decoding it.
+		if int64(base64.StdEncoding.DecodedLen(len(audioB64.Str))) > MaxAudioBytes+3 {
+			return Result{}, gwerr.New(gwerr.TooLarge, "audio is larger than 8 MB").WithParam("audio_base64")
+		}
+		b, err := decodeBase64(audioB64.Str)
+		if err != nil {
+			return Result{}, invalid("audio_base64", "audio_base64 is not valid base64")
+		}
+		data, filename = b, a.Get("filename").String()
+	}
+	if int64(len(data)) > MaxAudioBytes {
+		return Result{}, gwerr.New(gwerr.TooLarge, "audio is larger than 8 MB").WithParam("file")
+	}
+	if filename == "" || filename == "." || filename == "/" {
+		filename = "audio"
+	}
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("file", filename)
+	_, _ = fw.Write(data)
+	for _, f := range []string{"language", "prompt"} {
+		if v := a.Get(f); v.Type == gjson.String && v.Str != "" {
+			_ = mw.WriteField(f, v.Str)
+		}
+	}
+	_ = mw.WriteField("response_format", "json")
+	_ = mw.Close()
+	rec, e := s.route(ctx, c, t, body.Bytes(), mw.FormDataContentType())
+	if e != nil {
+		return Result{}, e
+	}
+	text := gjson.GetBytes(rec.Body.Bytes(), "text")
+	if text.Type != gjson.String {
+		return Result{}, gwerr.New(gwerr.Upstream, "the transcription gave an unreadable answer")
+	}
+	billed, _ := strconv.ParseInt(rec.Header.Get(headerBilledSeconds), 10, 64)
+	return ok(map[string]any{"text": text.Str, "billed_seconds": billed, "cost_usd": cost(rec).String()}), nil
+}
+
+func (s *Server) speak(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Result) (Result, *gwerr.Error) {
+	text := a.Get("text")
+	if text.Type != gjson.String || strings.TrimSpace(text.Str) == "" {
+		return Result{}, invalid("text", "text is required")
+	}
+	if utf8.RuneCountInString(text.Str) > MaxSpeakChars {
+		return Result{}, gwerr.New(gwerr.TooLarge, "text is longer than %d characters", MaxSpeakChars).WithParam("text")
+	}
+	format := DefaultSpeakFormat
+	if f := a.Get("format"); f.Exists() {
+		if _, known := speakFormats[f.String()]; f.Type != gjson.String || !known {
+			return Result{}, invalid("format", "format must be mp3 or wav")
+		}
+		format = f.Str
+	}
+	voice := s.DefaultVoice
+	if voice == "" {
+		voice = DefaultVoice
+	}
+	if v := a.Get("voice"); v.Exists() {
+		if v.Type != gjson.String || v.Str == "" {
+			return Result{}, invalid("voice", "voice must be a voice id")
+		}
+		voice = v.Str
+	}
+	req := map[string]any{"model": "gw-voice-speak", "input": text.Str, "voice": voice, "response_format": format}
+	if sp := a.Get("speed"); sp.Exists() {
+		if sp.Type != gjson.Number {
+			return Result{}, invalid("speed", "speed must be a number")
+		}
+		req["speed"] = sp.Num
+	}
+	body, _ := json.Marshal(req)
+	rec, e := s.route(ctx, c, t, body, "application/json")
+	if e != nil {
+		return Result{}, e
+	}
+	audio := rec.Body.Bytes()
+	mime := speakFormats[format]
+	billed, _ := strconv.ParseInt(rec.Header.Get(headerBilledChars), 10, 64)
+	block := map[string]any{"type": "audio", "data": base64.StdEncoding.EncodeToString(audio), "mimeType": mime}
+	return ok(map[string]any{"voice": voice, "format": format, "mime_type": mime, "bytes": len(audio),
+		"billed_chars": billed, "cost_usd": cost(rec).String()}, block), nil
+}

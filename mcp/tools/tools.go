@@ -1,0 +1,332 @@
+// Package tools is the tools server's tool set (spec "Tools server"): the
+// tools, their arguments and results, list_capabilities, and the paid-tool
+// listing states. Each tool calls its API route in-process with the
+// caller's key (Invoker), so the route authenticates, gates, limits and
+// bills exactly as a direct call; the tools server adds no charge. A
+// failure is a tool result carrying the spec's tool error object, never a
+// protocol fault. The JSON-RPC transport lives in the mcp package.
+package tools
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// ServerName is the tools server's name (CONTRACT §1).
+const ServerName = "gw-tools"
+
+// Limits of the tools' arguments (spec "Tools server" and "Limits").
+const (
+	// MaxSpeakChars bounds speak's text per call.
+	MaxSpeakChars = 1000
+	// MaxSearchQueryChars bounds web_search's query.
+	MaxSearchQueryChars = 2000
+	// MaxAudioBytes bounds transcribe's audio, as the route's file limit.
+	MaxAudioBytes = 8 << 20
+)
+
+// Names of the tools.
+const (
+	ToolListCapabilities = "list_capabilities"
+	ToolWebFetch         = "web_fetch"
+	ToolWebSearch        = "web_search"
+	ToolImageGenerate    = "image_generate"
+	ToolTranscribe       = "transcribe"
+	ToolSpeak            = "speak"
+	ToolAppsList         = "apps_list"
+	ToolAppsConnect      = "apps_connect"
+	ToolAppsFindActions  = "apps_find_actions"
+	ToolAppsExecute      = "apps_execute"
+)
+
+// Invoker serves a gateway route in-process (routes.Router.Invoke): the
+// same key, checks, limits and billing as a direct call, the answer
+// collected, a refusal handed back unrendered.
+type Invoker interface {
+	Invoke(r *http.Request) (*pipeline.Recorded, *gwerr.Error)
+}
+
+// Tool is one tool of the server.
+type Tool struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the arguments.
+	InputSchema json.RawMessage
+	// Ability is the account ability the tool uses ("" for none); it is
+	// the tool error object's capability.
+	Ability string
+	// Paid tools need a paid, cleared plan and follow the paid-tool
+	// listing states.
+	Paid bool
+	// Route is the API path the tool calls ("" for tools served here).
+	Route string
+	// Alias is the ability alias whose price is the advisory cost.
+	Alias string
+}
+
+// Result is a tool's answer: MCP content blocks, the structured content,
+// and whether it is a failure.
+type Result struct {
+	Content    []map[string]any
+	Structured map[string]any
+	IsError    bool
+}
+
+// Server is the tool set.
+type Server struct {
+	// Invoker calls the API routes.
+	Invoker Invoker
+	// Prices gives each ability alias's plan price per unit (microcents),
+	// for advisory costs; false when unpublished.
+	Prices func(alias string) (int64, bool)
+	// States keeps the paid-tool listing states.
+	States States
+	// Fetch downloads transcribe's audio_url through the address guard;
+	// nil refuses audio_url.
+	Fetch func(ctx context.Context, url string, limit int64) ([]byte, error)
+	// UpgradeURL is where premium_locked and payment_required point.
+	UpgradeURL string
+	// DefaultVoice is speak's voice when none is given.
+	DefaultVoice string
+}
+
+// catalogue is every tool of the spec's table except the apps tools, in
+// its order. Descriptions of paid tools get the plan and advisory cost when
+// listed.
+var catalogue = []Tool{
+	{Name: ToolListCapabilities, Description: "List what this key can do: the plan, whether premium tools are unlocked, and each ability with its advisory cost per call.",
+		InputSchema: schema(`{"type":"object","properties":{}}`)},
+	{Name: ToolWebFetch, Ability: store.AbilityFetch, Paid: true, Route: "/v1/fetch", Alias: "fetch",
+		Description: "Read a public web page and return its main content as Markdown (a plain read, no JavaScript).",
+		InputSchema: schema(`{"type":"object","properties":{"url":{"type":"string","description":"Public http or https URL"}},"required":["url"]}`)},
+	{Name: ToolWebSearch, Ability: store.AbilitySearch, Paid: true, Route: "/v1/search", Alias: "search",
+		Description: "Search the web and answer with citations.",
+		InputSchema: schema(`{"type":"object","properties":{"query":{"type":"string","maxLength":2000}},"required":["query"]}`)},
+	{Name: ToolImageGenerate, Ability: store.AbilityImages, Paid: true, Route: "/v1/images/generations", Alias: "gw-image",
+		Description: "Generate an image from a prompt; returns it base64-encoded.",
+		InputSchema: schema(`{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}`)},
+	{Name: ToolTranscribe, Ability: store.AbilityTranscription, Paid: true, Route: "/v1/audio/transcriptions", Alias: "gw-voice",
+		Description: "Transcribe speech to text from a public https audio_url or from audio_base64 with its filename (up to 8 MB).",
+		InputSchema: schema(`{"type":"object","properties":{"audio_url":{"type":"string"},"audio_base64":{"type":"string"},"filename":{"type":"string"},"language":{"type":"string"},"prompt":{"type":"string"}}}`)},
+	{Name: ToolSpeak, Ability: store.AbilitySpeech, Paid: true, Route: "/v1/audio/speech", Alias: "gw-voice-speak",
+		Description: "Speak text aloud (up to 1,000 characters); returns audio.",
+		InputSchema: schema(`{"type":"object","properties":{"text":{"type":"string","maxLength":1000},"voice":{"type":"string"},"format":{"type":"string","enum":["mp3","wav"]},"speed":{"type":"number","minimum":0.25,"maximum":4}},"required":["text"]}`)},
+}
+
+func schema(s string) json.RawMessage { return json.RawMessage(s) }
+
+// Tools returns the tool table (for the transport and tests).
+func Tools() []Tool { return append([]Tool(nil), catalogue...) }
+
+// find returns the tool named name.
+func find(name string) (Tool, bool) {
+	for _, t := range catalogue {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tool{}, false
+}
+
+// fail is a tool failure result carrying the tool error object.
+func fail(t Tool, e *gwerr.Error, upgradeURL string) Result {
+	obj := gwerr.ToolObject(e, t.Ability, upgradeURL)
+	text, _ := json.Marshal(obj)
+	return Result{Content: []map[string]any{{"type": "text", "text": string(text)}}, Structured: obj, IsError: true}
+}
+
+// ok is a success result: the structured content, also as text.
+func ok(obj map[string]any, extra ...map[string]any) Result {
+	text, _ := json.Marshal(obj)
+	content := append([]map[string]any{{"type": "text", "text": string(text)}}, extra...)
+	return Result{Content: content, Structured: obj}
+}
+
+// invalid is a bad argument.
+func invalid(param, format string, args ...any) *gwerr.Error {
+	return gwerr.New(gwerr.Invalid, format, args...).WithParam(param)
+}
+
+// Call runs tool name with args for the caller of c (whose key the routes
+// see). It never returns a protocol fault: every failure is a Result with
+// IsError.
+func (s *Server) Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) Result {
+	t, found := find(name)
+	if !found {
+		return fail(Tool{Name: name}, invalid("name", "unknown tool %q", name), "")
+	}
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	if !gjson.ValidBytes(args) || !gjson.ParseBytes(args).IsObject() {
+		return fail(t, invalid("arguments", "arguments must be a JSON object"), "")
+	}
+	a := gjson.ParseBytes(args)
+	var res Result
+	var e *gwerr.Error
+	switch t.Name {
+	case ToolListCapabilities:
+		return ok(s.capabilities(c.Account))
+	case ToolWebFetch:
+		res, e = s.webFetch(ctx, c, t, a)
+	case ToolWebSearch:
+		res, e = s.webSearch(ctx, c, t, a)
+	case ToolImageGenerate:
+		res, e = s.imageGenerate(ctx, c, t, a)
+	case ToolTranscribe:
+		res, e = s.transcribe(ctx, c, t, a)
+	case ToolSpeak:
+		res, e = s.speak(ctx, c, t, a)
+	}
+	if e != nil {
+		if t.Paid && e.Kind == gwerr.PlanLocked && s.States != nil {
+			s.States.Refused(ctx, c.Account.ID, t.Name)
+		}
+		if e.Kind == gwerr.PlanLocked && e.RetryAfter == 0 {
+			// price_microcents: what the call would have cost.
+			if p, ok := s.advisory(t); ok {
+				r := fail(t, e, s.UpgradeURL)
+				r.Structured["price_microcents"] = p
+				return r
+			}
+		}
+		return fail(t, e, s.UpgradeURL)
+	}
+	return res
+}
+
+// route calls t's route with body (contentType) under the caller's key and
+// returns the answer, or the refusal.
+func (s *Server) route(ctx context.Context, c *pipeline.Call, t Tool, body []byte, contentType string) (*pipeline.Recorded, *gwerr.Error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Route, strings.NewReader(string(body)))
+	if err != nil {
+		return nil, gwerr.New(gwerr.Internal, "building the call")
+	}
+	r.Header.Set("Authorization", c.R.Header.Get("Authorization"))
+	r.Header.Set("Content-Type", contentType)
+	rec, refused := s.Invoker.Invoke(r)
+	if refused != nil {
+		return nil, refused
+	}
+	if rec.Status/100 != 2 {
+		return nil, gwerr.New(gwerr.Upstream, "the %s call failed", t.Ability)
+	}
+	return rec, nil
+}
+
+// jsonRoute calls t's route with a JSON body and returns the answer's JSON
+// object.
+func (s *Server) jsonRoute(ctx context.Context, c *pipeline.Call, t Tool, body []byte) (map[string]any, *pipeline.Recorded, *gwerr.Error) {
+	rec, e := s.route(ctx, c, t, body, "application/json")
+	if e != nil {
+		return nil, nil, e
+	}
+	obj := map[string]any{}
+	if err := json.Unmarshal(rec.Body.Bytes(), &obj); err != nil {
+		return nil, nil, gwerr.New(gwerr.Upstream, "the %s call gave an unreadable answer", t.Ability)
+	}
+	return obj, rec, nil
+}
+
+// cost reads the charged amount of an answer from its receipt header.
+func cost(rec *pipeline.Recorded) pricing.Money {
+	m, err := pricing.ParseUSD(rec.Header.Get(pipeline.HeaderCost))
+	if err != nil {
+		return 0
+	}
+	return m
+}
+
+func (s *Server) webFetch(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Result) (Result, *gwerr.Error) {
+	u := a.Get("url")
+	if u.Type != gjson.String || strings.TrimSpace(u.Str) == "" {
+		return Result{}, invalid("url", "url is required")
+	}
+	body, _ := json.Marshal(map[string]any{"url": u.Str}) // always a plain read
+	obj, rec, e := s.jsonRoute(ctx, c, t, body)
+	if e != nil {
+		return Result{}, e
+	}
+	out := map[string]any{"markdown": obj["markdown"], "format": obj["format"], "url": obj["url"], "cost_microcents": cost(rec).Microcents()}
+	return ok(out), nil
+}
+
+func (s *Server) webSearch(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Result) (Result, *gwerr.Error) {
+	q := a.Get("query")
+	if q.Type != gjson.String || strings.TrimSpace(q.Str) == "" {
+		return Result{}, invalid("query", "query is required")
+	}
+	if utf8.RuneCountInString(q.Str) > MaxSearchQueryChars {
+		return Result{}, gwerr.New(gwerr.TooLarge, "query is longer than %d characters", MaxSearchQueryChars).WithParam("query")
+	}
+	body, _ := json.Marshal(map[string]any{"query": q.Str})
+	obj, _, e := s.jsonRoute(ctx, c, t, body)
+	if e != nil {
+		return Result{}, e
+	}
+	out := map[string]any{}
+	for _, k := range []string{"answer", "citations", "searches", "cost_microcents", "cost_usd"} {
+		out[k] = obj[k]
+	}
+	return ok(out), nil
+}
+
+func (s *Server) imageGenerate(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Result) (Result, *gwerr.Error) {
+	p := a.Get("prompt")
+	if p.Type != gjson.String || strings.TrimSpace(p.Str) == "" {
+		return Result{}, invalid("prompt", "prompt is required")
+	}
+	body, _ := json.Marshal(map[string]any{"prompt": p.Str, "response_format": "b64_json"})
+	obj, rec, e := s.jsonRoute(ctx, c, t, body)
+	if e != nil {
+		return Result{}, e
+	}
+	obj["cost_microcents"] = cost(rec).Microcents()
+	return ok(obj), nil
+}
+
+// advisory is t's advisory cost per call in microcents.
+func (s *Server) advisory(t Tool) (int64, bool) {
+	if t.Alias == "" || s.Prices == nil {
+		return 0, false
+	}
+	p, ok := s.Prices(t.Alias)
+	if !ok {
+		return 0, false
+	}
+	switch t.Name {
+	case ToolTranscribe:
+		return p * pricing.TranscriptionMinBilledSeconds, true
+	case ToolSpeak:
+		return p * AdvisorySpeakChars, true
+	}
+	return p, true
+}
+
+// AdvisorySpeakChars is the length speak's advisory cost assumes.
+const AdvisorySpeakChars = 200
+
+// decodeBase64 accepts standard and URL-safe base64, padded or not.
+func decodeBase64(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if i := strings.Index(s, ";base64,"); strings.HasPrefix(s, "data:") && i >= 0 {
+		s = s[i+len(";base64,"):]
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			return b, nil
+		}
+	}
+	return nil, base64.CorruptInputError(0)
+}
