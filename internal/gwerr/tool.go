@@ -26,6 +26,9 @@ var toolCodes = map[Kind]struct {
 	Overloaded:       {"capability_unavailable", true},
 }
 
+// CodeAppsError is the tool error of a connected app failing on its side.
+const CodeAppsError = "apps_error"
+
 // ToolObject renders e as the tools server's tool error object for the
 // ability capability. upgradeURL is added on premium_locked and
 // payment_required.
@@ -40,6 +43,10 @@ func ToolObject(e *Error, capability, upgradeURL string) map[string]any {
 	// (spec "Errors", "Other": 402 codes compared).
 	if e.Kind == PlanLocked && (capability == "fetch" || capability == "web_fetch") {
 		code = CodePaymentRequired
+	}
+	// apps_error: the app's side failed; the same call may work once more.
+	if e.Code == CodeAppsError {
+		code, retryable = CodeAppsError, true
 	}
 	// credit_unresolved keeps its own code: it can work once more.
 	if e.Kind == Payment && e.Code == CodeCreditUnresolved {

@@ -86,7 +86,11 @@ func (s *Server) List(ctx context.Context, acct store.Account) []Tool {
 		s.States.Reset(ctx, acct.ID)
 	}
 	var out []Tool
-	for _, t := range catalogue {
+	all := catalogue
+	if s.Apps != nil {
+		all = append(all[:len(all):len(all)], appsTools...)
+	}
+	for _, t := range all {
 		if t.Ability != "" && !acct.HasAbility(t.Ability) {
 			continue
 		}

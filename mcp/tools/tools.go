@@ -99,6 +99,9 @@ type Server struct {
 	UpgradeURL string
 	// DefaultVoice is speak's voice when none is given.
 	DefaultVoice string
+	// Apps are the connected apps; nil offers none (the apps tools are not
+	// listed).
+	Apps *Apps
 }
 
 // catalogue is every tool of the spec's table except the apps tools, in
@@ -131,7 +134,7 @@ func Tools() []Tool { return append([]Tool(nil), catalogue...) }
 
 // find returns the tool named name.
 func find(name string) (Tool, bool) {
-	for _, t := range catalogue {
+	for _, t := range append(catalogue, appsTools...) {
 		if t.Name == name {
 			return t, true
 		}
@@ -188,6 +191,8 @@ func (s *Server) Call(ctx context.Context, c *pipeline.Call, name string, args j
 		res, e = s.transcribe(ctx, c, t, a)
 	case ToolSpeak:
 		res, e = s.speak(ctx, c, t, a)
+	default:
+		res, e = s.appsFor(ctx, c, t, a)
 	}
 	if e != nil {
 		if t.Paid && e.Kind == gwerr.PlanLocked && s.States != nil {
