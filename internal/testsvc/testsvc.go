@@ -9,12 +9,16 @@ package testsvc
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // startWait bounds how long a server may take to accept connections.
@@ -85,4 +89,86 @@ func start(t testing.TB, cmd *exec.Cmd, cancel context.CancelFunc, ready string)
 	case <-time.After(startWait):
 		t.Fatalf("%s was not ready within %v", cmd.Path, startWait)
 	}
+}
+
+// postgresBinDirs are where Debian installs the server's programs.
+var postgresBinDirs = []string{"/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin"}
+
+// PG is a PostgreSQL server started for a test.
+type PG struct {
+	dir string
+	n   atomic.Int64
+}
+
+// URL is the address of database db on the server.
+func (pg *PG) URL(db string) string {
+	return "postgres:///" + db + "?host=" + pg.dir + "&user=postgres&sslmode=disable"
+}
+
+// NewDatabase creates an empty database on the server and returns its URL.
+func (pg *PG) NewDatabase(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("gw_%d", pg.n.Add(1))
+	conn, err := pgx.Connect(context.Background(), pg.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	return pg.URL(name)
+}
+
+// Postgres starts a PostgreSQL server for the test (its own initdb in a
+// temporary folder, a Unix socket only, fsync off: the tests prove
+// behaviour, not durability) and returns a URL to a fresh database on it.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	pg := PostgresServer(t)
+	return pg.NewDatabase(t)
+}
+
+// PostgresServer starts a PostgreSQL server for the test. As root the
+// server runs as the postgres user, as PostgreSQL requires.
+func PostgresServer(t testing.TB) *PG {
+	t.Helper()
+	bin := ""
+	for _, d := range postgresBinDirs {
+		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
+			bin = d
+			break
+		}
+	}
+	if bin == "" {
+		need(t, "postgres") // skips, or fails under CI
+		bin = filepath.Dir(need(t, "postgres"))
+	}
+	dir, err := os.MkdirTemp("", "gw-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	run := func(name string, args ...string) *exec.Cmd {
+		if os.Geteuid() == 0 {
+			return exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
+		}
+		return exec.Command(filepath.Join(bin, name), args...)
+	}
+	if os.Geteuid() == 0 {
+		if out, err := exec.Command("chown", "postgres:postgres", dir).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v: %s", err, out)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := run("initdb", "-D", data, "--auth=trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v: %s", err, out)
+	}
+	cmd := run("postgres", "-D", data, "-c", "listen_addresses=", "-c", "unix_socket_directories="+dir,
+		"-c", "fsync=off", "-c", "max_connections=200")
+	// runuser does not pass signals on: pg_ctl stops the server.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-ctx.Done(); _ = run("pg_ctl", "stop", "-D", data, "-m", "immediate", "-w").Run() }()
+	start(t, cmd, cancel, "database system is ready to accept connections")
+	return &PG{dir: dir}
 }

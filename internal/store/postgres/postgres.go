@@ -1,0 +1,545 @@
+// Package postgres is the store.Store backend for several gateway nodes:
+// accounts, keys, the ledger and its running spend totals in PostgreSQL,
+// through a pgx connection pool.
+//
+// The schema is the embedded store's, in PostgreSQL types: money as BIGINT
+// nano-dollars (pricing.Money), times as BIGINT Unix nanoseconds in UTC,
+// string lists as JSON text with NULL meaning "all". Versioned migrations
+// run at Open inside one transaction holding an advisory lock, so several
+// nodes starting at once apply each migration exactly once.
+//
+// Every money write (Settle) first locks the account's row, so the
+// settlements of one account are serialised across all nodes while other
+// accounts proceed in parallel; the ledger's request id is the primary key,
+// so a request is charged once whichever node settles it.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// migrationLock is the advisory lock key migrations hold ("gw" schema).
+const migrationLock = 0x67770001
+
+// migrations are applied in order; schema_migrations records each version.
+var migrations = []string{
+	1: `
+CREATE TABLE accounts (
+	id           TEXT    PRIMARY KEY,
+	plan         TEXT    NOT NULL,
+	cleared      BOOLEAN NOT NULL DEFAULT false,
+	payg         BOOLEAN NOT NULL DEFAULT false,
+	lane_billing BOOLEAN NOT NULL DEFAULT false,
+	balance      BIGINT,           -- nano-dollars; NULL: billed afterwards
+	daily_cap    BIGINT,
+	monthly_cap  BIGINT,
+	abilities    TEXT,             -- JSON array; NULL: all
+	created_at   BIGINT  NOT NULL  -- Unix nanoseconds, UTC
+);
+CREATE TABLE keys (
+	seq        BIGSERIAL,
+	id         TEXT   PRIMARY KEY,
+	account_id TEXT   NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	name       TEXT   NOT NULL DEFAULT '',
+	hash       TEXT   NOT NULL UNIQUE,
+	models     TEXT,
+	expires_at BIGINT,
+	created_at BIGINT NOT NULL
+);
+CREATE INDEX keys_account ON keys(account_id, created_at, seq);
+CREATE TABLE ledger (
+	seq        BIGSERIAL,
+	request_id TEXT   PRIMARY KEY,
+	account_id TEXT   NOT NULL REFERENCES accounts(id),
+	endpoint   TEXT   NOT NULL DEFAULT '',
+	model      TEXT   NOT NULL DEFAULT '',
+	units      BIGINT NOT NULL DEFAULT 0,
+	unit       TEXT   NOT NULL DEFAULT '',
+	cost       BIGINT NOT NULL,
+	time       BIGINT NOT NULL
+);
+CREATE INDEX ledger_account_time ON ledger(account_id, time, seq);
+CREATE TABLE spend (
+	account_id TEXT     NOT NULL,
+	period     SMALLINT NOT NULL,
+	start      BIGINT   NOT NULL,
+	cost       BIGINT   NOT NULL,
+	PRIMARY KEY (account_id, period, start)
+);`,
+}
+
+// Periods of the spend table (the embedded store's).
+const (
+	periodTotal = 0
+	periodDay   = 1
+	periodMonth = 2
+)
+
+// DB is the PostgreSQL store. It is safe for concurrent use by any number
+// of nodes.
+type DB struct {
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*DB)(nil)
+
+// Open connects to url (postgres://...) and brings the schema up to date.
+func Open(ctx context.Context, url string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The URL may hold a password: never repeat it.
+		return nil, errors.New("postgres: the database URL could not be parsed")
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return &DB{pool: pool}, nil
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		var v int
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+			return err
+		}
+		if latest := len(migrations) - 1; v > latest {
+			return fmt.Errorf("database schema version %d is newer than this build's %d", v, latest)
+		}
+		for next := v + 1; next < len(migrations); next++ {
+			if _, err := tx.Exec(ctx, migrations[next]); err != nil {
+				return fmt.Errorf("version %d: %w", next, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, next); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Close closes the pool.
+func (db *DB) Close() error { db.pool.Close(); return nil }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+const accountCols = `id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, created_at`
+
+// CreateAccount stores a new account; store.ErrExists if the id is taken.
+func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
+	if a.ID == "" {
+		return errors.New("postgres: create account: empty id")
+	}
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = time.Now()
+	}
+	args, err := accountArgs(&a)
+	if err != nil {
+		return fmt.Errorf("postgres: create account %q: %w", a.ID, err)
+	}
+	if _, err := db.pool.Exec(ctx, `INSERT INTO accounts (`+accountCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...); err != nil {
+		return fmt.Errorf("postgres: create account %q: %w", a.ID, classify(err))
+	}
+	return nil
+}
+
+// Account returns the account; store.ErrNotFound if none.
+func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
+	a, err := scanAccount(db.pool.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = $1`, id))
+	if err != nil {
+		return store.Account{}, fmt.Errorf("postgres: account %q: %w", id, classify(err))
+	}
+	return a, nil
+}
+
+// UpdateAccount applies fn to the account under its row lock and stores
+// the result; store.ErrNotFound if none, fn's error aborts.
+func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error) (store.Account, error) {
+	var out store.Account
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		a, err := scanAccount(tx.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return classify(err)
+		}
+		created := a.CreatedAt
+		if err := fn(&a); err != nil {
+			return err
+		}
+		a.ID, a.CreatedAt = id, created
+		args, err := accountArgs(&a)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE accounts SET plan = $1, cleared = $2, payg = $3, lane_billing = $4,
+			balance = $5, daily_cap = $6, monthly_cap = $7, abilities = $8 WHERE id = $9`, append(args[1:9:9], id)...)
+		if err != nil {
+			return classify(err)
+		}
+		out = a
+		return nil
+	})
+	if err != nil {
+		return store.Account{}, fmt.Errorf("postgres: update account %q: %w", id, err)
+	}
+	return out, nil
+}
+
+func accountArgs(a *store.Account) ([]any, error) {
+	abilities, err := encodeList(a.Abilities)
+	if err != nil {
+		return nil, err
+	}
+	created, err := nanos(a.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	return []any{a.ID, string(a.Plan), a.Cleared, a.PAYG, a.LaneBilling,
+		money(a.Balance), money(a.DailyCap), money(a.MonthlyCap), abilities, created}, nil
+}
+
+func scanAccount(row pgx.Row) (store.Account, error) {
+	var (
+		a                       store.Account
+		plan                    string
+		balance, daily, monthly *int64
+		abilities               *string
+		created                 int64
+	)
+	if err := row.Scan(&a.ID, &plan, &a.Cleared, &a.PAYG, &a.LaneBilling, &balance, &daily, &monthly, &abilities, &created); err != nil {
+		return store.Account{}, err
+	}
+	list, err := decodeList(abilities)
+	if err != nil {
+		return store.Account{}, fmt.Errorf("abilities: %w", err)
+	}
+	a.Plan = store.Plan(plan)
+	a.Balance, a.DailyCap, a.MonthlyCap = moneyPtr(balance), moneyPtr(daily), moneyPtr(monthly)
+	a.Abilities = list
+	a.CreatedAt = fromNanos(created)
+	return a, nil
+}
+
+const keyCols = `id, account_id, name, hash, models, expires_at, created_at`
+
+// CreateKey stores a key; store.ErrNotFound if its account does not exist,
+// store.ErrExists if its id or hash is taken.
+func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
+	if k.ID == "" || k.Hash == "" {
+		return errors.New("postgres: create key: empty id or hash")
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = time.Now()
+	}
+	models, err := encodeList(k.Models)
+	if err != nil {
+		return fmt.Errorf("postgres: create key %q: %w", k.ID, err)
+	}
+	created, err := nanos(k.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("postgres: create key %q: %w", k.ID, err)
+	}
+	var expires *int64
+	if k.ExpiresAt != nil {
+		n, err := nanos(*k.ExpiresAt)
+		if err != nil {
+			return fmt.Errorf("postgres: create key %q: expires: %w", k.ID, err)
+		}
+		expires = &n
+	}
+	if _, err := db.pool.Exec(ctx, `INSERT INTO keys (`+keyCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		k.ID, k.AccountID, k.Name, k.Hash, models, expires, created); err != nil {
+		return fmt.Errorf("postgres: create key %q: %w", k.ID, classify(err))
+	}
+	return nil
+}
+
+// Keys lists an account's keys, oldest first.
+func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+keyCols+` FROM keys WHERE account_id = $1 ORDER BY created_at, seq`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: keys of %q: %w", accountID, err)
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Key, error) { return scanKey(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: keys of %q: %w", accountID, err)
+	}
+	if keys == nil {
+		keys = []store.Key{}
+	}
+	return keys, nil
+}
+
+// DeleteKey removes a key; store.ErrNotFound if none.
+func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
+	tag, err := db.pool.Exec(ctx, `DELETE FROM keys WHERE id = $1`, keyID)
+	if err != nil {
+		return fmt.Errorf("postgres: delete key %q: %w", keyID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: delete key %q: %w", keyID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// KeyByHash finds a key by the hash of its secret; store.ErrNotFound if none.
+func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
+	k, err := scanKey(db.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE hash = $1`, hash))
+	if err != nil {
+		return store.Key{}, fmt.Errorf("postgres: key by hash: %w", classify(err))
+	}
+	return k, nil
+}
+
+func scanKey(row pgx.Row) (store.Key, error) {
+	var (
+		k       store.Key
+		models  *string
+		expires *int64
+		created int64
+	)
+	if err := row.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &models, &expires, &created); err != nil {
+		return store.Key{}, err
+	}
+	list, err := decodeList(models)
+	if err != nil {
+		return store.Key{}, fmt.Errorf("models: %w", err)
+	}
+	k.Models = list
+	if expires != nil {
+		t := fromNanos(*expires)
+		k.ExpiresAt = &t
+	}
+	k.CreatedAt = fromNanos(created)
+	return k, nil
+}
+
+// Settle records e and, in the same transaction, draws a prepaid balance
+// down by the part of e.Cost the free monthly credit does not cover. The
+// account's row is locked first, so one account's settlements are
+// serialised across nodes. It reports false (and changes nothing) when
+// e.RequestID is in the ledger already.
+func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
+	if e.RequestID == "" {
+		return false, errors.New("postgres: settle: empty request id")
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	at, err := nanos(e.Time)
+	if err != nil {
+		return false, fmt.Errorf("postgres: settle %q: %w", e.RequestID, err)
+	}
+	var inserted bool
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		var id string
+		if err := tx.QueryRow(ctx, `SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, e.AccountID).Scan(&id); err != nil {
+			return classify(err)
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (request_id) DO NOTHING`,
+			e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
+		if err != nil {
+			return classify(err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // already settled
+		}
+		day, _ := store.DayOf(e.Time)
+		month, _ := store.MonthOf(e.Time)
+		draw := e.Cost
+		if e.FreeMonthlyCredit > 0 {
+			var before int64
+			err := tx.QueryRow(ctx, `SELECT cost FROM spend WHERE account_id = $1 AND period = $2 AND start = $3`,
+				e.AccountID, periodMonth, month.UnixNano()).Scan(&before)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO spend (account_id, period, start, cost) VALUES ($1, $2, 0, $3), ($1, $4, $5, $3), ($1, $6, $7, $3)
+			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost`,
+			e.AccountID, periodTotal, int64(e.Cost), periodDay, day.UnixNano(), periodMonth, month.UnixNano()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 AND balance IS NOT NULL`,
+			int64(draw), e.AccountID); err != nil {
+			return err
+		}
+		inserted = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("postgres: settle %q: %w", e.RequestID, err)
+	}
+	return inserted, nil
+}
+
+// Entries returns an account's newest entries first, at most limit (100
+// when limit <= 0).
+func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store.Entry, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := db.pool.Query(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time
+		FROM ledger WHERE account_id = $1 ORDER BY time DESC, seq DESC LIMIT $2`, accountID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: entries of %q: %w", accountID, err)
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Entry, error) {
+		var (
+			e        store.Entry
+			cost, at int64
+		)
+		err := r.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at)
+		e.Cost, e.Time = pricing.Money(cost), fromNanos(at)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: entries of %q: %w", accountID, err)
+	}
+	if entries == nil {
+		entries = []store.Entry{}
+	}
+	return entries, nil
+}
+
+// Spend reads an account's running totals for now's UTC day and month and
+// in all.
+func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store.Spend, error) {
+	day, _ := store.DayOf(now)
+	month, _ := store.MonthOf(now)
+	rows, err := db.pool.Query(ctx, `SELECT period, cost FROM spend WHERE account_id = $1
+		AND (period = $2 OR (period = $3 AND start = $4) OR (period = $5 AND start = $6))`,
+		accountID, periodTotal, periodDay, day.UnixNano(), periodMonth, month.UnixNano())
+	if err != nil {
+		return store.Spend{}, fmt.Errorf("postgres: spend of %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	var sp store.Spend
+	for rows.Next() {
+		var period int16
+		var cost int64
+		if err := rows.Scan(&period, &cost); err != nil {
+			return store.Spend{}, fmt.Errorf("postgres: spend of %q: %w", accountID, err)
+		}
+		switch period {
+		case periodTotal:
+			sp.Total = pricing.Money(cost)
+		case periodDay:
+			sp.Today = pricing.Money(cost)
+		case periodMonth:
+			sp.Month = pricing.Money(cost)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return store.Spend{}, fmt.Errorf("postgres: spend of %q: %w", accountID, err)
+	}
+	return sp, nil
+}
+
+// PostgreSQL error codes the store maps.
+const (
+	codeUniqueViolation     = "23505"
+	codeForeignKeyViolation = "23503"
+)
+
+// classify maps "no rows" and constraint violations to the store's errors.
+func classify(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case codeUniqueViolation:
+			return fmt.Errorf("%w (%s)", store.ErrExists, pe.ConstraintName)
+		case codeForeignKeyViolation:
+			return fmt.Errorf("account %w (%s)", store.ErrNotFound, pe.ConstraintName)
+		}
+	}
+	return err
+}
+
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+func nanos(t time.Time) (int64, error) {
+	if t.Before(minTime) || t.After(maxTime) {
+		return 0, fmt.Errorf("time %s out of range", t.Format(time.RFC3339))
+	}
+	return t.UnixNano(), nil
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func money(m *pricing.Money) *int64 {
+	if m == nil {
+		return nil
+	}
+	v := int64(*m)
+	return &v
+}
+
+func moneyPtr(n *int64) *pricing.Money {
+	if n == nil {
+		return nil
+	}
+	m := pricing.Money(*n)
+	return &m
+}
+
+func encodeList(list []string) (*string, error) {
+	if list == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	return &s, nil
+}
+
+func decodeList(s *string) ([]string, error) {
+	if s == nil {
+		return nil, nil
+	}
+	list := []string{}
+	if err := json.Unmarshal([]byte(*s), &list); err != nil {
+		return nil, err
+	}
+	if list == nil {
+		list = []string{}
+	}
+	return list, nil
+}

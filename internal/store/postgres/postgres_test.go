@@ -1,0 +1,65 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/postgres"
+	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
+	"github.com/caddy-gw/caddy-gw/internal/testsvc"
+)
+
+func open(t *testing.T, url string) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestConformance(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	storetest.Conformance(t, func(t *testing.T) store.Store { return open(t, pg.NewDatabase(t)) })
+}
+
+// Several nodes starting at once on an empty database migrate it once, and
+// a node started later finds it up to date.
+func TestConcurrentMigrations(t *testing.T) {
+	url := testsvc.Postgres(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db, err := postgres.Open(context.Background(), url)
+			if err != nil {
+				errs <- err
+				return
+			}
+			db.Close()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	db := open(t, url)
+	if err := db.CreateAccount(context.Background(), store.Account{ID: "a", Plan: store.PlanFree}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A bad URL is refused without repeating it (it may hold a password).
+func TestOpenBadURL(t *testing.T) {
+	_, err := postgres.Open(context.Background(), "postgres://user:s3cret@[::1")
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Open = %v", err)
+	}
+}

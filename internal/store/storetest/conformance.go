@@ -1,0 +1,258 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// Conformance runs the behaviour every store.Store backend must share
+// against the backend open returns (a fresh, empty store each call). The
+// embedded SQLite store and the PostgreSQL store both run it.
+func Conformance(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Run("Accounts", func(t *testing.T) { testAccounts(t, open(t)) })
+	t.Run("Keys", func(t *testing.T) { testKeys(t, open(t)) })
+	t.Run("SettleOnce", func(t *testing.T) { testSettleOnce(t, open(t)) })
+	t.Run("FreeCredit", func(t *testing.T) { testFreeCredit(t, open(t)) })
+	t.Run("SpendAndEntries", func(t *testing.T) { testSpendAndEntries(t, open(t)) })
+	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
+}
+
+func usd(s string) pricing.Money {
+	m, err := pricing.ParseUSD(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func ptr(m pricing.Money) *pricing.Money { return &m }
+
+func mustAccount(t *testing.T, st store.Store, a store.Account) {
+	t.Helper()
+	if err := st.CreateAccount(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testAccounts(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	created := time.Date(2026, 3, 4, 5, 6, 7, 8, time.UTC)
+	a := store.Account{ID: "acme", Plan: store.PlanPaid, Cleared: true, PAYG: true, LaneBilling: true, Balance: ptr(usd("12.50")),
+		DailyCap: ptr(usd("1")), Abilities: []string{store.AbilitySearch}, CreatedAt: created}
+	mustAccount(t, st, a)
+	if err := st.CreateAccount(ctx, a); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second create: %v, want ErrExists", err)
+	}
+	got, err := st.Account(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Plan != store.PlanPaid || !got.Cleared || !got.PAYG || !got.LaneBilling || *got.Balance != usd("12.50") ||
+		*got.DailyCap != usd("1") || got.MonthlyCap != nil || fmt.Sprint(got.Abilities) != "[search]" || !got.CreatedAt.Equal(created) {
+		t.Fatalf("account = %+v", got)
+	}
+	if _, err := st.Account(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown account: %v", err)
+	}
+	up, err := st.UpdateAccount(ctx, "acme", func(a *store.Account) error {
+		a.ID, a.Balance, a.Abilities, a.MonthlyCap = "renamed", nil, nil, ptr(usd("9"))
+		return nil
+	})
+	if err != nil || up.ID != "acme" || up.Balance != nil || up.Abilities != nil || *up.MonthlyCap != usd("9") {
+		t.Fatalf("update = %+v, %v", up, err)
+	}
+	boom := errors.New("boom")
+	if _, err := st.UpdateAccount(ctx, "acme", func(a *store.Account) error { a.Plan = store.PlanFree; return boom }); !errors.Is(err, boom) {
+		t.Fatalf("aborted update: %v", err)
+	}
+	if got, _ := st.Account(ctx, "acme"); got.Plan != store.PlanPaid || got.Balance != nil {
+		t.Fatalf("after the aborted update: %+v", got)
+	}
+	if _, err := st.UpdateAccount(ctx, "nobody", func(*store.Account) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("update unknown: %v", err)
+	}
+	empty := store.Account{ID: "none", Plan: store.PlanFree, Abilities: []string{}}
+	mustAccount(t, st, empty)
+	if got, _ := st.Account(ctx, "none"); got.Abilities == nil || len(got.Abilities) != 0 {
+		t.Fatalf("an empty ability list must stay empty (not all): %#v", got.Abilities)
+	}
+}
+
+func testKeys(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	mustAccount(t, st, store.Account{ID: "acme", Plan: store.PlanPaid})
+	exp := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k1 := store.Key{ID: "k1", AccountID: "acme", Name: "laptop", Hash: "h1", Models: []string{"gw-fast"}, ExpiresAt: &exp, CreatedAt: t0}
+	k2 := store.Key{ID: "k2", AccountID: "acme", Name: "ci", Hash: "h2", CreatedAt: t0}
+	for _, k := range []store.Key{k1, k2} {
+		if err := st.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CreateKey(ctx, store.Key{ID: "k3", AccountID: "acme", Hash: "h1"}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("duplicate hash: %v", err)
+	}
+	if err := st.CreateKey(ctx, store.Key{ID: "k4", AccountID: "nobody", Hash: "h4"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("key of an unknown account: %v", err)
+	}
+	keys, err := st.Keys(ctx, "acme")
+	if err != nil || len(keys) != 2 || keys[0].ID != "k1" || keys[1].ID != "k2" {
+		t.Fatalf("keys = %+v, %v", keys, err)
+	}
+	k, err := st.KeyByHash(ctx, "h1")
+	if err != nil || k.ID != "k1" || k.Name != "laptop" || fmt.Sprint(k.Models) != "[gw-fast]" || !k.ExpiresAt.Equal(exp) || k.AccountID != "acme" {
+		t.Fatalf("key by hash = %+v, %v", k, err)
+	}
+	if k, _ := st.KeyByHash(ctx, "h2"); k.Models != nil || k.ExpiresAt != nil {
+		t.Fatalf("k2 = %+v", k)
+	}
+	if err := st.DeleteKey(ctx, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.KeyByHash(ctx, "h1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleted key: %v", err)
+	}
+	if err := st.DeleteKey(ctx, "k1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if keys, err := st.Keys(ctx, "nobody"); err != nil || keys == nil || len(keys) != 0 {
+		t.Fatalf("keys of nobody = %#v, %v", keys, err)
+	}
+}
+
+func testSettleOnce(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	mustAccount(t, st, store.Account{ID: "pre", Plan: store.PlanPaid, Balance: ptr(usd("1.00"))})
+	mustAccount(t, st, store.Account{ID: "post", Plan: store.PlanPaid})
+	e := store.Entry{RequestID: "req-1", AccountID: "pre", Endpoint: "chat", Model: "m", Units: 10, Unit: "token", Cost: usd("0.25")}
+	if ok, err := st.Settle(ctx, e); !ok || err != nil {
+		t.Fatalf("settle = %v, %v", ok, err)
+	}
+	if ok, err := st.Settle(ctx, e); ok || err != nil {
+		t.Fatalf("second settle = %v, %v; want false, nil", ok, err)
+	}
+	if a, _ := st.Account(ctx, "pre"); *a.Balance != usd("0.75") {
+		t.Fatalf("balance %v, want 0.75", *a.Balance)
+	}
+	if ok, err := st.Settle(ctx, store.Entry{RequestID: "req-2", AccountID: "post", Cost: usd("3")}); !ok || err != nil {
+		t.Fatalf("postpaid settle = %v, %v", ok, err)
+	}
+	if a, _ := st.Account(ctx, "post"); a.Balance != nil {
+		t.Fatalf("a postpaid account got a balance: %v", *a.Balance)
+	}
+	if _, err := st.Settle(ctx, store.Entry{RequestID: "req-3", AccountID: "nobody", Cost: 1}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("settle for nobody: %v", err)
+	}
+}
+
+// The month's free credit is spent before the balance.
+func testFreeCredit(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	mustAccount(t, st, store.Account{ID: "pre", Plan: store.PlanPaid, Balance: ptr(usd("10"))})
+	at := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	for i, c := range []string{"3", "3", "3"} {
+		if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "pre", Cost: usd(c), Time: at, FreeMonthlyCredit: usd("5")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 9 spent, 5 of it free: the balance paid 4.
+	if a, _ := st.Account(ctx, "pre"); *a.Balance != usd("6") {
+		t.Fatalf("balance %v, want 6", *a.Balance)
+	}
+	// A new month brings new credit.
+	next := at.AddDate(0, 1, 0)
+	if _, err := st.Settle(ctx, store.Entry{RequestID: "r-next", AccountID: "pre", Cost: usd("2"), Time: next, FreeMonthlyCredit: usd("5")}); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := st.Account(ctx, "pre"); *a.Balance != usd("6") {
+		t.Fatalf("balance %v after a free call in a new month, want 6", *a.Balance)
+	}
+}
+
+func testSpendAndEntries(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	mustAccount(t, st, store.Account{ID: "a", Plan: store.PlanPaid})
+	now := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	for _, e := range []struct {
+		id   string
+		at   time.Time
+		cost string
+	}{
+		{"old", now.AddDate(0, -1, 0), "1"},
+		{"earlier-this-month", now.AddDate(0, 0, -3), "2"},
+		{"today-1", now.Add(-time.Hour), "0.5"},
+		{"today-2", now, "0.25"},
+	} {
+		if _, err := st.Settle(ctx, store.Entry{RequestID: e.id, AccountID: "a", Cost: usd(e.cost), Time: e.at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp, err := st.Spend(ctx, "a", now)
+	if err != nil || sp.Today != usd("0.75") || sp.Month != usd("2.75") || sp.Total != usd("3.75") {
+		t.Fatalf("spend = %+v, %v", sp, err)
+	}
+	if sp, _ := st.Spend(ctx, "nobody", now); sp != (store.Spend{}) {
+		t.Fatalf("spend of nobody = %+v", sp)
+	}
+	entries, err := st.Entries(ctx, "a", 3)
+	if err != nil || len(entries) != 3 || entries[0].RequestID != "today-2" || entries[1].RequestID != "today-1" ||
+		entries[2].RequestID != "earlier-this-month" || entries[0].Cost != usd("0.25") || !entries[0].Time.Equal(now) {
+		t.Fatalf("entries = %+v, %v", entries, err)
+	}
+	if entries, _ := st.Entries(ctx, "nobody", 10); entries == nil || len(entries) != 0 {
+		t.Fatalf("entries of nobody = %#v", entries)
+	}
+}
+
+// Many settlements at once on one prepaid account: each charged exactly
+// once, the balance exact; the same request id from many goroutines is
+// charged once.
+func testConcurrent(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	mustAccount(t, st, store.Account{ID: "a", Plan: store.PlanPaid, Balance: ptr(usd("100"))})
+	const n = 40
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	charged := 0
+	for i := range n {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", Cost: usd("0.5")}); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			ok, err := st.Settle(ctx, store.Entry{RequestID: "same", AccountID: "a", Cost: usd("1")})
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				charged++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if charged != 1 {
+		t.Fatalf("the same request id was charged %d times", charged)
+	}
+	a, _ := st.Account(ctx, "a")
+	if want := usd("100") - n*usd("0.5") - usd("1"); *a.Balance != want {
+		t.Fatalf("balance %v, want %v", *a.Balance, want)
+	}
+	entries, _ := st.Entries(ctx, "a", 1000)
+	if len(entries) != n+1 {
+		t.Fatalf("%d entries, want %d", len(entries), n+1)
+	}
+}
