@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -309,6 +310,18 @@ func TestChatBadInput(t *testing.T) {
 			`{"error":{"message":"<string>","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
 		{"messages unknown model", "/alt/v1/messages", `{"model":"gw-pinned-claude-0","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, apiKey(key), 400,
 			`{"type":"error","error":{"type":"invalid_request_error","message":"<string>","code":"model_not_found"}}`},
+		// One reading of the body (issue 18): a duplicate key or a body
+		// nested too deep is refused before it is routed or billed.
+		{"chat duplicate model", "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-nano","messages":[{"role":"user","content":"hi"}],"model":"gw-pinned-o4-mini"}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "body")},
+		{"chat duplicate stream_options", "/v1/chat/completions", `{"model":"gw-fast","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":false}}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "body")},
+		{"chat duplicate max_tokens", "/v1/chat/completions", `{"model":"gw-fast","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"max_tokens":100000}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "body")},
+		{"responses duplicate model", "/v1/responses", `{"model":"gw-fast","input":"hi","model":"gw-pinned-o4-mini"}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "body")},
+		{"responses duplicate max_output_tokens", "/v1/responses", `{"model":"gw-fast","max_output_tokens":5,"input":"hi","max_output_tokens":100000}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "body")},
+		{"messages duplicate model", "/alt/v1/messages", `{"model":"gw-fast","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"model":"gw-pinned-claude-opus-4-1"}`, apiKey(key), 400, messagesInvalid},
+		{"messages duplicate max_tokens", "/alt/v1/messages", `{"model":"gw-fast","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"max_tokens":64000}`, apiKey(key), 400, messagesInvalid},
+		{"messages duplicate nested", "/alt/v1/messages", `{"model":"gw-fast","max_tokens":8,"messages":[{"role":"user","content":"hi","role":"assistant"}]}`, apiKey(key), 400, messagesInvalid},
+		{"count_tokens duplicate model", "/alt/v1/messages/count_tokens", `{"model":"gw-fast","messages":[{"role":"user","content":"hi"}],"model":"gw-pinned-claude-opus-4-1"}`, apiKey(key), 400, messagesInvalid},
+		{"chat nested too deep", "/v1/chat/completions", `{"model":"gw-fast","messages":[{"role":"user","content":"hi"}],"metadata":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "body")},
 		{"chat model not on the key's list", "/v1/chat/completions", `{"model":"gw-pinned-claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`, bearer(limited), 401,
 			`{"error":{"message":"<string>","type":"permission_error","param":null,"code":"model_not_allowed"}}`},
 		{"chat alias not on the key's list", "/v1/chat/completions", `{"model":"gw-auto","messages":[{"role":"user","content":"hi"}],"stream":true}`, bearer(limited), 401,
@@ -328,6 +341,17 @@ func TestChatBadInput(t *testing.T) {
 		t.Errorf("upstreams received %d requests", n)
 	}
 	e.expectNoCharge(t, account, "1.00")
+
+	// A huge run of '[' is refused without taking the process down.
+	t.Run("10 MB of [", func(t *testing.T) {
+		r := e.do(t, http.MethodPost, "/v1/chat/completions", strings.Repeat("[", 10<<20), bearer(key)...)
+		if r.Status != http.StatusBadRequest && r.Status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		if r := e.do(t, http.MethodGet, "/v1/models", "", bearer(key)...); r.Status != http.StatusOK {
+			t.Fatalf("the gateway stopped serving: %d", r.Status)
+		}
+	})
 
 	t.Run("the key's own model works", func(t *testing.T) {
 		e.billedCall(t, chatClient, limited, account, chatReq{model: "gw-pinned-gpt-4.1-mini"}, "gpt-4.1-mini", false, tokenUsage{Input: 10, Output: 5}, false)

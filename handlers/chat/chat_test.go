@@ -2,6 +2,7 @@ package chat
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,15 @@ func TestParse(t *testing.T) {
 		{"responses items", Responses, `{"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"x"}]}]}`, "", func(r *request) bool { return r.needs.Vision && r.needs.Text == "a\n" }},
 		{"responses without input", Responses, `{"model":"gw-auto"}`, "input", nil},
 		{"second opinion", ChatCompletions, `{"second_opinion":true,"messages":[{"role":"user","content":"x"}]}`, "", func(r *request) bool { return r.secondOpinion }},
+		// One reading of the body (issue 18): what the gateway reads is what
+		// the upstream gets.
+		{"duplicate model", ChatCompletions, `{"model":"gpt-4.1-nano","messages":[{"role":"user","content":"x"}],"model":"o4-mini"}`, "body", nil},
+		{"duplicate stream_options", ChatCompletions, `{"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":false}}`, "body", nil},
+		{"duplicate include_usage", ChatCompletions, `{"stream":true,"stream_options":{"include_usage":true,"include_usage":false},"messages":[{"role":"user","content":"x"}]}`, "body", nil},
+		{"duplicate max_tokens", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":"x"}],"max_tokens":100000}`, "body", nil},
+		{"duplicate model escaped", Responses, `{"model":"gw-fast","input":"x","mod\u0065l":"o4-mini"}`, "body", nil},
+		{"duplicate max_output_tokens", Responses, `{"max_output_tokens":5,"input":"x","max_output_tokens":100000}`, "body", nil},
+		{"too deep", ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"metadata":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, "body", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := parse([]byte(tc.body), tc.f)

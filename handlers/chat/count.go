@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/router"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
@@ -35,7 +36,7 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 		return err
 	}
 	root := gjson.ParseBytes(body)
-	if !gjson.ValidBytes(body) || !root.IsObject() {
+	if jsonbody.Check(body) != nil || !root.IsObject() {
 		return invalid("body", "the body must be a JSON object")
 	}
 	if !root.Get("messages").IsArray() {

@@ -1,10 +1,13 @@
 package chat
 
 import (
+	"errors"
+
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/router"
 )
 
@@ -45,7 +48,14 @@ type request struct {
 // parse validates a client body of format f and reads what routing,
 // reservation and caching need. Errors name the offending field.
 func parse(body []byte, f Format) (*request, error) {
-	if !gjson.ValidBytes(body) {
+	// One reading of the body: a duplicate key (which gjson would read one
+	// way and the upstream another) or a nesting past jsonbody.MaxDepth is
+	// refused before anything reads it.
+	if err := jsonbody.Check(body); err != nil {
+		var e *jsonbody.Error
+		if errors.As(err, &e) {
+			return nil, invalid("body", "%s", e.Reason)
+		}
 		return nil, invalid("body", "the body must be valid JSON")
 	}
 	root := gjson.ParseBytes(body)

@@ -53,11 +53,19 @@ func Read(r io.Reader, limit int64) ([]byte, error) {
 // object with a duplicate key at any level (keys compared after unescaping,
 // so "model" and "mod\u0065l" are the same key), or nesting deeper than
 // MaxDepth. The error is an *Error.
-func Check(b []byte) error {
+func Check(b []byte) error { return check(b, true) }
+
+// Valid reports whether b is one JSON value nested at most MaxDepth deep,
+// duplicate keys allowed: the check for what upstreams and models write
+// (answers, streamed events, tool arguments), where gjson.Valid would
+// recurse without bound.
+func Valid(b []byte) bool { return check(b, false) == nil }
+
+func check(b []byte, unique bool) error {
 	if !utf8.Valid(b) {
 		return &Error{Reason: "request body is not valid JSON (not UTF-8)"}
 	}
-	s := scanner{b: b}
+	s := scanner{b: b, unique: unique}
 	s.ws()
 	if err := s.value(0); err != nil {
 		return err
@@ -70,8 +78,9 @@ func Check(b []byte) error {
 }
 
 type scanner struct {
-	b []byte
-	i int
+	b      []byte
+	i      int
+	unique bool // refuse duplicate keys
 }
 
 func (s *scanner) invalid() error {
@@ -224,14 +233,16 @@ func (s *scanner) object(depth int) error {
 		if err != nil {
 			return err
 		}
-		key := string(raw[1 : len(raw)-1])
-		if escaped {
-			if json.Unmarshal(raw, &key) != nil {
-				return s.invalid()
+		if s.unique {
+			key := string(raw[1 : len(raw)-1])
+			if escaped {
+				if json.Unmarshal(raw, &key) != nil {
+					return s.invalid()
+				}
 			}
-		}
-		if !keys.add(key) {
-			return &Error{Reason: "request body has the key " + shown(key) + " twice in one object"}
+			if !keys.add(key) {
+				return &Error{Reason: "request body has the key " + shown(key) + " twice in one object"}
+			}
 		}
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {

@@ -63,6 +63,25 @@ func TestCheckHugeNesting(t *testing.T) {
 	}
 }
 
+// Valid allows duplicate keys (models and upstreams write them) but keeps
+// the depth bound.
+func TestValid(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"a":1,"a":2}`: true,
+		`[1,{"b":[]}]`:  true,
+		strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1): false,
+		`{"a":`: false,
+		``:      false,
+	} {
+		if got := Valid([]byte(body)); got != want {
+			t.Errorf("Valid(%.40q) = %v, want %v", body, got, want)
+		}
+	}
+	if Valid(bytes.Repeat([]byte("["), 10<<20)) {
+		t.Fatal("Valid accepted 10 MB of [")
+	}
+}
+
 func TestRead(t *testing.T) {
 	b, err := Read(strings.NewReader(`{"a":1}`), 7)
 	if err != nil || string(b) != `{"a":1}` {

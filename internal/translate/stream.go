@@ -3,6 +3,7 @@ package translate
 import (
 	"errors"
 
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/tidwall/gjson"
 )
@@ -171,7 +172,7 @@ func chatChunkEvent(c chatChunkClient, keys *chatToolKeys, ev sse.Event) ([]sse.
 	if sse.IsDone(ev) {
 		return c.end(), nil
 	}
-	if !gjson.ValidBytes(ev.Data) {
+	if !jsonbody.Valid(ev.Data) {
 		return nil, ErrBadEvent
 	}
 	d := gjson.ParseBytes(ev.Data)

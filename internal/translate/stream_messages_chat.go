@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/tidwall/gjson"
 )
@@ -74,7 +75,7 @@ func (m *messagesToChat) Event(ev sse.Event) ([]sse.Event, error) {
 	if m.done {
 		return nil, nil
 	}
-	if !gjson.ValidBytes(ev.Data) {
+	if !jsonbody.Valid(ev.Data) {
 		return nil, ErrBadEvent
 	}
 	d := gjson.ParseBytes(ev.Data)

@@ -96,6 +96,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 )
 
 // DefaultMaxTokens is the max_tokens sent to a messages-style upstream when
@@ -214,7 +216,7 @@ func SetModel(body []byte, model string) ([]byte, error) {
 
 // parseObject checks that body is one valid JSON object.
 func parseObject(body []byte) (gjson.Result, error) {
-	if !gjson.ValidBytes(body) {
+	if !jsonbody.Valid(body) {
 		return gjson.Result{}, &FieldError{Message: "body is not valid JSON"}
 	}
 	r := gjson.ParseBytes(body)
@@ -390,7 +392,7 @@ func parseArguments(args string) string {
 	if t == "" {
 		return "{}"
 	}
-	if gjson.Valid(t) && gjson.Parse(t).IsObject() {
+	if jsonbody.Valid([]byte(t)) && gjson.Parse(t).IsObject() {
 		return t
 	}
 	return string(set(obj(), RawArgumentsKey, args))

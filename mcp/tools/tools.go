@@ -18,6 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -172,7 +173,7 @@ func (s *Server) Call(ctx context.Context, c *pipeline.Call, name string, args j
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
-	if !gjson.ValidBytes(args) || !gjson.ParseBytes(args).IsObject() {
+	if jsonbody.Check(args) != nil || !gjson.ParseBytes(args).IsObject() {
 		return fail(t, invalid("arguments", "arguments must be a JSON object"), "")
 	}
 	a := gjson.ParseBytes(args)
