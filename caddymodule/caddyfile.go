@@ -268,10 +268,10 @@ func parseModel(d *caddyfile.Dispenser) (catalog.Model, error) {
 			m.ContextWindow = n
 		case "price":
 			args := d.RemainingArgs()
-			if len(args) < 2 || len(args) > 3 {
-				return m, d.Err("price: want <input USD/M> <output USD/M> [<cached input USD/M>]")
+			if len(args) < 2 || len(args) > 4 {
+				return m, d.Err("price: want <input USD/M> <output USD/M> [<cached input USD/M> [<cache write USD/M>]]")
 			}
-			dst := []*pricing.Money{&m.InputPrice, &m.OutputPrice, &m.CachedPrice}
+			dst := []*pricing.Money{&m.InputPrice, &m.OutputPrice, &m.CachedPrice, &m.CacheWritePrice}
 			for i, s := range args {
 				v, err := pricing.ParseUSD(s)
 				if err != nil || v < 0 {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/sjson"
+
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -395,4 +397,22 @@ func get(v any, path ...any) any {
 		}
 	}
 	return v
+}
+
+// sameFormatBody is what a same-format upstream must receive for the
+// client's body sent: the body untouched but for the model, and, on
+// responses, store false (nothing is kept at the provider).
+func sameFormatBody(t testing.TB, k clientKind, sent []byte, b backend) []byte {
+	t.Helper()
+	want := bytes.Replace(sent, []byte(`"model":"`+b.model+`"`), []byte(`"model":"`+b.backing+`"`), 1)
+	if bytes.Equal(want, sent) {
+		t.Fatalf("the client's body %s has no model %q", sent, b.model)
+	}
+	if k == responsesClient {
+		var err error
+		if want, err = sjson.SetBytes(want, "store", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return want
 }

@@ -170,7 +170,7 @@ func TestChatToolTurns(t *testing.T) {
 				}
 				got := reqs[0]
 				if k.sameFormat(b) {
-					want := strings.Replace(body, `"model":"`+b.model+`"`, `"model":"`+b.backing+`"`, 1)
+					want := string(sameFormatBody(t, k, []byte(body), b))
 					if string(got.Body) != want {
 						t.Errorf("same-format upstream body\n%s\nwant\n%s", got.Body, want)
 					}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -90,6 +91,9 @@ type call struct {
 }
 
 func (h *Handler) serve(c *pipeline.Call, f Format) error {
+	if err := checkBetas(c.R.Header); err != nil {
+		return err
+	}
 	body, err := readBody(c, MaxBody)
 	if err != nil {
 		return err
@@ -125,7 +129,7 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 		// Each attempt holds its own model's estimate: an escalation to a
 		// dearer model must pass the money check again.
 		c.Release()
-		if err := c.Reserve(pricing.Cost(c.Account.PAYG, estimateLines(m, req.needs)...)); err != nil {
+		if err := c.Reserve(pricing.Cost(c.Account.PAYG, router.EstimateLines(m, req.needs)...)); err != nil {
 			if i == 0 {
 				return err
 			}
@@ -283,26 +287,16 @@ func billedLane(lane string) string {
 }
 
 // usageLines prices usage at m's list prices: uncached input, cached
-// input (at the input price when the model has no cached price) and output.
+// input (at the input price when the model has no cached price), input
+// written to the cache (at the input price when the model has no cache
+// write price) and output.
 func usageLines(m *catalog.Model, u translate.Usage) []pricing.Line {
-	cached := m.CachedPrice
-	if cached == 0 {
-		cached = m.InputPrice
-	}
 	return []pricing.Line{
-		{Units: u.Input - u.CachedInput, Rate: pricing.PerMillion(m.InputPrice)},
-		{Units: u.CachedInput, Rate: pricing.PerMillion(cached)},
+		{Units: u.Uncached(), Rate: pricing.PerMillion(m.InputPrice)},
+		{Units: u.CachedInput, Rate: pricing.PerMillion(m.CachedRate())},
+		{Units: u.CacheWrite, Rate: pricing.PerMillion(m.CacheWriteRate())},
 		{Units: u.Output, Rate: pricing.PerMillion(m.OutputPrice)},
 	}
-}
-
-// estimateLines is the most a request could cost on m.
-func estimateLines(m *catalog.Model, n router.Needs) []pricing.Line {
-	out := n.MaxTokens
-	if out <= 0 {
-		out = router.DefaultMaxTokens
-	}
-	return usageLines(m, translate.Usage{Input: int64(n.PromptTokens), Output: int64(out)})
 }
 
 // record keeps the routing decision for flux_explain.
@@ -317,6 +311,39 @@ func (cl *call) record(m *catalog.Model, escalated bool, cost pricing.Money) {
 	cl.h.Decisions.Put(router.Decision{ID: cl.RequestID, AccountID: cl.Account.ID, Time: cl.started, Requested: cl.route.Requested,
 		Kind: cl.route.Kind, Lane: cl.route.Lane, Vision: cl.req.needs.Vision, Tools: cl.req.needs.Tools, Prompt: cl.req.needs.PromptTokens,
 		Candidates: ids, Chosen: m.ID, Escalated: escalated, Cost: cost, Latency: time.Since(cl.started)})
+}
+
+// AllowedBetas are the messages-style beta values forwarded upstream: each
+// changes behaviour without changing prices. Others (a longer context at a
+// premium, longer cache lifetimes at a higher write price, server-side
+// tools and connectors) cost what the catalogue cannot price and are
+// refused.
+var AllowedBetas = map[string]bool{
+	"prompt-caching-2024-07-31":              true,
+	"token-efficient-tools-2025-02-19":       true,
+	"interleaved-thinking-2025-05-14":        true,
+	"fine-grained-tool-streaming-2025-05-14": true,
+	"output-128k-2025-02-19":                 true,
+	"computer-use-2024-10-22":                true,
+	"computer-use-2025-01-24":                true,
+}
+
+// Beta headers the gateway forwards (CONTRACT §1).
+var betaHeaders = []string{"anthropic-beta", "vendor-beta"}
+
+// checkBetas refuses a beta value outside AllowedBetas, naming the header.
+func checkBetas(h http.Header) error {
+	for _, name := range betaHeaders {
+		for _, v := range h.Values(name) {
+			for _, beta := range strings.Split(v, ",") {
+				beta = strings.TrimSpace(beta)
+				if beta != "" && !AllowedBetas[beta] {
+					return invalid(name, "the beta %q is not supported through the gateway", shorten(beta))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // readBody reads a request body of at most limit bytes.
@@ -365,6 +392,13 @@ func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte
 	}
 	if to == ChatCompletions && stream {
 		if out, err = sjson.SetBytes(out, "stream_options.include_usage", true); err != nil {
+			return nil, "", err
+		}
+	}
+	if to == Responses {
+		// Nothing is stored at the provider: a stored response's id would
+		// let any tenant of the gateway read it back.
+		if out, err = sjson.SetBytes(out, "store", false); err != nil {
 			return nil, "", err
 		}
 	}

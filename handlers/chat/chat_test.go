@@ -2,13 +2,18 @@ package chat
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/translate"
+	"github.com/caddy-gw/caddy-gw/pricing"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 )
 
@@ -48,6 +53,28 @@ func TestParse(t *testing.T) {
 		{"duplicate max_tokens", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":"x"}],"max_tokens":100000}`, "body", nil},
 		{"duplicate model escaped", Responses, `{"model":"gw-fast","input":"x","mod\u0065l":"o4-mini"}`, "body", nil},
 		{"duplicate max_output_tokens", Responses, `{"max_output_tokens":5,"input":"x","max_output_tokens":100000}`, "body", nil},
+		// Nothing unpriced passes (issue 18): hosted tools, dearer tiers,
+		// background runs, stored conversations.
+		{"n", ChatCompletions, `{"n":3,"messages":[{"role":"user","content":"x"}]}`, "", func(r *request) bool { return r.needs.Answers == 3 }},
+		{"n zero", ChatCompletions, `{"n":0,"messages":[{"role":"user","content":"x"}]}`, "n", nil},
+		{"n fraction", ChatCompletions, `{"n":1.5,"messages":[{"role":"user","content":"x"}]}`, "n", nil},
+		{"n huge", ChatCompletions, `{"n":1000,"messages":[{"role":"user","content":"x"}]}`, "n", nil},
+		{"function tools", ChatCompletions, `{"tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"x"}]}`, "", nil},
+		{"chat hosted tool", ChatCompletions, `{"tools":[{"type":"web_search"}],"messages":[{"role":"user","content":"x"}]}`, "tools", nil},
+		{"chat web_search_options", ChatCompletions, `{"web_search_options":{},"messages":[{"role":"user","content":"x"}]}`, "web_search_options", nil},
+		{"chat audio output", ChatCompletions, `{"modalities":["text","audio"],"messages":[{"role":"user","content":"x"}]}`, "modalities", nil},
+		{"chat priority tier", ChatCompletions, `{"service_tier":"priority","messages":[{"role":"user","content":"x"}]}`, "service_tier", nil},
+		{"chat default tier", ChatCompletions, `{"service_tier":"default","messages":[{"role":"user","content":"x"}]}`, "", nil},
+		{"responses file search", Responses, `{"input":"x","tools":[{"type":"file_search","vector_store_ids":["vs"]}]}`, "tools", nil},
+		{"responses code interpreter", Responses, `{"input":"x","tools":[{"type":"function","name":"f"},{"type":"code_interpreter"}]}`, "tools", nil},
+		{"responses image generation", Responses, `{"input":"x","tools":[{"type":"image_generation"}]}`, "tools", nil},
+		{"responses background", Responses, `{"input":"x","background":true}`, "background", nil},
+		{"responses previous id", Responses, `{"input":"x","previous_response_id":"resp_other_tenant"}`, "previous_response_id", nil},
+		{"responses scale tier", Responses, `{"input":"x","service_tier":"scale"}`, "service_tier", nil},
+		{"messages server tool", Messages, `{"max_tokens":5,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"x"}]}`, "tools", nil},
+		{"messages client tools", Messages, `{"max_tokens":5,"tools":[{"name":"f","input_schema":{}},{"type":"custom","name":"g"},{"type":"bash_20250124","name":"bash"}],"messages":[{"role":"user","content":"x"}]}`, "", nil},
+		{"messages mcp connector", Messages, `{"max_tokens":5,"mcp_servers":[{"url":"https://x"}],"messages":[{"role":"user","content":"x"}]}`, "mcp_servers", nil},
+		{"messages priority", Messages, `{"max_tokens":5,"service_tier":"priority","messages":[{"role":"user","content":"x"}]}`, "service_tier", nil},
 		{"too deep", ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"metadata":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, "body", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,6 +114,50 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted %q", body)
 		}
 	})
+}
+
+func TestCheckBetas(t *testing.T) {
+	for _, tc := range []struct {
+		header, value, param string
+	}{
+		{"anthropic-beta", "prompt-caching-2024-07-31", ""},
+		{"anthropic-beta", "prompt-caching-2024-07-31, interleaved-thinking-2025-05-14", ""},
+		{"vendor-beta", "token-efficient-tools-2025-02-19", ""},
+		{"anthropic-beta", "context-1m-2025-08-07", "anthropic-beta"},
+		{"vendor-beta", "output-128k-2025-02-19,extended-cache-ttl-2025-04-11", "vendor-beta"},
+	} {
+		h := http.Header{}
+		h.Add(tc.header, tc.value)
+		err := checkBetas(h)
+		var e *gwerr.Error
+		if tc.param == "" && err != nil || tc.param != "" && (!errors.As(err, &e) || e.Param != tc.param || e.Kind != gwerr.Invalid) {
+			t.Errorf("%s: %s = %v", tc.header, tc.value, err)
+		}
+	}
+}
+
+// Responses go upstream with store false; n multiplies the output estimate.
+func TestStoreFalseAndAnswers(t *testing.T) {
+	out, _, err := requestFor([]byte(`{"model":"gw-fast","input":"hi","store":true}`), Responses, Responses, "m1", false)
+	if err != nil || gjson.GetBytes(out, "store").Type != gjson.False {
+		t.Fatalf("%s %v", out, err)
+	}
+	m := &catalog.Model{ID: "m", InputPrice: pricing.USD(1), OutputPrice: pricing.USD(2)}
+	one := pricing.Cost(false, router.EstimateLines(m, router.Needs{PromptTokens: 1000, MaxTokens: 100})...)
+	three := pricing.Cost(false, router.EstimateLines(m, router.Needs{PromptTokens: 1000, MaxTokens: 100, Answers: 3})...)
+	if one != pricing.Micro(1200) || three != pricing.Micro(1600) {
+		t.Fatalf("estimates %v and %v", one, three)
+	}
+	m.CacheWritePrice = pricing.USD(3) // dearer than input: the prompt is reserved at it
+	if got := pricing.Cost(false, router.EstimateLines(m, router.Needs{PromptTokens: 1000, MaxTokens: 100})...); got != pricing.Micro(3200) {
+		t.Fatalf("estimate with a cache write price %v", got)
+	}
+	// Cache writes are billed at their own price, cache reads at the input
+	// price when the model names no cached price.
+	u := translate.Usage{Input: 1000, CachedInput: 200, CacheWrite: 300, Output: 10}
+	if got := pricing.Cost(false, usageLines(m, u)...); got != pricing.Micro(500+200+900+20) {
+		t.Fatalf("usage cost %v", got)
+	}
 }
 
 func TestRequestFor(t *testing.T) {

@@ -82,6 +82,9 @@ func parse(body []byte, f Format) (*request, error) {
 		req.temperatureZero = t.Float() == 0
 	}
 	req.secondOpinion = root.Get("second_opinion").Type == gjson.True
+	if err := unpriced(root, f); err != nil {
+		return nil, err
+	}
 	n := &req.needs
 	n.PromptTokens = len(body) / charsPerToken
 	switch f {
@@ -103,6 +106,12 @@ func parse(body []byte, f Format) (*request, error) {
 			n.MaxTokens = int(mt.Int())
 		} else {
 			n.MaxTokens = int(firstInt(root, "max_completion_tokens", "max_tokens"))
+			if v := root.Get("n"); v.Exists() {
+				if v.Type != gjson.Number || v.Num != float64(int64(v.Num)) || v.Num < 1 || v.Num > MaxAnswers {
+					return nil, invalid("n", "n must be a whole number from 1 to %d", MaxAnswers)
+				}
+				n.Answers = int(v.Num)
+			}
 		}
 		n.Tools = len(root.Get("tools").Array()) > 0
 		n.JSON = root.Get("response_format.type").String() == "json_object" || root.Get("response_format.type").String() == "json_schema"
@@ -125,6 +134,92 @@ func parse(body []byte, f Format) (*request, error) {
 		}
 	}
 	return req, nil
+}
+
+// MaxAnswers bounds chat completions' n (the provider's own limit).
+const MaxAnswers = 128
+
+// Tool types the gateway can price: their cost is the tokens the provider
+// reports. Hosted tools (web search, file search, code interpreter, image
+// generation, MCP connectors, ...) are billed by the provider per call,
+// which the gateway cannot price, so they are refused.
+var pricedTools = map[Format]map[string]bool{
+	ChatCompletions: {"function": true, "custom": true},
+	Responses:       {"function": true, "custom": true},
+	// Messages-style client tools: custom ones (type absent or "custom")
+	// and the client-executed tools whose cost is tokens.
+	Messages: {"": true, "custom": true},
+}
+
+// clientToolPrefixes are messages-style tool types executed by the client
+// (priced as tokens), as opposed to server tools.
+var clientToolPrefixes = []string{"bash_", "text_editor_", "computer_"}
+
+// serviceTiers are the service tiers priced at list price; others (priority,
+// scale) cost more than the catalogue says and are refused.
+var serviceTiers = map[Format]map[string]bool{
+	ChatCompletions: {"auto": true, "default": true, "flex": true},
+	Responses:       {"auto": true, "default": true, "flex": true},
+	Messages:        {"auto": true, "standard_only": true},
+}
+
+// unpricedFields are top-level fields that buy something the gateway does
+// not price (or would run unbilled in the background), per format.
+var unpricedFields = map[Format][]string{
+	ChatCompletions: {"web_search_options", "audio"},
+	Responses:       {"previous_response_id", "conversation", "prompt"},
+	Messages:        {"mcp_servers", "container"},
+}
+
+// unpriced refuses what a request would buy that the gateway cannot price:
+// hosted and server tools, dearer service tiers, background runs, audio
+// output, stored conversations (whose ids would let one tenant read
+// another's, since the gateway sends responses with store false).
+func unpriced(root gjson.Result, f Format) error {
+	for _, field := range unpricedFields[f] {
+		if v := root.Get(field); v.Exists() && v.Type != gjson.Null {
+			return invalid(field, "%s is not supported through the gateway (it cannot be priced or is not kept)", field)
+		}
+	}
+	if b := root.Get("background"); b.Type == gjson.True {
+		return invalid("background", "background responses are not supported through the gateway")
+	}
+	if m := root.Get("modalities"); m.IsArray() {
+		for _, x := range m.Array() {
+			if x.String() != "text" {
+				return invalid("modalities", "only text output is supported through the gateway")
+			}
+		}
+	}
+	if st := root.Get("service_tier"); st.Exists() && st.Type != gjson.Null && !serviceTiers[f][st.String()] {
+		return invalid("service_tier", "service_tier %q is not supported through the gateway", shorten(st.String()))
+	}
+	var err error
+	root.Get("tools").ForEach(func(_, tool gjson.Result) bool {
+		typ := tool.Get("type").String()
+		if pricedTools[f][typ] {
+			return true
+		}
+		if f == Messages {
+			for _, p := range clientToolPrefixes {
+				if len(typ) > len(p) && typ[:len(p)] == p {
+					return true
+				}
+			}
+		}
+		err = invalid("tools", "tool type %q is a hosted tool the gateway cannot price; only function tools are supported", shorten(typ))
+		return false
+	})
+	return err
+}
+
+// shorten cuts a client value for a message.
+func shorten(s string) string {
+	const most = 64
+	if len(s) > most {
+		return s[:most] + "…"
+	}
+	return s
 }
 
 func firstInt(root gjson.Result, paths ...string) int64 {

@@ -126,6 +126,28 @@ type Model struct {
 	InputPrice  pricing.Money `json:"input_price_usd_per_m"`
 	OutputPrice pricing.Money `json:"output_price_usd_per_m"`
 	CachedPrice pricing.Money `json:"cached_price_usd_per_m,omitempty"`
+	// CacheWritePrice is the list price of input tokens written to the
+	// provider's prompt cache (messages-style cache_creation_input_tokens),
+	// in US dollars per million. Default: the input price.
+	CacheWritePrice pricing.Money `json:"cache_write_price_usd_per_m,omitempty"`
+}
+
+// CachedRate is the price of cached input: CachedPrice, or the input
+// price when the catalogue names none.
+func (m *Model) CachedRate() pricing.Money {
+	if m.CachedPrice == 0 {
+		return m.InputPrice
+	}
+	return m.CachedPrice
+}
+
+// CacheWriteRate is the price of input written to the cache:
+// CacheWritePrice, or the input price when the catalogue names none.
+func (m *Model) CacheWriteRate() pricing.Money {
+	if m.CacheWritePrice == 0 {
+		return m.InputPrice
+	}
+	return m.CacheWritePrice
 }
 
 // Has reports whether the model has capability c.

@@ -26,6 +26,9 @@ type Needs struct {
 	JSON bool
 	// PromptTokens is an estimate of the prompt's size.
 	PromptTokens int
+	// Answers is how many answers the request asks for (chat completions'
+	// n); every one is billed, so the estimate multiplies by it. 0 means 1.
+	Answers int
 	// MaxTokens is the most output the request allows (0: unknown).
 	MaxTokens int
 	// Text is the last user message's text, for classification.
@@ -148,16 +151,25 @@ func Fits(m *catalog.Model, n Needs) bool {
 // no limit.
 const DefaultMaxTokens = 4096
 
-// EstimateCost is the most a request with n could cost on m: its prompt at
-// the input price and its output limit at the output price.
-func EstimateCost(m *catalog.Model, n Needs) pricing.Money {
+// EstimateLines is the most a request with n could cost on m, as priced
+// lines: every prompt token at the dearer of the input and cache write
+// prices, and the output limit (DefaultMaxTokens when unset) at the output
+// price times the answers asked for. The chat handler reserves it; the
+// router compares candidates by it.
+func EstimateLines(m *catalog.Model, n Needs) []pricing.Line {
 	out := n.MaxTokens
 	if out <= 0 {
 		out = DefaultMaxTokens
 	}
-	return pricing.Cost(false,
-		pricing.Line{Units: int64(n.PromptTokens), Rate: pricing.PerMillion(m.InputPrice)},
-		pricing.Line{Units: int64(out), Rate: pricing.PerMillion(m.OutputPrice)})
+	return []pricing.Line{
+		{Units: int64(n.PromptTokens), Rate: pricing.PerMillion(max(m.InputPrice, m.CacheWriteRate()))},
+		{Units: int64(out) * int64(max(n.Answers, 1)), Rate: pricing.PerMillion(m.OutputPrice)},
+	}
+}
+
+// EstimateCost is EstimateLines at list prices.
+func EstimateCost(m *catalog.Model, n Needs) pricing.Money {
+	return pricing.Cost(false, EstimateLines(m, n)...)
 }
 
 // String describes a route for logs.
