@@ -12,9 +12,9 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/pricing"
-	"github.com/caddy-gw/caddy-gw/internal/sse"
 )
 
 func TestParse(t *testing.T) {
