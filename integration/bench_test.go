@@ -48,7 +48,7 @@ import (
 )
 
 // benchKey is the gateway's bootstrap key in the benchmarks.
-const benchKey = "sk-bench-bootstrap"
+const benchKey = "sk-bench-bootstrap-0123456789abcdefghijkl"
 
 // benchText is what the fakes answer; benchChunks is how many pieces a
 // stream splits it into (about two dozen events per stream).

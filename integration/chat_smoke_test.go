@@ -20,7 +20,7 @@ func chatGatewayWith(t *testing.T, caddyfile string) (*gateway, *fake.Upstream, 
 	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
 	t.Cleanup(oa.Close)
 	t.Cleanup(an.Close)
-	const key = "sk-chat-bootstrap"
+	const key = "sk-chat-bootstrap-0123456789abcdefghijklmn"
 	g := startGateway(t, gwOptions{BootstrapKey: key, Caddyfile: caddyfile, Env: map[string]string{
 		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
 	}})

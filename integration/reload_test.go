@@ -47,7 +47,7 @@ func TestReloadToAnotherStoreKeepsStreamsBilled(t *testing.T) {
 // TestFailedReloadKeepsAdminAPI: a reload that fails to start (its site
 // address is taken) leaves the running config, admin API included, serving.
 func TestFailedReloadKeepsAdminAPI(t *testing.T) {
-	const boot = "sk-failed-reload-bootstrap"
+	const boot = "sk-failed-reload-bootstrap-0123456789abcdef"
 	g := startGateway(t, gwOptions{BootstrapKey: boot})
 	taken, err := net.Listen("tcp", "127.0.0.1:0") // a plain listener: no port sharing
 	if err != nil {

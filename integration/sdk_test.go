@@ -17,7 +17,7 @@ import (
 // their own error types, on the paths they build from the base addresses.
 func TestSDKErrors(t *testing.T) {
 	t.Parallel()
-	const boot = "sk-bootstrap-sdk-test-0123456789"
+	const boot = "sk-bootstrap-sdk-test-0123456789abcdef"
 	g := startGateway(t, gwOptions{BootstrapKey: boot})
 	ctx := context.Background()
 	const badKey = "sk-bad-key-for-sdk-test"

@@ -230,9 +230,7 @@ func TestAllowModel(t *testing.T) {
 	} {
 		f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true})
 		ctx := context.Background()
-		if err := f.store.DeleteKey(ctx, "k"); err != nil {
-			t.Fatal(err)
-		}
+		f.key, _ = store.NewSecret()
 		if err := f.store.CreateKey(ctx, store.Key{ID: "k2", AccountID: "a", Hash: store.HashSecret(f.key), Models: []string{"gw-image", "gpt-x"}}); err != nil {
 			t.Fatal(err)
 		}

@@ -131,10 +131,15 @@ type Accounts interface {
 	CreateKey(ctx context.Context, k Key) error
 	// Keys lists an account's keys, oldest first.
 	Keys(ctx context.Context, accountID string) ([]Key, error)
-	// DeleteKey removes a key; ErrNotFound if none.
+	// DeleteKey revokes a key for good: it stops working at once and its
+	// secret can never be issued again; ErrNotFound if none (or revoked).
 	DeleteKey(ctx context.Context, keyID string) error
-	// KeyByHash finds a key by the hash of its secret; ErrNotFound if none.
+	// KeyByHash finds an active key by the hash of its secret; ErrNotFound
+	// if none (or revoked).
 	KeyByHash(ctx context.Context, hash string) (Key, error)
+	// KeyIssued reports whether a key with this hash was ever issued,
+	// revoked ones included.
+	KeyIssued(ctx context.Context, hash string) (bool, error)
 }
 
 // Ledger stores settled charges.

@@ -42,6 +42,9 @@ const (
 	codeInsufficientQuota = "insufficient_quota"
 )
 
+// TLSHandshakeTimeout bounds a provider's TLS handshake.
+const TLSHandshakeTimeout = 10 * time.Second
+
 // Client holds one HTTP client per provider.
 type Client struct {
 	mu      sync.Mutex
@@ -54,7 +57,9 @@ func New() *Client { return &Client{clients: map[string]*http.Client{}} }
 func (c *Client) httpClient(p *catalog.Provider) *http.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := p.Name + "\x00" + p.BaseURL
+	// The time-outs are part of the key: a reload that changes them gets a
+	// client with the new ones (in-flight calls keep the old client).
+	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", p.Name, p.BaseURL, p.DialTimeout, p.HeaderTimeout)
 	if hc, ok := c.clients[key]; ok {
 		return hc
 	}
@@ -63,6 +68,7 @@ func (c *Client) httpClient(p *catalog.Provider) *http.Client {
 		Proxy:                 nil, // never an environment proxy
 		DialContext:           d.DialContext,
 		ResponseHeaderTimeout: time.Duration(p.HeaderTimeout),
+		TLSHandshakeTimeout:   TLSHandshakeTimeout,
 		MaxIdleConnsPerHost:   maxIdleConnsPer,
 		IdleConnTimeout:       90 * time.Second,
 		ForceAttemptHTTP2:     true,
@@ -205,15 +211,21 @@ func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 		g.Kind, e.Retryable = gwerr.Upstream, true
 		g.Message = fmt.Sprintf("provider %s is unavailable", p.Name)
 	case s == http.StatusTooManyRequests:
+		// The provider's words name the operator's organisation and its
+		// limits: the gateway says it in its own.
 		g.Kind, e.Retryable = gwerr.RateLimited, true
 		g.RetryAfter, _ = strconv.Atoi(resp.Header.Get(headerRetry))
+		g.Message = fmt.Sprintf("provider %s is rate limiting; retry later", p.Name)
 	case s == StatusOverloaded:
 		g.Kind, e.Retryable = gwerr.Overloaded, true
 		g.RetryAfter, _ = strconv.Atoi(resp.Header.Get(headerRetry))
+		g.Message = fmt.Sprintf("provider %s is at capacity; retry later", p.Name)
 	case s == http.StatusGatewayTimeout || s == http.StatusRequestTimeout:
 		g.Kind, e.Retryable = gwerr.Timeout, true
+		g.Message = fmt.Sprintf("provider %s took too long to answer", p.Name)
 	case s == http.StatusServiceUnavailable:
 		g.Kind, e.Retryable = gwerr.Unavailable, true
+		g.Message = fmt.Sprintf("provider %s is unavailable; retry later", p.Name)
 	default: // 401/403/404 (the gateway's own upstream setup) and 5xx
 		// The provider's own words stay out: they may name the gateway's
 		// account or key.
@@ -246,14 +258,21 @@ func newIdleBody(rc io.ReadCloser, idle time.Duration, cancel context.CancelFunc
 			b.mu.Unlock()
 			cancel()
 		})
+		b.timer.Stop()
 	}
 	return b
 }
 
+// Read waits for the provider at most idle. The clock runs only while
+// Read waits: time the gateway spends elsewhere (blocked writing to a slow
+// client) is not the provider's silence.
 func (b *idleBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
 	if b.timer != nil {
 		b.timer.Reset(b.idle)
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.timer != nil {
+		b.timer.Stop()
 	}
 	if err != nil && err != io.EOF {
 		b.mu.Lock()

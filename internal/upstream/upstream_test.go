@@ -91,10 +91,12 @@ func TestStatusErrors(t *testing.T) {
 		{400, `{"error":{"message":"bad temperature","param":"temperature"}}`, "", gwerr.Invalid, false, 0, "bad temperature", "temperature"},
 		{413, `{}`, "", gwerr.TooLarge, false, 0, "", ""},
 		{422, `{}`, "", gwerr.Unprocessable, false, 0, "", ""},
-		{429, `{"error":{"message":"slow down"}}`, "7", gwerr.RateLimited, true, 7, "slow down", ""},
-		{529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "", gwerr.Overloaded, true, 0, "Overloaded", ""},
-		{503, `{}`, "", gwerr.Unavailable, true, 0, "", ""},
-		{504, `{}`, "", gwerr.Timeout, true, 0, "", ""},
+		// 429, 529 and 503 say it in the gateway's words: the provider's
+		// name the operator's organisation and limits.
+		{429, `{"error":{"message":"Rate limit reached for gpt-4.1 in organization org-OPERATOR on tokens per min (TPM): Limit 30000"}}`, "7", gwerr.RateLimited, true, 7, "provider p is rate limiting; retry later", ""},
+		{529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded for org org-OPERATOR"}}`, "", gwerr.Overloaded, true, 0, "provider p is at capacity; retry later", ""},
+		{503, `{"error":{"message":"org-OPERATOR is paused"}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		{504, `{}`, "", gwerr.Timeout, true, 0, "provider p took too long to answer", ""},
 		{500, `{}`, "", gwerr.Upstream, true, 0, "", ""},
 		{401, `{"error":{"message":"bad key sk-abc...xyz"}}`, "", gwerr.Upstream, true, 0, "provider p failed (401)", ""},
 		{429, `{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}`, "30", gwerr.Upstream, true, 0, "provider p is unavailable", ""},
@@ -158,5 +160,78 @@ func TestUnreachableAndTimeouts(t *testing.T) {
 	_, err = io.ReadAll(resp.Body)
 	if !errors.Is(err, ErrIdle) {
 		t.Fatalf("idle stream: %v", err)
+	}
+}
+
+// The idle time-out counts only time spent waiting on the provider: a
+// reader that pauses longer than it between reads (a gateway blocked on a
+// slow client) still gets the rest of the stream.
+func TestIdleCountsOnlyWaiting(t *testing.T) {
+	const idle = 40 * time.Millisecond
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := newIdleBody(&ctxReader{pr, ctx}, idle, cancel)
+	go func() {
+		for _, chunk := range []string{"a", "b", "c"} {
+			_, _ = pw.Write([]byte(chunk))
+		}
+		pw.Close()
+	}()
+	buf := make([]byte, 1)
+	var got []byte
+	for {
+		n, err := b.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read after a slow consumer: %v", err)
+		}
+		time.Sleep(3 * idle) // the consumer is slow, the provider is not
+	}
+	if string(got) != "abc" {
+		t.Fatalf("read %q", got)
+	}
+
+	// A provider that sends nothing for longer than idle ends the stream.
+	pr2, _ := io.Pipe()
+	ctx, cancel2 := context.WithCancel(context.Background())
+	b2 := newIdleBody(&ctxReader{pr2, ctx}, idle, cancel2)
+	if _, err := b2.Read(buf); !errors.Is(err, ErrIdle) {
+		t.Fatalf("silent provider: %v, want ErrIdle", err)
+	}
+}
+
+// ctxReader fails its read when ctx ends, as an HTTP body does.
+type ctxReader struct {
+	r   *io.PipeReader
+	ctx context.Context
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	go func() { <-c.ctx.Done(); c.r.CloseWithError(c.ctx.Err()) }()
+	return c.r.Read(p)
+}
+
+func (c *ctxReader) Close() error { return c.r.Close() }
+
+// A provider whose time-outs changed (a reload) gets a new client with
+// them; TLS handshakes are bounded.
+func TestClientPerTimeouts(t *testing.T) {
+	c := New()
+	p := provider("openai", "http://127.0.0.1:1/v1")
+	a := c.httpClient(p)
+	if c.httpClient(p) != a {
+		t.Fatal("the same provider got two clients")
+	}
+	p2 := *p
+	p2.HeaderTimeout = caddy.Duration(time.Minute)
+	b := c.httpClient(&p2)
+	if b == a || b.Transport.(*http.Transport).ResponseHeaderTimeout != time.Minute {
+		t.Fatal("a changed header time-out kept the old client")
+	}
+	if a.Transport.(*http.Transport).TLSHandshakeTimeout != TLSHandshakeTimeout {
+		t.Fatal("no TLS handshake time-out")
 	}
 }

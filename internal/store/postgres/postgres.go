@@ -78,6 +78,7 @@ CREATE TABLE spend (
 	cost       BIGINT   NOT NULL,
 	PRIMARY KEY (account_id, period, start)
 );`,
+	2: `ALTER TABLE keys ADD COLUMN revoked_at BIGINT;`,
 }
 
 // Periods of the spend table (the embedded store's).
@@ -283,7 +284,7 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 
 // Keys lists an account's keys, oldest first.
 func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+keyCols+` FROM keys WHERE account_id = $1 ORDER BY created_at, seq`, accountID)
+	rows, err := db.pool.Query(ctx, `SELECT `+keyCols+` FROM keys WHERE account_id = $1 AND revoked_at IS NULL ORDER BY created_at, seq`, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: keys of %q: %w", accountID, err)
 	}
@@ -297,9 +298,10 @@ func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
 	return keys, nil
 }
 
-// DeleteKey removes a key; store.ErrNotFound if none.
+// DeleteKey revokes a key for good; store.ErrNotFound if none or revoked
+// already.
 func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
-	tag, err := db.pool.Exec(ctx, `DELETE FROM keys WHERE id = $1`, keyID)
+	tag, err := db.pool.Exec(ctx, `UPDATE keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, time.Now().UnixNano(), keyID)
 	if err != nil {
 		return fmt.Errorf("postgres: delete key %q: %w", keyID, err)
 	}
@@ -311,11 +313,25 @@ func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
 
 // KeyByHash finds a key by the hash of its secret; store.ErrNotFound if none.
 func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	k, err := scanKey(db.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE hash = $1`, hash))
+	k, err := scanKey(db.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE hash = $1 AND revoked_at IS NULL`, hash))
 	if err != nil {
 		return store.Key{}, fmt.Errorf("postgres: key by hash: %w", classify(err))
 	}
 	return k, nil
+}
+
+// KeyIssued reports whether a key with this hash was ever issued, revoked
+// ones included.
+func (db *DB) KeyIssued(ctx context.Context, hash string) (bool, error) {
+	var one int
+	err := db.pool.QueryRow(ctx, `SELECT 1 FROM keys WHERE hash = $1`, hash).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("postgres: key issued: %w", err)
+	}
+	return true, nil
 }
 
 func scanKey(row pgx.Row) (store.Key, error) {

@@ -116,3 +116,45 @@ PRAGMA user_version = 1;`
 		t.Fatalf("ledger: %+v", got)
 	}
 }
+
+// A version-2 store gains key revocation in place: its keys keep working,
+// and a revoked one is remembered.
+func TestMigrateVersion2Keys(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := `
+CREATE TABLE accounts (id TEXT PRIMARY KEY, plan TEXT NOT NULL, cleared INTEGER NOT NULL DEFAULT 0, payg INTEGER NOT NULL DEFAULT 0,
+	lane_billing INTEGER NOT NULL DEFAULT 0, balance INTEGER, daily_cap INTEGER, monthly_cap INTEGER, abilities TEXT, created_at INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE keys (id TEXT PRIMARY KEY, account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE, name TEXT NOT NULL DEFAULT '',
+	hash TEXT NOT NULL, models TEXT, expires_at INTEGER, created_at INTEGER NOT NULL);
+CREATE UNIQUE INDEX keys_hash ON keys(hash);
+INSERT INTO accounts (id, plan) VALUES ('a', 'paid');
+INSERT INTO keys (id, account_id, hash, created_at) VALUES ('k', 'a', 'h', 1);
+PRAGMA user_version = 2;`
+	if _, err := raw.Exec(v2); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if k, err := db.KeyByHash(ctx, "h"); err != nil || k.ID != "k" {
+		t.Fatalf("key after the upgrade: %+v, %v", k, err)
+	}
+	if err := db.DeleteKey(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if issued, _ := db.KeyIssued(ctx, "h"); !issued {
+		t.Fatal("the revoked key was forgotten")
+	}
+	var v int
+	if err := db.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("user_version %d, %v", v, err)
+	}
+}

@@ -37,8 +37,11 @@ import (
 // FileName is the database file Open creates in its directory.
 const FileName = "gw.db"
 
+// FileMode is the database files' mode: read and written by their owner only.
+const FileMode = 0o600
+
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 2
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE IF NOT EXISTS accounts (
@@ -61,7 +64,8 @@ CREATE TABLE IF NOT EXISTS keys (
 	hash       TEXT    NOT NULL,   -- hex SHA-256 of the secret
 	models     TEXT,               -- JSON array; NULL: every model
 	expires_at INTEGER,            -- Unix nanoseconds, UTC; NULL: never
-	created_at INTEGER NOT NULL    -- Unix nanoseconds, UTC
+	created_at INTEGER NOT NULL,   -- Unix nanoseconds, UTC
+	revoked_at INTEGER             -- Unix nanoseconds, UTC; NULL: active
 );
 CREATE UNIQUE INDEX IF NOT EXISTS keys_hash ON keys(hash);
 CREATE INDEX IF NOT EXISTS keys_account ON keys(account_id, created_at);
@@ -131,6 +135,16 @@ func Open(dir string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
+	// The file holds key hashes and the ledger: only its owner reads it.
+	// SQLite gives the -wal and -shm files the database file's mode.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	f.Close()
+	if err := os.Chmod(path, FileMode); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 
 	w, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
@@ -195,6 +209,20 @@ func migrate(db *sql.DB) error {
 	if v < 2 {
 		if _, err := tx.ExecContext(ctx, backfillSpend); err != nil {
 			return fmt.Errorf("building spend totals: %w", err)
+		}
+	}
+	if v < 3 {
+		// Version 3: keys are revoked, not deleted, so a revoked secret
+		// (the bootstrap key's included) is never issued again. A table
+		// made by an older version lacks the column.
+		var has int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('keys') WHERE name = 'revoked_at'`).Scan(&has); err != nil {
+			return err
+		}
+		if has == 0 {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE keys ADD COLUMN revoked_at INTEGER`); err != nil {
+				return fmt.Errorf("adding key revocation: %w", err)
+			}
 		}
 	}
 	if v < schemaVersion {
@@ -388,7 +416,7 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 
 // Keys lists an account's keys, oldest first. An unknown account has none.
 func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+keyCols+` FROM keys WHERE account_id = ? ORDER BY created_at, rowid`, accountID)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+keyCols+` FROM keys WHERE account_id = ? AND revoked_at IS NULL ORDER BY created_at, rowid`, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: keys of %q: %w", accountID, err)
 	}
@@ -407,10 +435,11 @@ func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
 	return keys, nil
 }
 
-// DeleteKey removes a key for good; store.ErrNotFound if none.
+// DeleteKey revokes a key for good (its secret can never be issued
+// again); store.ErrNotFound if none or revoked already.
 func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM keys WHERE id = ?`, keyID)
+		res, err := tx.ExecContext(ctx, `UPDATE keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, time.Now().UnixNano(), keyID)
 		if err != nil {
 			return err
 		}
@@ -432,12 +461,26 @@ func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
 // KeyByHash finds a key by the hash of its secret; store.ErrNotFound if
 // none. It does not look at ExpiresAt: callers decide.
 func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	k, err := scanKey(db.r.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys WHERE hash = ?`, hash))
+	k, err := scanKey(db.r.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys WHERE hash = ? AND revoked_at IS NULL`, hash))
 	if err != nil {
 		// The hash identifies a secret: keep it out of the message.
 		return store.Key{}, fmt.Errorf("sqlite: key by hash: %w", classify(err))
 	}
 	return k, nil
+}
+
+// KeyIssued reports whether a key with this hash was ever issued, revoked
+// ones included.
+func (db *DB) KeyIssued(ctx context.Context, hash string) (bool, error) {
+	var one int
+	err := db.r.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE hash = ?`, hash).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: key issued: %w", err)
+	}
+	return true, nil
 }
 
 func scanKey(row interface{ Scan(...any) error }) (store.Key, error) {

@@ -468,9 +468,9 @@ func TestKeys(t *testing.T) {
 		if len(got) != 2 || got[0].ID != "key_1" || got[1].ID != "key_3" {
 			t.Errorf("after delete Keys = %+v", got)
 		}
-		// The id and hash are free again.
-		if err := db.CreateKey(ctx, keys[1]); err != nil {
-			t.Errorf("re-create deleted key: %v", err)
+		// A revoked key's id and secret are never issued again.
+		if err := db.CreateKey(ctx, keys[1]); !errors.Is(err, store.ErrExists) {
+			t.Errorf("re-create revoked key: %v, want ErrExists", err)
 		}
 	})
 }
@@ -911,5 +911,31 @@ func TestTwoHandlesOneFile(t *testing.T) {
 	}
 	if *a.DailyCap != n {
 		t.Errorf("daily cap counter = %d, want %d", *a.DailyCap, n)
+	}
+}
+
+// The database and its WAL files are readable by their owner only, even a
+// file an older version created more open.
+func TestFileMode(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateAccount(context.Background(), store.Account{ID: "a", Plan: store.PlanFree}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{FileName, FileName + "-wal", FileName + "-shm"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != FileMode {
+			t.Errorf("%s has mode %v, want %v", name, fi.Mode().Perm(), os.FileMode(FileMode))
+		}
 	}
 }

@@ -123,6 +123,19 @@ func testKeys(t *testing.T, st store.Store) {
 	if err := st.DeleteKey(ctx, "k1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
 	}
+	// A revoked secret is remembered and never issued again.
+	if issued, err := st.KeyIssued(ctx, "h1"); !issued || err != nil {
+		t.Fatalf("KeyIssued(revoked) = %v, %v", issued, err)
+	}
+	if issued, err := st.KeyIssued(ctx, "never"); issued || err != nil {
+		t.Fatalf("KeyIssued(never) = %v, %v", issued, err)
+	}
+	if err := st.CreateKey(ctx, store.Key{ID: "k5", AccountID: "acme", Hash: "h1"}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("reissuing a revoked secret: %v", err)
+	}
+	if keys, _ := st.Keys(ctx, "acme"); len(keys) != 1 || keys[0].ID != "k2" {
+		t.Fatalf("keys after the revocation = %+v", keys)
+	}
 	if keys, err := st.Keys(ctx, "nobody"); err != nil || keys == nil || len(keys) != 0 {
 		t.Fatalf("keys of nobody = %#v, %v", keys, err)
 	}
