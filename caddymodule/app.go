@@ -72,10 +72,10 @@ type App struct {
 	// inflight counts requests being served by this config, so Cleanup can
 	// let go of the store only after the last one (a reload that moves the
 	// store to another folder must not close it under them).
-	inflight *sync.WaitGroup
+	inflight *inflight
 	// prev is the app that served before this one started, handed the
 	// admin API back if this one is stopped after a failed reload.
-	prev     *App
+	prev     *atomic.Pointer[App]
 	admin    *admin.API
 	storeKey string
 	logger   *zap.Logger
@@ -173,7 +173,8 @@ const (
 // Provision sets the app up.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
-	a.inflight = new(sync.WaitGroup)
+	a.inflight = newInflight()
+	a.prev = new(atomic.Pointer[App])
 	repl := caddy.NewReplacer()
 	for i := range a.Providers {
 		a.Providers[i].BaseURL = repl.ReplaceAll(a.Providers[i].BaseURL, "")
@@ -307,7 +308,7 @@ var current atomic.Pointer[App]
 
 // Start makes the app the one the admin API serves.
 func (a *App) Start() error {
-	a.prev = current.Swap(a)
+	a.prev.Store(current.Swap(a))
 	return nil
 }
 
@@ -315,8 +316,7 @@ func (a *App) Start() error {
 // taken it; when Caddy stops this app because the reload that started it
 // failed, the app that served before gets it back.
 func (a *App) Stop() error {
-	current.CompareAndSwap(a, a.prev)
-	a.prev = nil
+	current.CompareAndSwap(a, a.prev.Swap(nil))
 	return nil
 }
 
@@ -330,12 +330,55 @@ func (a *App) Cleanup() error {
 		return nil
 	}
 	go func() {
-		a.inflight.Wait()
+		<-a.inflight.drained()
 		if _, err := stores.Delete(key); err != nil && a.logger != nil {
 			a.logger.Error("closing the store", zap.Error(err))
 		}
 	}()
 	return nil
+}
+
+// inflight counts a config's requests in flight. Unlike a WaitGroup it
+// may be entered while someone waits for it to drain (requests keep
+// arriving at an old config for a moment after a reload).
+type inflight struct {
+	mu      sync.Mutex
+	n       int
+	closing bool
+	idle    chan struct{}
+	closed  bool
+}
+
+func newInflight() *inflight { return &inflight{idle: make(chan struct{})} }
+
+func (f *inflight) enter() {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+}
+
+func (f *inflight) leave() {
+	f.mu.Lock()
+	f.n--
+	f.signal()
+	f.mu.Unlock()
+}
+
+// drained returns a channel closed once no request is in flight.
+func (f *inflight) drained() <-chan struct{} {
+	f.mu.Lock()
+	f.closing = true
+	f.signal()
+	f.mu.Unlock()
+	return f.idle
+}
+
+// signal closes idle when draining and empty; f.mu must be held.
+func (f *inflight) signal() {
+	if f.closing && f.n == 0 && !f.closed {
+		f.closed = true
+		close(f.idle)
+	}
 }
 
 // Interface guards

@@ -40,8 +40,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 // ServeHTTP serves the gateway's paths and hands the rest on.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	h.app.inflight.Add(1)
-	defer h.app.inflight.Done()
+	h.app.inflight.enter()
+	defer h.app.inflight.leave()
 	if h.app.router.ServeHTTP(w, r) {
 		return nil
 	}

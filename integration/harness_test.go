@@ -169,6 +169,11 @@ func startGateway(t testing.TB, opts gwOptions) *gateway {
 
 	t.Cleanup(func() {
 		g.stop(t)
+		// A gateway built with -race (GW_CADDY_BIN) reports data races on
+		// its output: any is a failure.
+		if strings.Contains(g.log.String(), "WARNING: DATA RACE") {
+			t.Errorf("the gateway reported a data race")
+		}
 		if t.Failed() {
 			t.Logf("caddy log (%s):\n%s", g.BaseURL, g.log.String())
 		}

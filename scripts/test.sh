@@ -10,3 +10,7 @@ go vet ./...
 # staticcheck at a pinned version, through the module proxy.
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 go test -count=1 ./... "$@"
+# The reload tests once more against a gateway built with -race: reloads
+# under concurrent traffic must report no data race.
+GOFLAGS=-race go run ./cmd/gwbuild -o bin/caddy-race
+GW_CADDY_BIN="$PWD/bin/caddy-race" go test -count=1 -run 'Reload|StreamsBilled' ./integration
