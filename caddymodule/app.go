@@ -117,8 +117,9 @@ type CeilingConfig struct {
 
 // Names of the configurable per-minute budgets.
 const (
-	ChatBudgetName   = "chat_requests"
-	DecideBudgetName = "decide_requests"
+	ChatBudgetName        = "chat_requests"
+	DecideBudgetName      = "decide_requests"
+	CountTokensBudgetName = "count_tokens"
 )
 
 // LimitsConfig sets the configurable rate limits. The spec's shared
@@ -130,7 +131,17 @@ type LimitsConfig struct {
 	// DecideRequestsPerMinute bounds each account's decision-mode calls
 	// (429 rate_limit_exceeded beyond it). 0 means no limit.
 	DecideRequestsPerMinute int64 `json:"decide_requests_per_minute,omitempty"`
+	// CountTokensPerMinute bounds each account's count_tokens calls (429
+	// beyond it; they are not billed). Default: 600.
+	CountTokensPerMinute int64 `json:"count_tokens_per_minute,omitempty"`
+	// MaxInFlight bounds each account's billed calls in flight at once
+	// (429 beyond it). Default: 32.
+	MaxInFlight int `json:"max_in_flight,omitempty"`
 }
+
+// DefaultCountTokensPerMinute is each account's count_tokens budget when
+// the config sets none.
+const DefaultCountTokensPerMinute = 600
 
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
@@ -144,8 +155,9 @@ var metrics = pipeline.NewMetrics()
 // counters. They belong to the process, not to a config, so a reload keeps
 // every outstanding reservation and every account's used budget.
 var (
-	memLocks  = money.NewMemoryLocks()
-	memLimits = limits.NewMemory(nil)
+	memLocks    = money.NewMemoryLocks()
+	memLimits   = limits.NewMemory(nil)
+	memInFlight = limits.NewInFlight()
 	// health, decisions and upstreams are process-wide too: a reload keeps
 	// which models are cooling down, the decisions flux_explain reads, and
 	// the upstream connection pools.
@@ -218,8 +230,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if n := a.Limits.DecideRequestsPerMinute; n > 0 {
 		opts.DecideBudgets = []limits.Budget{{Name: DecideBudgetName, Limit: n, Period: time.Minute}}
 	}
+	countTokens := a.Limits.CountTokensPerMinute
+	if countTokens <= 0 {
+		countTokens = DefaultCountTokensPerMinute
+	}
+	opts.CountTokensBudgets = []limits.Budget{{Name: CountTokensBudgetName, Limit: countTokens, Period: time.Minute}}
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics,
-		Money: &money.Gate{Store: st, Locks: memLocks, Policy: policy}, Limits: memLimits}
+		Money: &money.Gate{Store: st, Locks: memLocks, Policy: policy, OnOverrun: a.logOverrun}, Limits: memLimits,
+		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight}
 	a.router = routes.New(a.gateway, opts)
 	a.admin = admin.New(st)
 	if a.BootstrapKey != "" {
@@ -259,6 +277,14 @@ func (a *App) openStore() (store.Store, error) {
 
 // BootstrapAccount is the account GW_BOOTSTRAP_KEY's key belongs to.
 const BootstrapAccount = "default"
+
+// logOverrun records a settlement above its hold: the provider answered
+// past the limit the gateway sent, and the account was charged what it
+// used.
+func (a *App) logOverrun(account, requestID string, held, cost pricing.Money) {
+	a.logger.Warn("settlement above its hold", zap.String("account", account), zap.String("request_id", requestID),
+		zap.Stringer("held_usd", held), zap.Stringer("cost_usd", cost))
+}
 
 // MinBootstrapKeyChars is how many characters a bootstrap key must have
 // after its "sk-" prefix, and minBootstrapDistinct how many different

@@ -146,7 +146,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "limits":
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
 				switch d.Val() {
-				case "chat_requests_per_minute", "decide_requests_per_minute":
+				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight":
 					opt := d.Val()
 					var v string
 					if err := oneArg(d, &v); err != nil {
@@ -156,10 +156,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					if err != nil || n < 0 {
 						return d.Errf("%s: want a whole number, got %q", opt, v)
 					}
-					if opt == "chat_requests_per_minute" {
+					switch opt {
+					case "chat_requests_per_minute":
 						a.Limits.ChatRequestsPerMinute = n
-					} else {
+					case "decide_requests_per_minute":
 						a.Limits.DecideRequestsPerMinute = n
+					case "count_tokens_per_minute":
+						a.Limits.CountTokensPerMinute = n
+					default:
+						a.Limits.MaxInFlight = int(n)
 					}
 				default:
 					return d.Errf("unknown limits option %q", d.Val())

@@ -110,11 +110,9 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 		return err
 	}
 	if req.secondOpinion {
-		release, err := h.Opinions.admit(req, rt.Requested, len(body))
-		if err != nil {
+		if err := h.Opinions.admit(req, rt.Requested, len(body)); err != nil {
 			return err
 		}
-		defer release()
 	}
 	cl := &call{Call: c, h: h, format: f, body: body, req: req, route: rt, started: time.Now()}
 	cl.cacheable = !req.stream && req.temperatureZero && !req.secondOpinion && h.Cache != nil

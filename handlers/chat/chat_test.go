@@ -55,6 +55,8 @@ func TestParse(t *testing.T) {
 		{"duplicate max_output_tokens", Responses, `{"max_output_tokens":5,"input":"x","max_output_tokens":100000}`, "body", nil},
 		// Nothing unpriced passes (issue 18): hosted tools, dearer tiers,
 		// background runs, stored conversations.
+		{"linked image reserved at its ceiling", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://a.example/p.png"}},{"type":"image_url","image_url":{"url":"https://a.example/q.png"}}]}]}`, "",
+			func(r *request) bool { return r.needs.Vision && r.needs.PromptTokens >= 2*ImageTokenCeiling }},
 		{"n", ChatCompletions, `{"n":3,"messages":[{"role":"user","content":"x"}]}`, "", func(r *request) bool { return r.needs.Answers == 3 }},
 		{"n zero", ChatCompletions, `{"n":0,"messages":[{"role":"user","content":"x"}]}`, "n", nil},
 		{"n fraction", ChatCompletions, `{"n":1.5,"messages":[{"role":"user","content":"x"}]}`, "n", nil},
@@ -197,17 +199,32 @@ func TestReadVerdict(t *testing.T) {
 	}
 }
 
+// A second opinion is refused up front when every slot is taken, and a
+// slot is held only while a check runs.
 func TestOpinionsAdmit(t *testing.T) {
 	o := NewOpinions(1)
 	ok := &request{}
-	rel, err := o.admit(ok, "gw-auto", 10)
+	if err := o.admit(ok, "gw-auto", 10); err != nil {
+		t.Fatal(err)
+	}
+	// Admission takes no slot: a second request is admitted too.
+	if err := o.admit(ok, "gw-auto", 10); err != nil {
+		t.Fatalf("admission held a slot: %v", err)
+	}
+	rel, err := o.take()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.admit(ok, "gw-auto", 10); gwerr.As(err).Kind != gwerr.Unavailable || gwerr.As(err).RetryAfter != SecondOpinionRetryAfter {
+	if err := o.admit(ok, "gw-auto", 10); gwerr.As(err).Kind != gwerr.Unavailable || gwerr.As(err).RetryAfter != SecondOpinionRetryAfter {
+		t.Fatalf("admission while a check runs: %v", err)
+	}
+	if _, err := o.take(); gwerr.As(err).Kind != gwerr.Unavailable {
 		t.Fatalf("second concurrent check: %v", err)
 	}
 	rel()
+	if err := o.admit(ok, "gw-auto", 10); err != nil {
+		t.Fatalf("after the check: %v", err)
+	}
 	for _, tc := range []struct {
 		req   *request
 		model string
@@ -218,7 +235,7 @@ func TestOpinionsAdmit(t *testing.T) {
 		{ok, "gw-fast", 10, gwerr.Invalid},
 		{ok, "gw-auto", SecondOpinionMaxBytes + 1, gwerr.TooLarge},
 	} {
-		if _, err := o.admit(tc.req, tc.model, tc.size); gwerr.As(err).Kind != tc.kind {
+		if err := o.admit(tc.req, tc.model, tc.size); gwerr.As(err).Kind != tc.kind {
 			t.Errorf("%+v %s %d: %v", tc.req, tc.model, tc.size, err)
 		}
 	}

@@ -53,25 +53,39 @@ func NewOpinions(n int) *Opinions {
 	return &Opinions{slots: make(chan struct{}, n)}
 }
 
-// admit checks a second-opinion request before anything is spent, and
-// takes a slot; release gives it back.
-func (o *Opinions) admit(req *request, requested string, bodyLen int) (release func(), err error) {
+// admit checks a second-opinion request before anything is spent: a
+// request that could not be checked, or that arrives while every slot is
+// taken, is refused before its answer is paid for. The slot itself is
+// taken only while the check runs (take).
+func (o *Opinions) admit(req *request, requested string, bodyLen int) error {
 	switch {
 	case req.stream:
-		return nil, invalid("second_opinion", "second_opinion needs a non-streaming request")
+		return invalid("second_opinion", "second_opinion needs a non-streaming request")
 	case requested != catalog.AliasAuto:
-		return nil, invalid("second_opinion", "second_opinion is available on %s only", catalog.AliasAuto)
+		return invalid("second_opinion", "second_opinion is available on %s only", catalog.AliasAuto)
 	case bodyLen > SecondOpinionMaxBytes:
-		return nil, gwerr.New(gwerr.TooLarge, "the request is too large for a second opinion (more than %d bytes)", SecondOpinionMaxBytes).WithParam("second_opinion")
+		return gwerr.New(gwerr.TooLarge, "the request is too large for a second opinion (more than %d bytes)", SecondOpinionMaxBytes).WithParam("second_opinion")
 	}
 	if o == nil {
-		return nil, gwerr.New(gwerr.Unavailable, "second opinions are not configured on this gateway")
+		return gwerr.New(gwerr.Unavailable, "second opinions are not configured on this gateway")
 	}
+	if len(o.slots) == cap(o.slots) {
+		return busy()
+	}
+	return nil
+}
+
+func busy() error {
+	return &gwerr.Error{Kind: gwerr.Unavailable, Message: "too many second opinions are running; retry shortly", RetryAfter: SecondOpinionRetryAfter}
+}
+
+// take holds a slot while a check runs; release gives it back.
+func (o *Opinions) take() (release func(), err error) {
 	select {
 	case o.slots <- struct{}{}:
 		return func() { <-o.slots }, nil
 	default:
-		return nil, &gwerr.Error{Kind: gwerr.Unavailable, Message: "too many second opinions are running; retry shortly", RetryAfter: SecondOpinionRetryAfter}
+		return nil, busy()
 	}
 }
 
@@ -95,6 +109,11 @@ func checkerLane(lane string) string {
 // and its cost. A check that cannot be made returns an error; nothing of
 // it is billed then.
 func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
+	release, err := cl.h.Opinions.take()
+	if err != nil {
+		return nil, 0, err // every slot filled up since the request came in
+	}
+	defer release()
 	rt, err := cl.h.Router.Route(catalog.LaneAlias(checkerLane(cl.route.Lane)), router.Needs{PromptTokens: cl.req.needs.PromptTokens})
 	if err != nil {
 		return nil, 0, err

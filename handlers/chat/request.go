@@ -117,7 +117,9 @@ func parse(body []byte, f Format) (*request, error) {
 		n.JSON = root.Get("response_format.type").String() == "json_object" || root.Get("response_format.type").String() == "json_schema"
 		last := msgs.Array()[len(msgs.Array())-1]
 		n.Text = text(last.Get("content"))
-		n.Vision = hasImage(msgs)
+		pics := images(msgs)
+		n.Vision = pics > 0
+		n.PromptTokens += pics * ImageTokenCeiling
 	case Responses:
 		in := root.Get("input")
 		if !in.Exists() || in.Type != gjson.String && !in.IsArray() {
@@ -130,7 +132,9 @@ func parse(body []byte, f Format) (*request, error) {
 			n.Text = in.String()
 		} else if items := in.Array(); len(items) > 0 {
 			n.Text = text(items[len(items)-1].Get("content"))
-			n.Vision = hasImage(in)
+			pics := images(in)
+			n.Vision = pics > 0
+			n.PromptTokens += pics * ImageTokenCeiling
 		}
 	}
 	return req, nil
@@ -246,21 +250,27 @@ func text(content gjson.Result) string {
 	return s
 }
 
-// hasImage reports an image part anywhere in messages or input items, in
-// any of the three formats (image_url, image, input_image).
-func hasImage(list gjson.Result) bool {
-	found := false
+// ImageTokenCeiling is the most input tokens one image part can cost on
+// any catalogued model (the largest tiling of the providers' vision
+// pricing, with room): a linked image adds only its URL's length to the
+// body, so the reservation adds this for every image part.
+const ImageTokenCeiling = 6000
+
+// images counts the image parts in messages or input items, in any of the
+// three formats (image_url, image, input_image).
+func images(list gjson.Result) int {
+	n := 0
 	list.ForEach(func(_, m gjson.Result) bool {
 		m.Get("content").ForEach(func(_, part gjson.Result) bool {
 			switch part.Get("type").String() {
 			case "image_url", "image", "input_image":
-				found = true
+				n++
 			}
-			return !found
+			return true
 		})
-		return !found
+		return true
 	})
-	return found
+	return n
 }
 
 func invalid(param, format string, args ...any) error {

@@ -192,9 +192,10 @@ type Upstream struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	mu    sync.Mutex
-	queue []Script
-	reqs  []Request
+	mu      sync.Mutex
+	queue   []Script
+	reqs    []Request
+	arrived chan struct{} // closed and replaced on every request
 }
 
 func newUpstream(f format, h func(u *Upstream, w http.ResponseWriter, r *http.Request, body []byte)) *Upstream {
@@ -203,6 +204,7 @@ func newUpstream(f format, h func(u *Upstream, w http.ResponseWriter, r *http.Re
 		Models:  []string{"gpt-4o", "gpt-4o-mini"},
 		format:  f,
 		done:    make(chan struct{}),
+		arrived: make(chan struct{}),
 	}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -279,6 +281,17 @@ func (u *Upstream) record(r *http.Request, body []byte) {
 		Header: r.Header.Clone(),
 		Body:   bytes.Clone(body),
 	})
+	close(u.arrived)
+	u.arrived = make(chan struct{})
+}
+
+// Arrived returns how many requests have been received and a channel
+// closed when the next one arrives, so a test can wait for requests
+// without polling.
+func (u *Upstream) Arrived() (int, <-chan struct{}) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.reqs), u.arrived
 }
 
 // next takes the script for a completion request.

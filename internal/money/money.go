@@ -96,6 +96,11 @@ type Gate struct {
 	Policy Policy
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OnOverrun, when set, is told of every settlement above its hold (a
+	// provider that answered past the limit it was sent). The charge is
+	// recorded in full: the balance and caps then show it, and the rules
+	// refuse the account's next call if it went past them.
+	OnOverrun func(account, requestID string, held, cost pricing.Money)
 }
 
 func (g *Gate) now() time.Time {
@@ -253,6 +258,9 @@ func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 	defer unlock()
 	charged, err := h.gate.Store.Settle(ctx, e)
 	h.done = true
+	if err == nil && charged && e.Cost > h.amount && h.gate.OnOverrun != nil {
+		h.gate.OnOverrun(h.account, e.RequestID, h.amount, e.Cost)
+	}
 	_ = h.gate.Locks.Add(ctx, h.account, -h.amount)
 	if err != nil {
 		return false, unsettled()

@@ -362,3 +362,37 @@ func TestLockHonoursContext(t *testing.T) {
 		t.Fatalf("%d account states left after unlock", len(m.accounts))
 	}
 }
+
+// A settlement above its hold (a provider answering past its limit) is
+// recorded in full and reported, never dropped; the balance it overdrew
+// refuses the account's next call.
+func TestOverrunRecordedAndRefusedNext(t *testing.T) {
+	f := newFixture(t, Policy{})
+	var reported []pricing.Money
+	f.gate.OnOverrun = func(account, id string, held, cost pricing.Money) { reported = append(reported, held, cost) }
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("0.10"))})
+	ctx := context.Background()
+	h, err := f.gate.Reserve(ctx, "a", Ability, usd("0.08"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Settle(ctx, store.Entry{RequestID: "over", Cost: usd("0.15")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(reported) != 2 || reported[0] != usd("0.08") || reported[1] != usd("0.15") {
+		t.Fatalf("reported %v", reported)
+	}
+	acc, _ := f.store.Account(ctx, "a")
+	if *acc.Balance != usd("-0.05") {
+		t.Fatalf("balance %v, want -0.05 recorded", *acc.Balance)
+	}
+	if _, err := f.gate.Reserve(ctx, "a", Ability, 0); gwerr.As(err).Code != gwerr.CodeCreditExhausted {
+		t.Fatalf("next call: %v, want credit_exhausted", err)
+	}
+	// A settlement within its hold reports nothing.
+	f.account(t, store.Account{ID: "b", Plan: store.PlanPaid, Cleared: true})
+	h, _ = f.gate.Reserve(ctx, "b", Ability, usd("1"))
+	if _, err := h.Settle(ctx, store.Entry{RequestID: "within", Cost: usd("1")}); err != nil || len(reported) != 2 {
+		t.Fatalf("within the hold: %v, reported %v", err, reported)
+	}
+}

@@ -98,6 +98,10 @@ type Gateway struct {
 	Metrics *Metrics
 	Money   *money.Gate
 	Limits  limits.Limiter
+	// InFlight counts each account's billed calls in flight; nil: no
+	// bound. MaxInFlight is the bound (limits.DefaultMaxInFlight when 0).
+	InFlight    *limits.InFlight
+	MaxInFlight int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -205,6 +209,18 @@ func (g *Gateway) run(c *Call) error {
 		if err := c.Take(b, 1); err != nil {
 			return err
 		}
+	}
+	if ep.Billing != nil && g.InFlight != nil && !ep.Public {
+		most := g.MaxInFlight
+		if most <= 0 {
+			most = limits.DefaultMaxInFlight
+		}
+		release, ok := g.InFlight.Acquire(c.Account.ID, most)
+		if !ok {
+			return &gwerr.Error{Kind: gwerr.RateLimited, Message: "too many calls of this account are in flight; retry when one has finished",
+				RetryAfter: limits.InFlightRetryAfter}
+		}
+		defer release()
 	}
 	if ep.Handler == nil {
 		// A billed route not built yet still gives its money refusals; a

@@ -72,6 +72,9 @@ type Options struct {
 	ChatBudgets []limits.Budget
 	// DecideBudgets are rate budgets every decision-mode call takes a unit of.
 	DecideBudgets []limits.Budget
+	// CountTokensBudgets are rate budgets every count_tokens call takes a
+	// unit of (it is not billed, so it is bounded by calls).
+	CountTokensBudgets []limits.Budget
 	// Chat serves the chat endpoints; nil leaves them answering 501.
 	Chat *chat.Handler
 }
@@ -106,7 +109,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		return &pipeline.Endpoint{Name: name, Methods: post, Family: f, Ability: ability, Billing: &abilitySpend, Budgets: budgets}
 	}
 	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, Billing: &abilitySpend, Budgets: opt.DecideBudgets, RequestIDPrefix: DecideRequestIDPrefix}
-	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages}
+	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages, Budgets: opt.CountTokensBudgets}
 	var chatCompletions, responses, msgs, count pipeline.Handler
 	if h := opt.Chat; h != nil {
 		chatCompletions, responses, msgs, count = h.ChatCompletions, h.Responses, h.Messages, h.CountTokens

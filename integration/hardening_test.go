@@ -1,0 +1,122 @@
+package integration
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/integration/fake"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// withGW returns Caddyfile.example with lines added to its gw block.
+func withGW(t testing.TB, lines string) string {
+	t.Helper()
+	c := exampleCaddyfile(t)
+	if !strings.Contains(c, "\tgw {\n") {
+		t.Fatal("Caddyfile.example has no gw block")
+	}
+	return strings.Replace(c, "\tgw {\n", "\tgw {\n"+lines+"\n", 1)
+}
+
+// n multiplies the reservation: against a small prepaid balance, many
+// concurrent calls asking for several answers never take the balance
+// below zero, and what was charged is exactly the ledger.
+func TestAnswersAgainstSmallBalance(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	const account = "small"
+	key := e.account(t, account, map[string]any{"balance_usd": "0.015"})
+	e.OA.SetDefault(fake.Script{Text: "ok", Usage: fake.Usage{Input: 20, Output: 4000}})
+	body := `{"model":"gw-pinned-gpt-4.1-mini","n":3,"messages":[{"role":"user","content":"hi"}]}`
+	// One call with n=3 reserves 3 × 4,096 output tokens: more than 0.015 USD.
+	r := e.do(t, http.MethodPost, "/v1/chat/completions", body, bearer(key)...)
+	if r.Status != http.StatusPaymentRequired || r.Header.Get("X-Gw-Hold-Reason") != "credit_exhausted" {
+		t.Fatalf("n=3 against 0.015 USD: %d %s", r.Status, r.Body)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.do(t, http.MethodPost, "/v1/chat/completions", strings.Replace(body, `"n":3`, `"n":1`, 1), bearer(key)...)
+			if r.Status == http.StatusOK {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			} else if r.Status != http.StatusPaymentRequired {
+				t.Errorf("status %d: %s", r.Status, r.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	acc := e.getAccount(t, account)
+	balance := mustUSD(t, acc["balance_usd"].(string))
+	if balance < 0 {
+		t.Fatalf("balance %v went below zero", balance)
+	}
+	var spent pricing.Money
+	for _, c := range ledgerOf(t, e.gateway, account) {
+		spent += c
+	}
+	if spent+balance != mustUSD(t, "0.015") || ok == 0 || ok == 12 {
+		t.Fatalf("%d calls served, %v spent, balance %v", ok, spent, balance)
+	}
+}
+
+// The per-account bound on billed calls in flight: one more is 429 with
+// Retry-After until one finishes; other accounts are not affected.
+func TestMaxInFlight(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, withGW(t, "\t\tlimits {\n\t\t\tmax_in_flight 2\n\t\t}"))
+	key := e.account(t, "busy", nil)
+	other := e.account(t, "other", nil)
+	gate := make(chan struct{})
+	e.OA.Push(fake.Script{Text: "a", Gate: gate}, fake.Script{Text: "b", Gate: gate})
+	body := `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := e.do(t, http.MethodPost, "/v1/chat/completions", body, bearer(key)...); r.Status != http.StatusOK {
+				t.Errorf("held call: %d %s", r.Status, r.Body)
+			}
+		}()
+	}
+	waitRequests(t, e.OA, 2)
+	r := e.do(t, http.MethodPost, "/v1/chat/completions", body, bearer(key)...)
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("third call in flight: %d %s", r.Status, r.Body)
+	}
+	e.OA.SetDefault(fake.Script{Text: "c"})
+	if r := e.do(t, http.MethodPost, "/v1/chat/completions", body, bearer(other)...); r.Status != http.StatusOK {
+		t.Fatalf("another account: %d %s", r.Status, r.Body)
+	}
+	close(gate)
+	wg.Wait()
+	if r := e.do(t, http.MethodPost, "/v1/chat/completions", body, bearer(key)...); r.Status != http.StatusOK {
+		t.Fatalf("after the held calls: %d %s", r.Status, r.Body)
+	}
+}
+
+// waitRequests waits until u has received n requests.
+func waitRequests(t testing.TB, u *fake.Upstream, n int) {
+	t.Helper()
+	timeout := time.After(requestTimeout)
+	for {
+		got, next := u.Arrived()
+		if got >= n {
+			return
+		}
+		select {
+		case <-next:
+		case <-timeout:
+			t.Fatalf("the upstream received %d requests, want %d", got, n)
+		}
+	}
+}
