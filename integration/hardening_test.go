@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -118,5 +119,45 @@ func waitRequests(t testing.TB, u *fake.Upstream, n int) {
 		case <-timeout:
 			t.Fatalf("the upstream received %d requests, want %d", got, n)
 		}
+	}
+}
+
+// Escalation cannot be steered: a key limited to gw-fast is never served
+// by a model of a stronger lane, and an empty answer its own stop
+// sequences explain is served (and billed) rather than escalated.
+func TestEscalationNotSteered(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	const account = "steer"
+	e.account(t, account, nil)
+	fastOnly, _ := e.createKey(t, account, map[string]any{"name": "fast", "models": []string{"gw-fast"}})
+	body := `{"model":"gw-fast","messages":[{"role":"user","content":"hi"}]}`
+	e.reset()
+	e.OA.Push(fake.Script{Status: 500})
+	r := e.do(t, http.MethodPost, "/v1/chat/completions", body, bearer(fastOnly)...)
+	if r.Status != http.StatusBadGateway {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	var models []any
+	for _, q := range append(e.OA.Requests(), e.AN.Requests()...) {
+		models = append(models, q.JSON()["model"])
+	}
+	// The fast lane's model, and nothing of the stronger lanes.
+	if fmt.Sprint(models) != "[gpt-4.1-nano]" {
+		t.Fatalf("upstreams asked for %v", models)
+	}
+
+	e.reset()
+	e.OA.Push(fake.Script{Text: "", Usage: fake.Usage{Input: 12, Output: 0}})
+	key := e.account(t, "stops", nil)
+	r = e.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-fast","stop":["Hello"],"messages":[{"role":"user","content":"hi"}]}`, bearer(key)...)
+	if r.Status != http.StatusOK || r.Header.Get("X-Gw-Escalated") != "" {
+		t.Fatalf("empty answer after its own stop sequence: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if n := len(e.OA.Requests()) + len(e.AN.Requests()); n != 1 {
+		t.Fatalf("%d upstream requests, want 1", n)
+	}
+	if _, ok := ledgerOf(t, e.gateway, "stops")[r.Header.Get("X-Gw-Request-Id")]; !ok {
+		t.Fatal("the empty answer was not billed")
 	}
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -55,12 +56,17 @@ func TestReloadUnderTraffic(t *testing.T) {
 	const clients, calls, reloads = 4, 15, 5
 	var wg sync.WaitGroup
 	ids := make(chan string, clients*calls)
-	for range clients {
+	for c := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range calls {
-				r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(key)...)
+			for i := range calls {
+				// A reload closes the old server's idle keep-alive
+				// connections; a request racing that close is reset before
+				// the gateway reads it. Go's transport (like the SDKs)
+				// resends such a request when it may: Idempotency-Key says so.
+				r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`,
+					append(bearer(key), "Idempotency-Key", fmt.Sprint(c, "-", i))...)
 				if r.Status != http.StatusOK {
 					t.Errorf("call during reloads: %d %s", r.Status, r.Body)
 					return

@@ -123,7 +123,15 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 		}
 	}
 	var last error
-	for i, m := range rt.Candidates[:min(len(rt.Candidates), MaxAttempts)] {
+	attempts := 0
+	for i, m := range rt.Candidates {
+		if attempts == MaxAttempts {
+			break
+		}
+		if i > 0 && !escalationAllowed(c.Key.Models, rt, m) {
+			continue
+		}
+		attempts++
 		// Each attempt holds its own model's estimate: an escalation to a
 		// dearer model must pass the money check again.
 		c.Release()
@@ -142,12 +150,34 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 			// The client left: not the model's fault, and nobody to answer.
 			return gwerr.New(gwerr.Unavailable, "the client closed the request")
 		}
-		if !upstream.Retryable(err) {
+		if !upstream.Retryable(err) || selfInflicted(err, req) {
+			// A failure the request itself explains is not the model's:
+			// no other model is tried, and its health is untouched.
 			break
 		}
 		h.Router.Health.Fail(m.ID)
 	}
 	return last
+}
+
+// LargeOutputTokens is the output limit past which a time-out waiting for
+// a non-streamed answer is the request's own doing: a model asked for that
+// much may well take longer than the provider's header time-out.
+const LargeOutputTokens = 16384
+
+// selfInflicted reports a failure the request explains, which must not
+// steer the call to another model or count against the one that failed.
+func selfInflicted(err error, req *request) bool {
+	return gwerr.As(err).Kind == gwerr.Timeout && !req.stream && req.needs.MaxTokens > LargeOutputTokens
+}
+
+// escalationAllowed reports whether the key may be served by m when the
+// call escalates beyond the model it asked for: m's lane or m itself must
+// be on the key's list, or the key asked for gw-auto (which reaches every
+// lane on its own).
+func escalationAllowed(allowlist []string, rt *router.Route, m *catalog.Model) bool {
+	return rt.Requested == catalog.AliasAuto || catalog.Allowed(allowlist, catalog.LaneAlias(m.Lane)) ||
+		catalog.Allowed(allowlist, catalog.PinnedPrefix+m.ID)
 }
 
 // attempt sends the request to m. A returned error is retryable (per
@@ -194,14 +224,16 @@ func (cl *call) whole(r io.Reader, m *catalog.Model, from Format, escalated bool
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s broke off", m.ID), Retryable: true}
 	}
 	usage := usageOf(from, b)
-	if empty(from, b) {
+	if empty(from, b) && !cl.req.stops {
+		// An empty answer after the request's own stop sequences is the
+		// answer it asked for: served and billed, not escalated.
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s gave an empty answer", m.ID), Retryable: true}
 	}
 	out, err := responseFor(b, from, cl.format, m.ID)
 	if err != nil {
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s could not be read: %v", m.ID, err), Retryable: true}
 	}
-	cost, lane := cl.cost(m, usage)
+	cost, lane := cl.cost(m, usage, escalated)
 	if _, err := cl.Settle(usage.Input+usage.Output, pricing.UnitToken, m.ID, cost); err != nil {
 		return err
 	}
@@ -263,7 +295,7 @@ func (cl *call) writeCached(hit Hit) {
 
 // cost prices usage on m, or at the lane's price when the account has lane
 // billing and asked gw-auto; lane is the billed lane then.
-func (cl *call) cost(m *catalog.Model, u translate.Usage) (pricing.Money, string) {
+func (cl *call) cost(m *catalog.Model, u translate.Usage, escalated bool) (pricing.Money, string) {
 	prices := m
 	lane := ""
 	if cl.Account.LaneBilling && cl.route.Requested == catalog.AliasAuto {
@@ -272,7 +304,14 @@ func (cl *call) cost(m *catalog.Model, u translate.Usage) (pricing.Money, string
 			prices = lp
 		}
 	}
-	return pricing.Cost(cl.Account.PAYG, usageLines(prices, u)...), lane
+	cost := pricing.Cost(cl.Account.PAYG, usageLines(prices, u)...)
+	if escalated {
+		// An escalation is not the lane's choice: it is billed at the
+		// dearer of the lane and the model that served, so a request
+		// cannot steer itself onto a stronger model at the lane's price.
+		cost = max(cost, pricing.Cost(cl.Account.PAYG, usageLines(m, u)...))
+	}
+	return cost, lane
 }
 
 // billedLane is the lane a gw-auto call is billed at: fast work at the

@@ -329,3 +329,31 @@ func TestEmpty(t *testing.T) {
 		}
 	}
 }
+
+func TestEscalationRules(t *testing.T) {
+	fast := &catalog.Model{ID: "f", Lane: catalog.LaneFast}
+	std := &catalog.Model{ID: "s", Lane: catalog.LaneStandard}
+	for _, tc := range []struct {
+		allow     []string
+		requested string
+		m         *catalog.Model
+		want      bool
+	}{
+		{nil, "gw-fast", std, true},
+		{[]string{"gw-fast"}, "gw-fast", std, false},
+		{[]string{"gw-fast"}, "gw-fast", fast, true},
+		{[]string{"gw-fast", "gw-standard"}, "gw-fast", std, true},
+		{[]string{"gw-fast", "s"}, "gw-fast", std, true},
+		{[]string{"gw-auto"}, "gw-auto", std, true},
+	} {
+		if got := escalationAllowed(tc.allow, &router.Route{Requested: tc.requested}, tc.m); got != tc.want {
+			t.Errorf("%v %s → %s: %v, want %v", tc.allow, tc.requested, tc.m.ID, got, tc.want)
+		}
+	}
+	timeout := gwerr.New(gwerr.Timeout, "slow")
+	big := &request{needs: router.Needs{MaxTokens: LargeOutputTokens + 1}}
+	if !selfInflicted(timeout, big) || selfInflicted(timeout, &request{needs: router.Needs{MaxTokens: 100}}) ||
+		selfInflicted(gwerr.New(gwerr.Upstream, "x"), big) || selfInflicted(timeout, &request{stream: true, needs: big.needs}) {
+		t.Fatal("selfInflicted")
+	}
+}

@@ -42,6 +42,9 @@ type request struct {
 	// temperatureZero: temperature is present and 0 (the cache applies).
 	temperatureZero bool
 	secondOpinion   bool
+	// stops: the request names stop sequences, so an empty answer can be
+	// its own doing.
+	stops bool
 	needs           router.Needs
 }
 
@@ -82,6 +85,11 @@ func parse(body []byte, f Format) (*request, error) {
 		req.temperatureZero = t.Float() == 0
 	}
 	req.secondOpinion = root.Get("second_opinion").Type == gjson.True
+	for _, f := range []string{"stop", "stop_sequences"} {
+		if v := root.Get(f); v.Type == gjson.String && v.Str != "" || len(v.Array()) > 0 && v.IsArray() {
+			req.stops = true
+		}
+	}
 	if err := unpriced(root, f); err != nil {
 		return nil, err
 	}

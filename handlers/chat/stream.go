@@ -33,7 +33,9 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 		if err == io.EOF {
 			first = tr.Close()
 			if len(first) == 0 {
-				return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s gave an empty answer", m.ID), Retryable: true}
+				// After the request's own stop sequences an empty answer is
+				// not the model's failure: not retried elsewhere.
+				return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s gave an empty answer", m.ID), Retryable: !cl.req.stops}
 			}
 			break
 		}
@@ -153,7 +155,7 @@ func (s *relay) write(evs []sse.Event) bool {
 // error event instead of the usage block.
 func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
 	s.settled = true
-	cost, _ := s.cost(s.m, u)
+	cost, _ := s.cost(s.m, u, s.escalated)
 	if _, err := s.Settle(u.Input+u.Output, pricing.UnitToken, s.m.ID, cost); err != nil {
 		s.fail(gwerr.As(err).Message)
 		return 0, false
