@@ -45,7 +45,7 @@ type request struct {
 	// stops: the request names stop sequences, so an empty answer can be
 	// its own doing.
 	stops bool
-	needs           router.Needs
+	needs router.Needs
 }
 
 // parse validates a client body of format f and reads what routing,
