@@ -161,3 +161,23 @@ func TestEscalationNotSteered(t *testing.T) {
 		t.Fatal("the empty answer was not billed")
 	}
 }
+
+// Usage that cannot be right (below zero: a credit) fails the call
+// unbilled, on a whole answer and on a stream.
+func TestNegativeUsageIsAFailure(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	key := e.account(t, "negative", map[string]any{"balance_usd": "1.00"})
+	for _, stream := range []bool{false, true} {
+		e.reset()
+		e.OA.Push(fake.Script{Text: "credit me", Usage: fake.Usage{Input: 10, Output: -1_000_000}})
+		r := e.do(t, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"model":"gw-pinned-gpt-4.1-mini","stream":%t,"messages":[{"role":"user","content":"hi"}]}`, stream), bearer(key)...)
+		if !stream && r.Status != http.StatusBadGateway {
+			t.Fatalf("whole answer: %d %s", r.Status, r.Body)
+		}
+		if stream && (r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"error"`) || strings.Contains(string(r.Body), "cost_usd")) {
+			t.Fatalf("stream: %d %s", r.Status, r.Body)
+		}
+	}
+	e.expectNoCharge(t, "negative", "1.00")
+}

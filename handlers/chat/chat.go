@@ -224,6 +224,9 @@ func (cl *call) whole(r io.Reader, m *catalog.Model, from Format, escalated bool
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s broke off", m.ID), Retryable: true}
 	}
 	usage := usageOf(from, b)
+	if !usage.Valid() {
+		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s reported usage that cannot be right", m.ID), Retryable: true}
+	}
 	if empty(from, b) && !cl.req.stops {
 		// An empty answer after the request's own stop sequences is the
 		// answer it asked for: served and billed, not escalated.

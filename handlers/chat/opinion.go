@@ -146,6 +146,9 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion broke off")
 	}
 	u := usageOf(up, b)
+	if !u.Valid() {
+		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion reported usage that cannot be right")
+	}
 	if b, err = responseFor(b, up, ChatCompletions, m.ID); err != nil {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion could not be read")
 	}

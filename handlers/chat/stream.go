@@ -155,6 +155,10 @@ func (s *relay) write(evs []sse.Event) bool {
 // error event instead of the usage block.
 func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
 	s.settled = true
+	if !u.Valid() {
+		s.fail("the upstream reported usage that cannot be right")
+		return 0, false
+	}
 	cost, _ := s.cost(s.m, u, s.escalated)
 	if _, err := s.Settle(u.Input+u.Output, pricing.UnitToken, s.m.ID, cost); err != nil {
 		s.fail(gwerr.As(err).Message)

@@ -289,3 +289,22 @@ func TestSetModel(t *testing.T) {
 		}
 	}
 }
+
+func TestUsageValid(t *testing.T) {
+	for _, tc := range []struct {
+		u    Usage
+		want bool
+	}{
+		{Usage{Input: 10, Output: 5, CachedInput: 4, CacheWrite: 6}, true},
+		{Usage{}, true},
+		{Usage{Input: -1}, false},
+		{Usage{Input: 10, Output: -5}, false},
+		{Usage{Input: 10, CachedInput: 11}, false},
+		{Usage{Output: MaxUsageTokens + 1}, false},
+		{Usage{Input: 10, CacheWrite: -20}, false},
+	} {
+		if got := tc.u.Valid(); got != tc.want {
+			t.Errorf("%+v.Valid() = %v", tc.u, got)
+		}
+	}
+}

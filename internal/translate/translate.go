@@ -135,6 +135,23 @@ type Usage struct {
 	Input, Output, CachedInput, CacheWrite int64
 }
 
+// MaxUsageTokens bounds any token count of one call's usage: a provider
+// reporting more (or less than zero) is answering nonsense, and the call
+// fails unbilled instead of charging, or crediting, it.
+const MaxUsageTokens = 100_000_000
+
+// Valid reports whether u is usage a provider can really have reported:
+// no count below zero or above MaxUsageTokens, and no more cached input
+// than input.
+func (u Usage) Valid() bool {
+	for _, n := range []int64{u.Input, u.Output, u.CachedInput, u.CacheWrite} {
+		if n < 0 || n > MaxUsageTokens {
+			return false
+		}
+	}
+	return u.CachedInput+u.CacheWrite <= u.Input
+}
+
 // Uncached is the input that was neither read from nor written to the cache
 // (messages' input_tokens), never below zero.
 func (u Usage) Uncached() int64 {
