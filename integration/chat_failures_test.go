@@ -108,7 +108,7 @@ const midStreamText = "tick tock tick tock "
 
 // TestChatMidStreamErrors: an upstream that fails after the stream started
 // ends the client's stream with an error event that the SDK reports as an
-// error, after the content sent so far; the call costs nothing.
+// error, after the content sent so far; what was delivered is billed.
 func TestChatMidStreamErrors(t *testing.T) {
 	t.Parallel()
 	e := newChatEnv(t, "")
@@ -133,10 +133,23 @@ func TestChatMidStreamErrors(t *testing.T) {
 					t.Errorf("a failed stream reported cost_usd %q and terminal event %q", res.streamCost, res.terminal)
 				}
 				expectGwHeaders(t, res.header, streamHeaders(b.model))
+				// What was delivered is billed: one entry under the
+				// request id, with the delivered output in its units.
+				id := res.header.Get("X-Gw-Request-Id")
+				waitHandled(t, e.gateway, id)
+				if c, ok := ledgerOf(t, e.gateway, account)[id]; !ok || c <= 0 {
+					t.Errorf("the delivered part was not billed: %v %v", c, ok)
+				}
 			})
 		}
 	}
-	e.expectNoCharge(t, account, balance)
+	var spent pricing.Money
+	for _, c := range ledgerOf(t, e.gateway, account) {
+		spent += c
+	}
+	if got := balanceOf(t, e.gateway, account); got != mustUSD(t, balance)-spent {
+		t.Errorf("balance %v, want %v less the ledger's %v", got, balance, spent)
+	}
 }
 
 // TestChatEscalation: when the model gw-standard chose fails before

@@ -111,6 +111,40 @@ var (
 	codecErr  error
 )
 
+// countTokens counts s with the o200k tokenizer (0 when it is unavailable).
+func countTokens(s string) int {
+	if s == "" {
+		return 0
+	}
+	codecOnce.Do(func() { codec, codecErr = tokenizer.Get(tokenizer.O200kBase) })
+	if codecErr != nil {
+		return 0
+	}
+	n, _ := codec.Count(s)
+	return n
+}
+
+// promptTokens counts a client body's prompt locally: the messages-style
+// count for chat and messages bodies, the instructions and input text for
+// responses bodies.
+func promptTokens(f Format, body []byte) int {
+	root := gjson.ParseBytes(body)
+	if f == Responses {
+		n := countTokens(root.Get("instructions").String())
+		in := root.Get("input")
+		if in.Type == gjson.String {
+			return n + countTokens(in.String())
+		}
+		in.ForEach(func(_, item gjson.Result) bool {
+			n += perMessageTokens + countTokens(text(item.Get("content")))
+			return true
+		})
+		return n
+	}
+	n, _ := countLocal(root)
+	return n
+}
+
 // countLocal counts the text of the system prompt, the messages and the
 // tool definitions with the o200k tokenizer, plus perMessageTokens per
 // message.
@@ -120,13 +154,7 @@ func countLocal(root gjson.Result) (int, error) {
 		return 0, gwerr.New(gwerr.Internal, "tokenizer unavailable: %v", codecErr)
 	}
 	total := 0
-	count := func(s string) {
-		if s == "" {
-			return
-		}
-		n, _ := codec.Count(s)
-		total += n
-	}
+	count := func(s string) { total += countTokens(s) }
 	count(text(root.Get("system")))
 	for _, m := range root.Get("messages").Array() {
 		total += perMessageTokens

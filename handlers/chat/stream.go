@@ -3,6 +3,7 @@ package chat
 import (
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -112,6 +113,10 @@ type relay struct {
 	failed    bool
 	sawDone   bool
 	gone      bool // the client stopped reading
+	// delivered counts the output tokens relayed so far (text, reasoning
+	// and tool-call arguments, with the o200k tokenizer): what a stream
+	// that fails is billed for when its provider reported no output.
+	delivered int64
 }
 
 // write sends evs; false when the stream has ended (an error event went
@@ -122,6 +127,7 @@ func (s *relay) write(evs []sse.Event) bool {
 			// The error and what the translator sent after it (the
 			// terminal event: [DONE], response.failed) end the stream.
 			s.failed = true
+			s.billDelivered()
 			for _, rest := range evs[i:] {
 				_ = s.w.Write(rest)
 			}
@@ -139,6 +145,7 @@ func (s *relay) write(evs []sse.Event) bool {
 				ev.Data = data
 			}
 		}
+		s.delivered += int64(countTokens(deltaText(s.format, ev)))
 		if s.gone {
 			continue
 		}
@@ -149,6 +156,55 @@ func (s *relay) write(evs []sse.Event) bool {
 		}
 	}
 	return true
+}
+
+// billDelivered charges a stream that failed for what it delivered: the
+// usage the provider reported so far, with the delivered output counted
+// where it reported less, and the prompt counted locally where it
+// reported none. Nothing delivered, nothing billed.
+func (s *relay) billDelivered() {
+	if s.settled || s.delivered == 0 {
+		return
+	}
+	u := s.tr.Usage()
+	u.Output = max(u.Output, s.delivered)
+	if u.Input == 0 {
+		u.Input = int64(promptTokens(s.format, s.body))
+	}
+	s.settle(u)
+}
+
+// deltaText is the generated text an event of format f carries: text,
+// reasoning and tool-call argument deltas.
+func deltaText(f Format, ev sse.Event) string {
+	switch f {
+	case Messages:
+		if ev.Event != "content_block_delta" {
+			return ""
+		}
+		d := gjson.GetBytes(ev.Data, "delta")
+		return d.Get("text").String() + d.Get("partial_json").String() + d.Get("thinking").String()
+	case Responses:
+		if strings.HasSuffix(gjson.GetBytes(ev.Data, "type").String(), ".delta") {
+			return gjson.GetBytes(ev.Data, "delta").String()
+		}
+		return ""
+	}
+	if sse.IsDone(ev) {
+		return ""
+	}
+	var b strings.Builder
+	gjson.GetBytes(ev.Data, "choices").ForEach(func(_, c gjson.Result) bool {
+		d := c.Get("delta")
+		b.WriteString(d.Get("content").String())
+		b.WriteString(d.Get("reasoning_content").String())
+		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			b.WriteString(tc.Get("function.arguments").String())
+			return true
+		})
+		return true
+	})
+	return b.String()
 }
 
 // settle charges the stream's usage; on a store failure the client gets an
@@ -170,11 +226,13 @@ func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
 
 // fail ends the stream with an error event in the client's format (from
 // the translator when it has one, which numbers it in sequence).
+// What was delivered before the failure is billed (billDelivered).
 func (s *relay) fail(msg string) {
 	if s.failed {
 		return
 	}
 	s.failed = true
+	s.billDelivered()
 	evs := translate.Fail(s.tr, "api_error", "upstream_error", msg)
 	if len(evs) == 0 {
 		evs = []sse.Event{errorEvent(s.format, msg)}
