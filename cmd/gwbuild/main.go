@@ -8,8 +8,7 @@
 //	  "plugins": [
 //	    {
 //	      "module": "github.com/caddy-gw/caddy-gw",
-//	      "path": ".",
-//	      "package": "github.com/caddy-gw/caddy-gw/caddymodule"
+//	      "path": "."
 //	    }
 //	  ],
 //	  "output": "bin/caddy"
@@ -21,7 +20,9 @@
 //     path) and exactly one of "path" (a local directory, relative to the
 //     manifest) or "version" (a module version). "package" is the import
 //     path to blank-import so the plugin registers its Caddy modules; it
-//     defaults to the module path.
+//     defaults to the module path, which is what xcaddy imports (this
+//     repository's manifest relies on that default, so gwbuild and
+//     `xcaddy build --with github.com/caddy-gw/caddy-gw` build the same).
 //   - output: where to write the binary, relative to the manifest.
 //
 // gwbuild writes a main.go importing caddycmd, the standard modules and each

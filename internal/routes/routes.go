@@ -4,6 +4,7 @@
 package routes
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -62,6 +63,9 @@ type Router struct {
 	// Fixed answers of the spec, served through the pipeline too (request
 	// id, metrics) but without a key.
 	altOther, doubleV1, toolsSlash *pipeline.Endpoint
+	// notFound and messagesNotFound answer the gateway's own paths that
+	// are not routes, in the chat and the messages shape.
+	notFound, messagesNotFound *pipeline.Endpoint
 }
 
 // Options are the configurable parts of the route table.
@@ -142,7 +146,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	fixed := func(name string, f gwerr.Family, h pipeline.Handler) *pipeline.Endpoint {
 		return &pipeline.Endpoint{Name: name, Family: f, Public: true, Handler: h}
 	}
-	return &Router{gw: gw, altPrefix: altPrefix, table: t,
+	rt := &Router{gw: gw, altPrefix: altPrefix, table: t,
 		altOther: fixed("messages", gwerr.Messages, func(c *pipeline.Call) error {
 			return gwerr.New(gwerr.Forbidden, "the %s path serves only %s and %s", altPrefix, altPrefix+PathMessages, altPrefix+PathCountTokens)
 		}),
@@ -158,6 +162,10 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 			return nil
 		}),
 	}
+	notFound := func(c *pipeline.Call) error { return gwerr.New(gwerr.NotFound, "%s", rt.notFoundMessage(c.R)) }
+	rt.notFound = fixed("not_found", gwerr.Chat, notFound)
+	rt.messagesNotFound = fixed("not_found", gwerr.Messages, notFound)
+	return rt
 }
 
 // Endpoint returns the endpoint serving path, for tests and handlers.
@@ -201,9 +209,53 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) bool {
 		ep = rt.doubleV1
 	case p == rt.altPrefix || strings.HasPrefix(p, rt.altPrefix+"/"):
 		ep = rt.altOther
+	case messagesPath(p):
+		ep = rt.messagesNotFound
+	case ownPath(p):
+		ep = rt.notFound
 	default:
 		return false
 	}
 	rt.gw.Serve(w, r, ep)
 	return true
+}
+
+// ownPrefixes are the path prefixes the gateway owns besides its routes:
+// every path under them that is not a route answers 404 in a JSON error
+// shape an SDK reads, never an empty answer from the next handler.
+var ownPrefixes = []string{"/v1", "/chat", "/completions", "/embeddings", "/responses", "/messages", "/mcp", "/audio", "/images"}
+
+// ownPath reports a path under one of ownPrefixes.
+func ownPath(p string) bool {
+	for _, prefix := range ownPrefixes {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") || strings.HasPrefix(p, prefix+"-") {
+			return true
+		}
+	}
+	return false
+}
+
+// messagesPath reports a messages-style path sent without its prefix.
+func messagesPath(p string) bool {
+	p = strings.TrimPrefix(p, "/v1")
+	return p == "/messages" || strings.HasPrefix(p, "/messages/")
+}
+
+// notFoundMessage names the base address a client most likely meant.
+func (rt *Router) notFoundMessage(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	base := scheme + "://" + r.Host
+	p := r.URL.Path
+	switch {
+	case messagesPath(p):
+		return fmt.Sprintf("no route %s: the messages-style base address is %s%s (the client appends /v1/messages)", p, base, rt.altPrefix)
+	case strings.HasPrefix(p, "/v1/v1/") || p == "/v1/v1":
+		return fmt.Sprintf("no route %s: /v1 is doubled; the base address is %s/v1", p, base)
+	case !strings.HasPrefix(p, "/v1/") && rt.table["/v1"+p] != nil:
+		return fmt.Sprintf("no route %s: the base address is %s/v1 (it is missing /v1)", p, base)
+	}
+	return fmt.Sprintf("no route %s on this gateway: chat-completions-style clients use %s/v1, messages-style clients %s%s", p, base, base, rt.altPrefix)
 }
