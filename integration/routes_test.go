@@ -3,6 +3,7 @@ package integration
 import (
 	"net/http"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/caddy-gw/caddy-gw/internal/routes"
@@ -376,17 +377,27 @@ func TestRoutes(t *testing.T) {
 
 	t.Run("paths that are not the gateway's", func(t *testing.T) {
 		t.Parallel()
-		// No other handler exists in Caddyfile.example, so Caddy answers
-		// its empty 200; the gateway's request id must be absent.
-		for _, path := range []string{"/fetch", "/chat", "/v1/unknown", "/v1/messages", "/v1/fetch/", "/"} {
+		// Caddyfile.example answers them 404 after the gateway passed
+		// them on: no request id of the gateway's.
+		for _, path := range []string{"/fetch", "/", "/index.html"} {
 			for _, method := range []string{"GET", "POST"} {
 				r := g.do(t, method, path, "", bearer(boot)...)
-				if r.Status != http.StatusOK || len(r.Body) != 0 {
-					t.Errorf("%s %s: %d %q, want Caddy's empty 200", method, path, r.Status, r.Body)
+				if r.Status != http.StatusNotFound || len(r.Body) == 0 {
+					t.Errorf("%s %s: %d %q, want the example's 404", method, path, r.Status, r.Body)
 				}
 				if id := r.Header.Get("X-Gw-Request-Id"); id != "" {
 					t.Errorf("%s %s: X-Gw-Request-Id %q on a path that is not the gateway's", method, path, id)
 				}
+			}
+		}
+		// Paths under the gateway's own prefixes are the gateway's 404s.
+		for _, path := range []string{"/chat", "/v1/unknown", "/v1/messages", "/v1/fetch/"} {
+			for _, method := range []string{"GET", "POST"} {
+				r := g.do(t, method, path, "", bearer(boot)...)
+				if r.Status != http.StatusNotFound || !strings.Contains(string(r.Body), `"not_found_error"`) {
+					t.Errorf("%s %s: %d %q, want the gateway's 404", method, path, r.Status, r.Body)
+				}
+				expectRequestID(t, r, "req-")
 			}
 		}
 	})
