@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -355,5 +356,25 @@ func TestEscalationRules(t *testing.T) {
 	if !selfInflicted(timeout, big) || selfInflicted(timeout, &request{needs: router.Needs{MaxTokens: 100}}) ||
 		selfInflicted(gwerr.New(gwerr.Upstream, "x"), big) || selfInflicted(timeout, &request{stream: true, needs: big.needs}) {
 		t.Fatal("selfInflicted")
+	}
+}
+
+// The error event the gateway adds to a pass-through responses stream that
+// broke off continues its sequence_number.
+func TestPassthroughErrorContinuesSequence(t *testing.T) {
+	p := &passthrough{format: Responses}
+	for i, typ := range []string{"response.created", "response.in_progress", "response.output_text.delta"} {
+		ev := sse.Event{Event: typ, Data: []byte(`{"type":"` + typ + `","sequence_number":` + strconv.Itoa(i) + `}`)}
+		if _, err := p.Event(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := p.errorEvents("api_error", "upstream_error", "broke off")
+	if len(evs) != 1 || evs[0].Event != "error" || gjson.GetBytes(evs[0].Data, "sequence_number").Int() != 3 {
+		t.Fatalf("error events %q", evs)
+	}
+	chat := (&passthrough{format: ChatCompletions}).errorEvents("api_error", "upstream_error", "x")
+	if len(chat) != 2 || !sse.IsDone(chat[1]) {
+		t.Fatalf("chat error events %q", chat)
 	}
 }

@@ -27,6 +27,11 @@ const CostField = "cost_usd"
 // error event in the client's format and the call is not billed.
 func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated bool) error {
 	tr := streamFor(from, cl.format, m.ID)
+	if a, ok := tr.(translate.PromptAnnouncer); ok {
+		// The client's format reports input tokens before the provider's
+		// usage arrives: it gets the gateway's own count of the prompt.
+		a.AnnouncePrompt(int64(promptTokens(cl.format, cl.body)))
+	}
 	rd := sse.NewReader(r)
 	var first []sse.Event
 	for len(first) == 0 {
@@ -234,6 +239,9 @@ func (s *relay) fail(msg string) {
 	s.failed = true
 	s.billDelivered()
 	evs := translate.Fail(s.tr, "api_error", "upstream_error", msg)
+	if p, ok := s.tr.(*passthrough); ok && len(evs) == 0 {
+		evs = p.errorEvents("api_error", "upstream_error", msg)
+	}
 	if len(evs) == 0 {
 		evs = []sse.Event{errorEvent(s.format, msg)}
 		if s.format == ChatCompletions {
@@ -313,6 +321,21 @@ type passthrough struct {
 	format Format
 	usage  translate.Usage
 	done   bool
+	// seq is the next sequence_number of a responses stream: events the
+	// gateway adds continue the provider's numbering.
+	seq int64
+}
+
+// errorEvents are what the gateway adds to a same-format stream that broke
+// off: numbered in sequence on responses streams.
+func (p *passthrough) errorEvents(typ, code, message string) []sse.Event {
+	switch p.format {
+	case Responses:
+		return []sse.Event{translate.ResponsesErrorEventAt("server_error", message, p.seq)}
+	case Messages:
+		return []sse.Event{translate.MessagesErrorEvent(typ, message)}
+	}
+	return []sse.Event{translate.ChatErrorEvent(typ, code, message), {Data: []byte("[DONE]")}}
 }
 
 func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
@@ -339,6 +362,9 @@ func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
 			p.done = true
 		}
 	case Responses:
+		if n := gjson.GetBytes(ev.Data, "sequence_number"); n.Type == gjson.Number {
+			p.seq = n.Int() + 1
+		}
 		if responsesFinal[gjson.GetBytes(ev.Data, "type").String()] {
 			p.usage = translate.ResponsesUsage([]byte(gjson.GetBytes(ev.Data, "response").Raw))
 			p.done = true

@@ -97,6 +97,19 @@ func ResponsesErrorEvent(code, message string) sse.Event {
 	return responsesError(code, message, 0)
 }
 
+// ResponsesErrorEventAt is ResponsesErrorEvent numbered seq: an event the
+// gateway adds to a responses stream continues its sequence_number.
+func ResponsesErrorEventAt(code, message string, seq int64) sse.Event {
+	return responsesError(code, message, seq)
+}
+
+// PromptAnnouncer is a stream translator whose output format reports the
+// prompt's size before the provider does (messages' message_start): it is
+// told the gateway's own count.
+type PromptAnnouncer interface {
+	AnnouncePrompt(tokens int64)
+}
+
 func responsesError(code, message string, seq int64) sse.Event {
 	b := set(obj(), "type", "error")
 	b = set(b, "sequence_number", seq)

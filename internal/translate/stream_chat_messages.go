@@ -11,9 +11,11 @@ import (
 // arguments pieces become input_json_delta pieces, unchanged), and at
 // [DONE] (or Close) the last content_block_stop, message_delta (stop_reason
 // and the usage) and message_stop. Chat sends usage last, so message_start
-// reports 0 input tokens and message_delta the full usage (input_tokens,
-// cache_read_input_tokens, cache_creation_input_tokens, output_tokens), which
-// messages clients take as the final count. An error chunk becomes an error
+// reports the gateway's own count of the prompt (AnnouncePrompt; clients
+// such as LangChain read input tokens only there) and message_delta the
+// provider's exact usage (input_tokens, cache_read_input_tokens,
+// cache_creation_input_tokens, output_tokens), which messages clients take as
+// the final count. An error chunk becomes an error
 // event, which ends the stream. Only the first choice is followed.
 func NewChatToMessages(model string) Stream {
 	return &chatToMessages{model: model, cur: -1, tools: map[int64]int{}}
@@ -36,7 +38,13 @@ type chatToMessages struct {
 	finish    string
 	usage     Usage
 	done      bool
+	// announced is the prompt count message_start reports.
+	announced int64
 }
+
+// AnnouncePrompt sets the input token count message_start reports: the
+// gateway's estimate of the prompt, before the provider's usage arrives.
+func (c *chatToMessages) AnnouncePrompt(tokens int64) { c.announced = tokens }
 
 func (c *chatToMessages) Usage() Usage { return c.usage }
 func (c *chatToMessages) Done() bool   { return c.done }
@@ -54,7 +62,7 @@ func (c *chatToMessages) start(id string, out []sse.Event) []sse.Event {
 	msg = setRaw(msg, "content", "[]")
 	msg = setRaw(msg, "stop_reason", "null")
 	msg = setRaw(msg, "stop_sequence", "null")
-	msg = setRawB(msg, "usage", messagesUsageRaw(c.usage))
+	msg = setRawB(msg, "usage", messagesUsageRaw(Usage{Input: c.announced}))
 	b := set(obj(), "type", "message_start")
 	return append(out, named(setRawB(b, "message", msg)))
 }

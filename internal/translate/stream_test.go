@@ -113,8 +113,15 @@ func TestChatToMessagesStream(t *testing.T) {
 	for _, n := range []int{1, 4, 1000} {
 		t.Run(fmt.Sprintf("pieces of %d", n), func(t *testing.T) {
 			s := NewChatToMessages("gw-auto")
+			s.(PromptAnnouncer).AnnouncePrompt(131)
 			out := run(t, s, events(t, chatStream(n, "tool_calls")))
 			r := accumulateMessages(t, out)
+			// message_start announces the gateway's count of the prompt
+			// (clients such as LangChain read input tokens only there);
+			// message_delta keeps the provider's exact usage.
+			if got := field(out[0].Data, "message.usage").Raw; got != `{"input_tokens":131,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}` {
+				t.Fatalf("message_start usage %s", got)
+			}
 			if r.ID != "msg_XYZ" || r.StopReason != "tool_use" || !r.Stopped {
 				t.Fatalf("got %+v", r)
 			}
