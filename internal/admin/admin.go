@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/store"
@@ -57,6 +58,8 @@ func New(st store.Store) *API {
 	m.HandleFunc("GET /gw/accounts/{id}/keys", a.listKeys)
 	m.HandleFunc("DELETE /gw/keys/{key_id}", a.deleteKey)
 	m.HandleFunc("GET /gw/accounts/{id}/ledger", a.ledger)
+	m.HandleFunc("GET /gw/accounts/{id}/journal", a.journal)
+	m.HandleFunc("GET /gw/journal/check", a.checkJournal)
 	a.mux = m
 	return a
 }
@@ -161,7 +164,8 @@ func apply(acc *store.Account, body map[string]json.RawMessage) error {
 		case "lane_billing":
 			err = json.Unmarshal(raw, &acc.LaneBilling)
 		case "balance_usd":
-			acc.Balance, err = money(raw, true)
+			// A balance is never set below zero (CONTRACT §4).
+			acc.Balance, err = money(raw, false)
 		case "daily_cap_usd":
 			acc.DailyCap, err = money(raw, false)
 		case "monthly_cap_usd":
@@ -247,11 +251,12 @@ func (a *API) getAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) patchAccount(w http.ResponseWriter, r *http.Request) {
-	body, ok := readObject(w, r, append([]string{"add_balance_usd"}, accountFields...))
+	body, ok := readObject(w, r, append([]string{"add_balance_usd", "reason"}, accountFields...))
 	if !ok {
 		return
 	}
 	var add *pricing.Money
+	why := store.Movement{Kind: store.JournalSet}
 	if raw, ok := body["add_balance_usd"]; ok {
 		m, err := money(raw, true)
 		if err != nil || m == nil {
@@ -259,6 +264,19 @@ func (a *API) patchAccount(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		add = m
+		why.Kind = store.JournalTopUp
+		if *m < 0 {
+			// Taking money back needs a reason, recorded in the journal.
+			why.Kind = store.JournalAdjustment
+			if err := json.Unmarshal(body["reason"], &why.Reason); err != nil || strings.TrimSpace(why.Reason) == "" {
+				writeError(w, http.StatusBadRequest, "reason: required (a non-empty string) when add_balance_usd is below zero")
+				return
+			}
+		}
+	}
+	if _, ok := body["reason"]; ok && why.Kind != store.JournalAdjustment {
+		writeError(w, http.StatusBadRequest, "reason: only with an add_balance_usd below zero")
+		return
 	}
 	var badField error
 	acc, err := a.Store.UpdateAccount(r.Context(), r.PathValue("id"), func(acc *store.Account) error {
@@ -276,10 +294,14 @@ func (a *API) patchAccount(w http.ResponseWriter, r *http.Request) {
 				badField = errors.New("add_balance_usd: the new balance is out of range")
 				return badField
 			}
+			if b < 0 {
+				badField = fmt.Errorf("add_balance_usd: the balance would go below zero (it is %s)", acc.Balance)
+				return badField
+			}
 			acc.Balance = &b
 		}
 		return nil
-	})
+	}, why)
 	if badField != nil {
 		writeError(w, http.StatusBadRequest, "%v", badField)
 		return
@@ -385,14 +407,9 @@ type entryJSON struct {
 }
 
 func (a *API) ledger(w http.ResponseWriter, r *http.Request) {
-	limit := DefaultLedgerLimit
-	if s := r.URL.Query().Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxLedgerLimit {
-			writeError(w, http.StatusBadRequest, "limit: must be a whole number from 1 to %d", MaxLedgerLimit)
-			return
-		}
-		limit = n
+	limit, ok := listLimit(w, r)
+	if !ok {
+		return
 	}
 	id := r.PathValue("id")
 	if _, err := a.Store.Account(r.Context(), id); err != nil {
@@ -409,6 +426,77 @@ func (a *API) ledger(w http.ResponseWriter, r *http.Request) {
 		out = append(out, entryJSON{e.RequestID, e.Endpoint, e.Model, e.Units, e.Unit, e.Cost, e.Time.UTC()})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// journalJSON is one balance movement as listed.
+type journalJSON struct {
+	Time      time.Time     `json:"time"`
+	Kind      string        `json:"kind"`
+	Amount    pricing.Money `json:"amount_usd"`
+	Balance   pricing.Money `json:"balance_usd"`
+	RequestID string        `json:"request_id,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
+}
+
+func (a *API) journal(w http.ResponseWriter, r *http.Request) {
+	limit, ok := listLimit(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if _, err := a.Store.Account(r.Context(), id); err != nil {
+		storeError(w, err)
+		return
+	}
+	entries, err := a.Store.Journal(r.Context(), id, limit)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	out := make([]journalJSON, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, journalJSON{e.Time.UTC(), e.Kind, e.Amount, e.Balance, e.RequestID, e.Reason})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// problemJSON is an account whose journal does not add up.
+type problemJSON struct {
+	Account           string        `json:"account"`
+	Balance           pricing.Money `json:"balance_usd"`
+	JournalSum        pricing.Money `json:"journal_sum_usd"`
+	LastBalance       pricing.Money `json:"last_entry_balance_usd"`
+	UnledgeredCharges []string      `json:"unledgered_charges"`
+}
+
+// checkJournal verifies every account: its journal adds up to its
+// balance, and every charge has its ledger entry. 200 with ok true, or
+// with ok false and the differences.
+func (a *API) checkJournal(w http.ResponseWriter, r *http.Request) {
+	problems, err := a.Store.CheckJournal(r.Context())
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	out := make([]problemJSON, 0, len(problems))
+	for _, p := range problems {
+		out = append(out, problemJSON{p.AccountID, p.Balance, p.JournalSum, p.Last, append([]string{}, p.UnledgeredCharges...)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": len(out) == 0, "problems": out})
+}
+
+// listLimit reads ?limit= (DefaultLedgerLimit when absent), or answers 400.
+func listLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	limit := DefaultLedgerLimit
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxLedgerLimit {
+			writeError(w, http.StatusBadRequest, "limit: must be a whole number from 1 to %d", MaxLedgerLimit)
+			return 0, false
+		}
+		limit = n
+	}
+	return limit, true
 }
 
 // readObject reads a JSON object body whose fields must all be in allowed.

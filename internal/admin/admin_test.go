@@ -161,7 +161,6 @@ func TestCreateAccount(t *testing.T) {
 		{"no abilities", `{"id":"none","abilities":[]}`, account("none", map[string]any{"abilities": []any{}})},
 		{"fine amounts", `{"id":"fine.1_a-b","balance_usd":"0.000000001","monthly_cap_usd":"0"}`,
 			account("fine.1_a-b", map[string]any{"balance_usd": "0.000000001", "monthly_cap_usd": "0.00"})},
-		{"negative balance", `{"id":"owes","balance_usd":"-3"}`, account("owes", map[string]any{"balance_usd": "-3.00"})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,6 +201,7 @@ func TestCreateAccountErrors(t *testing.T) {
 		{"balance exponent", `{"id":"a","balance_usd":1e3}`, 400, "balance_usd: " + amountMsg},
 		{"balance object", `{"id":"a","balance_usd":{}}`, 400, "balance_usd: " + amountMsg},
 		{"balance too large", `{"id":"a","balance_usd":"99999999999"}`, 400, "balance_usd: " + amountMsg},
+		{"negative balance", `{"id":"owes","balance_usd":"-5"}`, 400, "balance_usd: must not be negative"},
 		{"negative daily cap", `{"id":"a","daily_cap_usd":"-1"}`, 400, "daily_cap_usd: must not be negative"},
 		{"negative monthly cap", `{"id":"a","monthly_cap_usd":-0.01}`, 400, "monthly_cap_usd: must not be negative"},
 		{"unknown ability", `{"id":"a","abilities":["speech","teleport"]}`, 400,
@@ -283,7 +283,8 @@ func TestPatchAccount(t *testing.T) {
 		{"abilities back to all", `{"abilities":["fetch"]}`, `{"abilities":null}`, nil},
 		{"add balance", `{"balance_usd":"10.00"}`, `{"add_balance_usd":"2.50"}`, map[string]any{"balance_usd": "12.50"}},
 		{"add balance as a number", `{"balance_usd":"10.00"}`, `{"add_balance_usd":0.1}`, map[string]any{"balance_usd": "10.10"}},
-		{"subtract balance", `{"balance_usd":"10.00"}`, `{"add_balance_usd":"-2.50"}`, map[string]any{"balance_usd": "7.50"}},
+		{"subtract balance", `{"balance_usd":"10.00"}`, `{"add_balance_usd":"-2.50","reason":"refund of a duplicate top-up"}`, map[string]any{"balance_usd": "7.50"}},
+		{"subtract to zero", `{"balance_usd":"10.00"}`, `{"add_balance_usd":"-10","reason":"closing"}`, map[string]any{"balance_usd": "0.00"}},
 		{"set then add", `{}`, `{"balance_usd":"1","add_balance_usd":"0.25"}`, map[string]any{"balance_usd": "1.25"}},
 		{"empty object changes nothing", `{"plan":"paid"}`, `{}`, map[string]any{"plan": "paid"}},
 		{"empty body changes nothing", `{"payg":true}`, ``, map[string]any{"payg": true}},
@@ -326,6 +327,11 @@ func TestPatchAccountErrors(t *testing.T) {
 		{"add balance null", "pre", `{"add_balance_usd":null}`, 400, "add_balance_usd: " + amountMsg},
 		{"add balance abc", "pre", `{"add_balance_usd":"abc"}`, 400, "add_balance_usd: " + amountMsg},
 		{"add balance overflows", "rich", `{"add_balance_usd":"0.000000001"}`, 400, "add_balance_usd: the new balance is out of range"},
+		{"subtract without a reason", "pre", `{"add_balance_usd":"-1"}`, 400, "reason: required (a non-empty string) when add_balance_usd is below zero"},
+		{"subtract with a blank reason", "pre", `{"add_balance_usd":"-1","reason":"  "}`, 400, "reason: required (a non-empty string) when add_balance_usd is below zero"},
+		{"subtract below zero", "pre", `{"add_balance_usd":"-100","reason":"chargeback"}`, 400, "add_balance_usd: the balance would go below zero (it is 10.00)"},
+		{"reason without a subtraction", "pre", `{"add_balance_usd":"1","reason":"gift"}`, 400, "reason: only with an add_balance_usd below zero"},
+		{"negative balance", "pre", `{"balance_usd":"-5"}`, 400, "balance_usd: must not be negative"},
 		{"bad plan", "pre", `{"plan":"gold"}`, 400, `plan: must be "free" or "paid"`},
 		{"balance abc", "pre", `{"balance_usd":"abc"}`, 400, "balance_usd: " + amountMsg},
 		{"negative daily cap", "pre", `{"daily_cap_usd":"-1"}`, 400, "daily_cap_usd: must not be negative"},
@@ -596,4 +602,56 @@ func TestRouting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// GET /gw/accounts/{id}/journal lists every balance movement, newest
+// first, with the balance after it; GET /gw/journal/check finds nothing
+// wrong when the journal adds up.
+func TestJournal(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.create(`{"id":"acme","plan":"paid","balance_usd":"5"}`)
+	if r := e.do("PATCH", "/gw/accounts/acme", `{"add_balance_usd":"2.50"}`); r.status != http.StatusOK {
+		t.Fatalf("PATCH: %d %s", r.status, r.raw)
+	}
+	if r := e.do("PATCH", "/gw/accounts/acme", `{"add_balance_usd":"-1","reason":"goodwill reversal"}`); r.status != http.StatusOK {
+		t.Fatalf("PATCH: %d %s", r.status, r.raw)
+	}
+	if _, err := e.st.Settle(ctx, store.Entry{RequestID: "req-1", AccountID: "acme", Cost: pricing.Micro(250_000)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.do("PATCH", "/gw/accounts/acme", `{"balance_usd":"10"}`); r.status != http.StatusOK {
+		t.Fatalf("PATCH: %d %s", r.status, r.raw)
+	}
+	r := e.do("GET", "/gw/accounts/acme/journal", "")
+	var body struct {
+		Object string
+		Data   []map[string]any
+	}
+	if err := json.Unmarshal([]byte(r.raw), &body); err != nil || r.status != http.StatusOK || body.Object != "list" {
+		t.Fatalf("journal: %d %s", r.status, r.raw)
+	}
+	var got []string
+	for _, d := range body.Data {
+		got = append(got, fmt.Sprintf("%s %s %s %v %v", d["kind"], d["amount_usd"], d["balance_usd"], d["request_id"], d["reason"]))
+		if _, err := time.Parse(time.RFC3339Nano, d["time"].(string)); err != nil {
+			t.Errorf("time %v", d["time"])
+		}
+	}
+	want := []string{
+		"set 3.75 10.00 <nil> <nil>",
+		"charge -0.25 6.25 req-1 <nil>",
+		"adjustment -1.00 6.50 <nil> goodwill reversal",
+		"top_up 2.50 7.50 <nil> <nil>",
+		"set 5.00 5.00 <nil> <nil>",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("journal\n%q\nwant\n%q", got, want)
+	}
+	if r := e.do("GET", "/gw/accounts/acme/journal?limit=2", ""); r.status != http.StatusOK || strings.Count(r.raw, `"kind"`) != 2 {
+		t.Fatalf("limit 2: %s", r.raw)
+	}
+	e.expectError(e.do("GET", "/gw/accounts/nope/journal", ""), http.StatusNotFound, "not found")
+	e.expectError(e.do("GET", "/gw/accounts/acme/journal?limit=0", ""), http.StatusBadRequest, "limit: must be a whole number from 1 to 1000")
+	e.expect(e.do("GET", "/gw/journal/check", ""), http.StatusOK, map[string]any{"ok": true, "problems": []any{}})
 }

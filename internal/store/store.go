@@ -6,6 +6,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -123,8 +124,10 @@ type Accounts interface {
 	// Account returns the account; ErrNotFound if none.
 	Account(ctx context.Context, id string) (Account, error)
 	// UpdateAccount applies fn to the stored account inside one transaction
-	// and stores the result; ErrNotFound if none. fn's error aborts.
-	UpdateAccount(ctx context.Context, id string, fn func(*Account) error) (Account, error)
+	// and stores the result; ErrNotFound if none. fn's error aborts. A
+	// change of the prepaid balance is journaled in the same transaction,
+	// as why says (a "set" when it says nothing).
+	UpdateAccount(ctx context.Context, id string, fn func(*Account) error, why ...Movement) (Account, error)
 
 	// CreateKey stores a key for an existing account (ErrNotFound if the
 	// account does not exist, ErrExists if the id or hash is taken).
@@ -142,6 +145,48 @@ type Accounts interface {
 	KeyIssued(ctx context.Context, hash string) (bool, error)
 }
 
+// Journal entry kinds (CONTRACT §4): every movement of a prepaid balance.
+const (
+	// JournalSet: balance_usd given at creation or by PATCH; the amount is
+	// the change.
+	JournalSet = "set"
+	// JournalTopUp: add_balance_usd above zero.
+	JournalTopUp = "top_up"
+	// JournalAdjustment: add_balance_usd below zero, with its reason.
+	JournalAdjustment = "adjustment"
+	// JournalCharge: the part of a call's cost drawn from the balance.
+	JournalCharge = "charge"
+)
+
+// Movement says why a balance moves.
+type Movement struct {
+	Kind   string
+	Reason string
+}
+
+// JournalEntry is one movement of a prepaid balance. Balance is the
+// balance after it; the amounts of an account's entries add up to its
+// balance.
+type JournalEntry struct {
+	Time      time.Time
+	Kind      string
+	Amount    pricing.Money
+	Balance   pricing.Money
+	RequestID string
+	Reason    string
+}
+
+// JournalProblem is a difference CheckJournal found.
+type JournalProblem struct {
+	AccountID string
+	// Balance is the account's balance (0 when billed afterwards),
+	// JournalSum what its journal adds up to, Last the balance its newest
+	// entry records.
+	Balance, JournalSum, Last pricing.Money
+	// UnledgeredCharges are charge entries with no ledger entry.
+	UnledgeredCharges []string
+}
+
 // Ledger stores settled charges.
 type Ledger interface {
 	// Settle records e and, in the same transaction, draws a prepaid
@@ -153,6 +198,13 @@ type Ledger interface {
 	Entries(ctx context.Context, accountID string, limit int) ([]Entry, error)
 	// Spend sums an account's entries relative to now (UTC day and month).
 	Spend(ctx context.Context, accountID string, now time.Time) (Spend, error)
+	// Journal returns an account's balance movements, newest first, at
+	// most limit.
+	Journal(ctx context.Context, accountID string, limit int) ([]JournalEntry, error)
+	// CheckJournal verifies every account: its journal adds up to its
+	// balance, its newest entry records that balance, and every charge has
+	// its ledger entry. It returns the accounts that differ.
+	CheckJournal(ctx context.Context) ([]JournalProblem, error)
 }
 
 // Store is a complete backend.
@@ -184,4 +236,67 @@ func MonthOf(t time.Time) (from, to time.Time) {
 func BalanceDraw(cost, freeCredit, monthBefore pricing.Money) pricing.Money {
 	left := max(freeCredit-monthBefore, 0)
 	return max(cost-left, 0)
+}
+
+// BalanceMove is the journal entry of a balance changed from before to
+// after (nil: billed afterwards, counted as 0), as why says; moved is false
+// when nothing moved.
+func BalanceMove(before, after *pricing.Money, why ...Movement) (e JournalEntry, moved bool) {
+	var b, a pricing.Money
+	if before != nil {
+		b = *before
+	}
+	if after != nil {
+		a = *after
+	}
+	if a == b && (before == nil) == (after == nil) {
+		return JournalEntry{}, false
+	}
+	e = JournalEntry{Time: time.Now().UTC(), Kind: JournalSet, Amount: a - b, Balance: a}
+	if len(why) > 0 && why[0].Kind != "" {
+		e.Kind, e.Reason = why[0].Kind, why[0].Reason
+	}
+	return e, true
+}
+
+// Rows is what ScanJournalCheck reads (database/sql and pgx rows).
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanJournalCheck reads the rows of a backend's journal check (account,
+// balance, journal sum, newest entry's balance, unledgered charges
+// comma-separated) and keeps the accounts that differ.
+func ScanJournalCheck(rows Rows) ([]JournalProblem, error) {
+	out := []JournalProblem{}
+	for rows.Next() {
+		var (
+			p                  JournalProblem
+			balance, sum, last int64
+			unledgered         string
+		)
+		if err := rows.Scan(&p.AccountID, &balance, &sum, &last, &unledgered); err != nil {
+			return nil, err
+		}
+		p.Balance, p.JournalSum, p.Last = pricing.Money(balance), pricing.Money(sum), pricing.Money(last)
+		if unledgered != "" {
+			p.UnledgeredCharges = strings.Split(unledgered, ",")
+		}
+		if p.Balance != p.JournalSum || p.Balance != p.Last || len(p.UnledgeredCharges) > 0 {
+			out = append(out, p)
+		}
+	}
+	return out, rows.Err()
+}
+
+// CopyMoney returns a copy of m (nil stays nil), so a value compared later
+// cannot have been changed through the original pointer.
+func CopyMoney(m *pricing.Money) *pricing.Money {
+	if m == nil {
+		return nil
+	}
+	v := *m
+	return &v
 }

@@ -79,6 +79,20 @@ CREATE TABLE spend (
 	PRIMARY KEY (account_id, period, start)
 );`,
 	2: `ALTER TABLE keys ADD COLUMN revoked_at BIGINT;`,
+	3: `
+CREATE TABLE journal (
+	seq        BIGSERIAL PRIMARY KEY,
+	account_id TEXT   NOT NULL,
+	time       BIGINT NOT NULL,
+	kind       TEXT   NOT NULL,
+	amount     BIGINT NOT NULL,
+	balance    BIGINT NOT NULL,
+	request_id TEXT   NOT NULL DEFAULT '',
+	reason     TEXT   NOT NULL DEFAULT ''
+);
+CREATE INDEX journal_account ON journal(account_id, seq);
+INSERT INTO journal (account_id, time, kind, amount, balance)
+	SELECT id, (EXTRACT(EPOCH FROM now()) * 1000000000)::BIGINT, 'set', balance, balance FROM accounts WHERE balance IS NOT NULL;`,
 }
 
 // Periods of the spend table (the embedded store's).
@@ -166,7 +180,16 @@ func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
 	if err != nil {
 		return fmt.Errorf("postgres: create account %q: %w", a.ID, err)
 	}
-	if _, err := db.pool.Exec(ctx, `INSERT INTO accounts (`+accountCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...); err != nil {
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO accounts (`+accountCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...); err != nil {
+			return err
+		}
+		if a.Balance != nil {
+			return journal(ctx, tx, a.ID, store.JournalEntry{Time: a.CreatedAt, Kind: store.JournalSet, Amount: *a.Balance, Balance: *a.Balance})
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("postgres: create account %q: %w", a.ID, classify(err))
 	}
 	return nil
@@ -183,14 +206,14 @@ func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
 
 // UpdateAccount applies fn to the account under its row lock and stores
 // the result; store.ErrNotFound if none, fn's error aborts.
-func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error) (store.Account, error) {
+func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error, why ...store.Movement) (store.Account, error) {
 	var out store.Account
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		a, err := scanAccount(tx.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = $1 FOR UPDATE`, id))
 		if err != nil {
 			return classify(err)
 		}
-		created := a.CreatedAt
+		created, before := a.CreatedAt, store.CopyMoney(a.Balance)
 		if err := fn(&a); err != nil {
 			return err
 		}
@@ -203,6 +226,11 @@ func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Accou
 			balance = $5, daily_cap = $6, monthly_cap = $7, abilities = $8 WHERE id = $9`, append(args[1:9:9], id)...)
 		if err != nil {
 			return classify(err)
+		}
+		if e, moved := store.BalanceMove(before, a.Balance, why...); moved {
+			if err := journal(ctx, tx, id, e); err != nil {
+				return err
+			}
 		}
 		out = a
 		return nil
@@ -405,9 +433,16 @@ func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
 			e.AccountID, periodTotal, int64(e.Cost), periodDay, day.UnixNano(), periodMonth, month.UnixNano()); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 AND balance IS NOT NULL`,
-			int64(draw), e.AccountID); err != nil {
+		var after *int64
+		if err := tx.QueryRow(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 RETURNING balance`,
+			int64(draw), e.AccountID).Scan(&after); err != nil {
 			return err
+		}
+		if after != nil && draw > 0 {
+			if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
+				Balance: pricing.Money(*after), RequestID: e.RequestID}); err != nil {
+				return err
+			}
 		}
 		inserted = true
 		return nil
@@ -479,6 +514,63 @@ func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store
 		return store.Spend{}, fmt.Errorf("postgres: spend of %q: %w", accountID, err)
 	}
 	return sp, nil
+}
+
+// journal writes one balance movement inside tx.
+func journal(ctx context.Context, tx pgx.Tx, account string, e store.JournalEntry) error {
+	at, err := nanos(e.Time)
+	if err != nil {
+		at = time.Now().UnixNano()
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO journal (account_id, time, kind, amount, balance, request_id, reason) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		account, at, e.Kind, int64(e.Amount), int64(e.Balance), e.RequestID, e.Reason)
+	return err
+}
+
+// Journal returns an account's balance movements, newest first, at most
+// limit (100 when limit <= 0).
+func (db *DB) Journal(ctx context.Context, accountID string, limit int) ([]store.JournalEntry, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := db.pool.Query(ctx, `SELECT time, kind, amount, balance, request_id, reason FROM journal
+		WHERE account_id = $1 ORDER BY seq DESC LIMIT $2`, accountID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: journal of %q: %w", accountID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.JournalEntry, error) {
+		var (
+			e                   store.JournalEntry
+			at, amount, balance int64
+		)
+		err := r.Scan(&at, &e.Kind, &amount, &balance, &e.RequestID, &e.Reason)
+		e.Time, e.Amount, e.Balance = fromNanos(at), pricing.Money(amount), pricing.Money(balance)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: journal of %q: %w", accountID, err)
+	}
+	if out == nil {
+		out = []store.JournalEntry{}
+	}
+	return out, nil
+}
+
+// CheckJournal verifies every account's journal against its balance and
+// the ledger.
+func (db *DB) CheckJournal(ctx context.Context) ([]store.JournalProblem, error) {
+	rows, err := db.pool.Query(ctx, `
+SELECT a.id, COALESCE(a.balance, 0),
+	COALESCE((SELECT SUM(amount) FROM journal j WHERE j.account_id = a.id), 0)::BIGINT,
+	COALESCE((SELECT balance FROM journal j WHERE j.account_id = a.id ORDER BY seq DESC LIMIT 1), 0),
+	COALESCE((SELECT string_agg(j.request_id, ',') FROM journal j LEFT JOIN ledger l ON l.request_id = j.request_id
+		WHERE j.account_id = a.id AND j.kind = 'charge' AND l.request_id IS NULL), '')
+FROM accounts a ORDER BY a.id`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: check journal: %w", err)
+	}
+	defer rows.Close()
+	return store.ScanJournalCheck(rows)
 }
 
 // PostgreSQL error codes the store maps.

@@ -117,9 +117,9 @@ PRAGMA user_version = 1;`
 	}
 }
 
-// A version-2 store gains key revocation in place: its keys keep working,
-// and a revoked one is remembered.
-func TestMigrateVersion2Keys(t *testing.T) {
+// A version-2 store upgrades in place: its keys keep working and a revoked
+// one is remembered (v3), and its balance journal starts (v4).
+func TestMigrateVersion2(t *testing.T) {
 	dir := t.TempDir()
 	raw, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName), false))
 	if err != nil {
@@ -131,7 +131,8 @@ CREATE TABLE accounts (id TEXT PRIMARY KEY, plan TEXT NOT NULL, cleared INTEGER 
 CREATE TABLE keys (id TEXT PRIMARY KEY, account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE, name TEXT NOT NULL DEFAULT '',
 	hash TEXT NOT NULL, models TEXT, expires_at INTEGER, created_at INTEGER NOT NULL);
 CREATE UNIQUE INDEX keys_hash ON keys(hash);
-INSERT INTO accounts (id, plan) VALUES ('a', 'paid');
+INSERT INTO accounts (id, plan, balance) VALUES ('a', 'paid', 7000000000);
+INSERT INTO accounts (id, plan) VALUES ('b', 'paid');
 INSERT INTO keys (id, account_id, hash, created_at) VALUES ('k', 'a', 'h', 1);
 PRAGMA user_version = 2;`
 	if _, err := raw.Exec(v2); err != nil {
@@ -147,6 +148,16 @@ PRAGMA user_version = 2;`
 	if k, err := db.KeyByHash(ctx, "h"); err != nil || k.ID != "k" {
 		t.Fatalf("key after the upgrade: %+v, %v", k, err)
 	}
+	// The journal starts with one set entry equal to each prepaid balance.
+	if j, err := db.Journal(ctx, "a", 10); err != nil || len(j) != 1 || j[0].Kind != store.JournalSet || j[0].Amount != pricing.USD(7) || j[0].Balance != pricing.USD(7) {
+		t.Fatalf("journal after the upgrade: %+v, %v", j, err)
+	}
+	if j, _ := db.Journal(ctx, "b", 10); len(j) != 0 {
+		t.Fatalf("a postpaid account got a journal: %+v", j)
+	}
+	if p, err := db.CheckJournal(ctx); err != nil || len(p) != 0 {
+		t.Fatalf("check after the upgrade: %+v, %v", p, err)
+	}
 	if err := db.DeleteKey(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
@@ -158,3 +169,31 @@ PRAGMA user_version = 2;`
 		t.Fatalf("user_version %d, %v", v, err)
 	}
 }
+
+// CheckJournal reports a balance its journal does not explain and a charge
+// without its ledger entry.
+func TestCheckJournalFindsDifferences(t *testing.T) {
+	db, _ := open(t)
+	ctx := context.Background()
+	for _, id := range []string{"a", "b", "c"} {
+		if err := db.CreateAccount(ctx, store.Account{ID: id, Plan: store.PlanPaid, Balance: ptrMoney(pricing.USD(5))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.w.Exec(`UPDATE accounts SET balance = balance + 1 WHERE id = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.w.Exec(`INSERT INTO journal (account_id, time, kind, amount, balance, request_id) VALUES ('b', 1, 'charge', 0, 5000000000, 'ghost')`); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := db.CheckJournal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 2 || problems[0].AccountID != "a" || problems[0].Balance != pricing.USD(5)+1 || problems[0].JournalSum != pricing.USD(5) ||
+		problems[1].AccountID != "b" || fmt.Sprint(problems[1].UnledgeredCharges) != "[ghost]" {
+		t.Fatalf("problems %+v", problems)
+	}
+}
+
+func ptrMoney(m pricing.Money) *pricing.Money { return &m }

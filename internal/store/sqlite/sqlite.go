@@ -41,7 +41,7 @@ const FileName = "gw.db"
 const FileMode = 0o600
 
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 3
+const schemaVersion = 4
 
 const schema = `
 CREATE TABLE IF NOT EXISTS accounts (
@@ -87,6 +87,20 @@ CREATE INDEX IF NOT EXISTS ledger_account_time ON ledger(account_id, time);
 -- period's first instant in Unix nanoseconds. Settle keeps them in the same
 -- transaction as the entry, so Spend reads three rows instead of summing
 -- the account's whole history.
+-- Every movement of a prepaid balance (CONTRACT §4), written in the same
+-- transaction as the movement; balance is the balance after it.
+CREATE TABLE IF NOT EXISTS journal (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	account_id TEXT    NOT NULL,
+	time       INTEGER NOT NULL,   -- Unix nanoseconds, UTC
+	kind       TEXT    NOT NULL,   -- set, top_up, adjustment, charge
+	amount     INTEGER NOT NULL,   -- nano-dollars, signed
+	balance    INTEGER NOT NULL,   -- nano-dollars, after the entry
+	request_id TEXT    NOT NULL DEFAULT '',
+	reason     TEXT    NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS journal_account ON journal(account_id, seq);
+
 CREATE TABLE IF NOT EXISTS spend (
 	account_id TEXT    NOT NULL,
 	period     INTEGER NOT NULL,
@@ -211,6 +225,14 @@ func migrate(db *sql.DB) error {
 			return fmt.Errorf("building spend totals: %w", err)
 		}
 	}
+	if v < 4 {
+		// Version 4: the balance journal starts with one set entry equal
+		// to each prepaid balance, so it adds up from the upgrade on.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO journal (account_id, time, kind, amount, balance)
+			SELECT id, ?, 'set', balance, balance FROM accounts WHERE balance IS NOT NULL`, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("starting the journal: %w", err)
+		}
+	}
 	if v < 3 {
 		// Version 3: keys are revoked, not deleted, so a revoked secret
 		// (the bootstrap key's included) is never issued again. A table
@@ -279,8 +301,13 @@ func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
 		return fmt.Errorf("sqlite: create account %q: %w", a.ID, err)
 	}
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO accounts (`+accountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
-		return err
+		if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (`+accountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+			return err
+		}
+		if a.Balance != nil {
+			return journal(ctx, tx, a.ID, store.JournalEntry{Time: a.CreatedAt, Kind: store.JournalSet, Amount: *a.Balance, Balance: *a.Balance})
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: create account %q: %w", a.ID, classify(err))
@@ -301,14 +328,14 @@ func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
 // one transaction; store.ErrNotFound if none, fn's error aborts. fn cannot
 // change ID or CreatedAt. fn runs while this store's single write connection
 // is held, so it must not write to the store itself.
-func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error) (store.Account, error) {
+func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error, why ...store.Movement) (store.Account, error) {
 	var out store.Account
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		a, err := scanAccount(tx.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = ?`, id))
 		if err != nil {
 			return classify(err)
 		}
-		created := a.CreatedAt
+		created, before := a.CreatedAt, store.CopyMoney(a.Balance)
 		if err := fn(&a); err != nil {
 			return err
 		}
@@ -323,6 +350,11 @@ func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Accou
 			append(args[1:9:9], id)...)
 		if err != nil {
 			return classify(err)
+		}
+		if e, moved := store.BalanceMove(before, a.Balance, why...); moved {
+			if err := journal(ctx, tx, id, e); err != nil {
+				return err
+			}
 		}
 		out = a
 		return nil
@@ -557,9 +589,16 @@ func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
 			e.AccountID, periodMonth, month.UnixNano(), int64(e.Cost)); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL`,
-			int64(draw), e.AccountID); err != nil {
+		var after sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ? RETURNING balance`,
+			int64(draw), e.AccountID).Scan(&after); err != nil {
 			return err
+		}
+		if after.Valid && draw > 0 {
+			if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
+				Balance: pricing.Money(after.Int64), RequestID: e.RequestID}); err != nil {
+				return err
+			}
 		}
 		inserted = true
 		return nil
@@ -633,6 +672,66 @@ func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store
 	}
 	return sp, nil
 }
+
+// journal writes one balance movement inside tx.
+func journal(ctx context.Context, tx *sql.Tx, account string, e store.JournalEntry) error {
+	at, err := nanos(e.Time)
+	if err != nil {
+		at = time.Now().UnixNano()
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO journal (account_id, time, kind, amount, balance, request_id, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		account, at, e.Kind, int64(e.Amount), int64(e.Balance), e.RequestID, e.Reason)
+	return err
+}
+
+// Journal returns an account's balance movements, newest first, at most
+// limit (100 when limit <= 0).
+func (db *DB) Journal(ctx context.Context, accountID string, limit int) ([]store.JournalEntry, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT time, kind, amount, balance, request_id, reason FROM journal
+		WHERE account_id = ? ORDER BY seq DESC LIMIT ?`, accountID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: journal of %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	out := []store.JournalEntry{}
+	for rows.Next() {
+		var (
+			e                   store.JournalEntry
+			at, amount, balance int64
+		)
+		if err := rows.Scan(&at, &e.Kind, &amount, &balance, &e.RequestID, &e.Reason); err != nil {
+			return nil, fmt.Errorf("sqlite: journal of %q: %w", accountID, err)
+		}
+		e.Time, e.Amount, e.Balance = fromNanos(at), pricing.Money(amount), pricing.Money(balance)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// CheckJournal verifies every account's journal against its balance and
+// the ledger.
+func (db *DB) CheckJournal(ctx context.Context) ([]store.JournalProblem, error) {
+	rows, err := db.r.QueryContext(ctx, checkJournalSQL)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: check journal: %w", err)
+	}
+	defer rows.Close()
+	return store.ScanJournalCheck(rows)
+}
+
+// checkJournalSQL lists, per account, its balance, the sum of its journal,
+// the balance its newest entry records, and its charges without a ledger
+// entry (comma-separated).
+const checkJournalSQL = `
+SELECT a.id, COALESCE(a.balance, 0),
+	COALESCE((SELECT SUM(amount) FROM journal j WHERE j.account_id = a.id), 0),
+	COALESCE((SELECT balance FROM journal j WHERE j.account_id = a.id ORDER BY seq DESC LIMIT 1), 0),
+	COALESCE((SELECT GROUP_CONCAT(j.request_id, ',') FROM journal j LEFT JOIN ledger l ON l.request_id = j.request_id
+		WHERE j.account_id = a.id AND j.kind = 'charge' AND l.request_id IS NULL), '')
+FROM accounts a ORDER BY a.id`
 
 // Helpers
 

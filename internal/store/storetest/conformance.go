@@ -22,6 +22,138 @@ func Conformance(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("FreeCredit", func(t *testing.T) { testFreeCredit(t, open(t)) })
 	t.Run("SpendAndEntries", func(t *testing.T) { testSpendAndEntries(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
+	t.Run("Journal", func(t *testing.T) { testJournal(t, open(t)) })
+	t.Run("JournalConcurrent", func(t *testing.T) { testJournalConcurrent(t, open(t)) })
+}
+
+// sumJournal adds an account's journal up and checks each entry's balance
+// after it.
+func sumJournal(t *testing.T, st store.Store, id string) (pricing.Money, []store.JournalEntry) {
+	t.Helper()
+	entries, err := st.Journal(context.Background(), id, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum pricing.Money
+	for i := len(entries) - 1; i >= 0; i-- { // oldest first
+		sum += entries[i].Amount
+		if entries[i].Balance != sum {
+			t.Fatalf("entry %d (%+v): balance after %v, running sum %v", i, entries[i], entries[i].Balance, sum)
+		}
+	}
+	return sum, entries
+}
+
+// Every movement of a prepaid balance is journaled with the balance after
+// it, and the amounts add up to the balance.
+func testJournal(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	mustAccount(t, st, store.Account{ID: "pre", Plan: store.PlanPaid, Balance: ptr(usd("10"))})
+	mustAccount(t, st, store.Account{ID: "post", Plan: store.PlanPaid})
+	up := func(why store.Movement, f func(*store.Account)) {
+		t.Helper()
+		if _, err := st.UpdateAccount(ctx, "pre", func(a *store.Account) error { f(a); return nil }, why); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up(store.Movement{Kind: store.JournalTopUp}, func(a *store.Account) { *a.Balance += usd("5") })
+	up(store.Movement{Kind: store.JournalAdjustment, Reason: "duplicate top-up"}, func(a *store.Account) { *a.Balance -= usd("2") })
+	up(store.Movement{}, func(a *store.Account) { a.Plan = store.PlanFree }) // no balance move: no entry
+	at := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	// 3 USD of free credit this month: the first call draws 1 from the
+	// balance, the second all of its 2.
+	if _, err := st.Settle(ctx, store.Entry{RequestID: "c1", AccountID: "pre", Cost: usd("4"), Time: at, FreeMonthlyCredit: usd("3")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Settle(ctx, store.Entry{RequestID: "c2", AccountID: "pre", Cost: usd("2"), Time: at, FreeMonthlyCredit: usd("3")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Settle(ctx, store.Entry{RequestID: "c2", AccountID: "pre", Cost: usd("2"), Time: at}); err != nil { // settled before: nothing
+		t.Fatal(err)
+	}
+	up(store.Movement{Kind: store.JournalSet}, func(a *store.Account) { *a.Balance = usd("20") })
+	sum, entries := sumJournal(t, st, "pre")
+	acc, _ := st.Account(ctx, "pre")
+	if sum != *acc.Balance || sum != usd("20") {
+		t.Fatalf("journal adds up to %v, balance %v", sum, *acc.Balance)
+	}
+	var kinds []string
+	for _, e := range entries {
+		kinds = append(kinds, fmt.Sprintf("%s %v %s%s", e.Kind, e.Amount, e.RequestID, e.Reason))
+	}
+	want := []string{"set 10.00 ", "charge -2.00 c2", "charge -1.00 c1", "adjustment -2.00 duplicate top-up", "top_up 5.00 ", "set 10.00 "}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("journal %q\nwant %q", kinds, want)
+	}
+	// A postpaid account has no balance and no journal; moving it to
+	// prepaid starts one.
+	if _, err := st.Settle(ctx, store.Entry{RequestID: "p1", AccountID: "post", Cost: usd("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := sumJournal(t, st, "post"); len(e) != 0 {
+		t.Fatalf("postpaid journal %+v", e)
+	}
+	if _, err := st.UpdateAccount(ctx, "post", func(a *store.Account) error { a.Balance = ptr(usd("3")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if sum, e := sumJournal(t, st, "post"); len(e) != 1 || e[0].Kind != store.JournalSet || sum != usd("3") {
+		t.Fatalf("journal after going prepaid %+v", e)
+	}
+	problems, err := st.CheckJournal(ctx)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("check: %+v, %v", problems, err)
+	}
+}
+
+// Many calls and top-ups on one account at once: the journal still adds
+// up, and every charge appears once with its ledger entry.
+func testJournalConcurrent(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	mustAccount(t, st, store.Account{ID: "a", Plan: store.PlanPaid, Balance: ptr(usd("50"))})
+	const n = 30
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", Cost: usd("0.75")}); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", Cost: usd("0.75")}); err != nil { // a retry
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := st.UpdateAccount(ctx, "a", func(a *store.Account) error { *a.Balance += usd("0.5"); return nil },
+				store.Movement{Kind: store.JournalTopUp}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	sum, entries := sumJournal(t, st, "a")
+	acc, _ := st.Account(ctx, "a")
+	if want := usd("50") + n*usd("0.5") - n*usd("0.75"); sum != *acc.Balance || sum != want {
+		t.Fatalf("journal %v, balance %v, want %v", sum, *acc.Balance, want)
+	}
+	charges := map[string]int{}
+	for _, e := range entries {
+		if e.Kind == store.JournalCharge {
+			charges[e.RequestID]++
+		}
+	}
+	for i := range n {
+		if c := charges[fmt.Sprint("r", i)]; c != 1 {
+			t.Fatalf("charge r%d appears %d times", i, c)
+		}
+	}
+	if problems, err := st.CheckJournal(ctx); err != nil || len(problems) != 0 {
+		t.Fatalf("check: %+v, %v", problems, err)
+	}
 }
 
 func usd(s string) pricing.Money {
