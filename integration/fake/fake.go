@@ -139,6 +139,36 @@ type Script struct {
 	Gate chan struct{}
 	// Delay pauses before answering (for time-out tests only).
 	Delay time.Duration
+	// TopLogprobs are the top log-probabilities of the answer's first token
+	// (chat completions asked with logprobs): the first is the token
+	// chosen. Empty: logprobs is null.
+	TopLogprobs []Logprob
+}
+
+// Logprob is one token and its log-probability.
+type Logprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+}
+
+// logprobs is the choice's logprobs object for a request asking for them,
+// in the chat-completions shape: content[0] is the chosen token with its
+// top_logprobs (as many as the request asked for).
+func (s Script) logprobs(req map[string]any) any {
+	if asked, _ := req["logprobs"].(bool); !asked || len(s.TopLogprobs) == 0 {
+		return nil
+	}
+	top := s.TopLogprobs
+	if n, ok := req["top_logprobs"].(float64); ok && int(n) < len(top) {
+		top = top[:int(n)]
+	}
+	entries := make([]map[string]any, len(top))
+	for i, t := range top {
+		entries[i] = map[string]any{"token": t.Token, "logprob": t.Logprob, "bytes": []byte(t.Token)}
+	}
+	first := s.TopLogprobs[0]
+	return map[string]any{"content": []any{map[string]any{"token": first.Token, "logprob": first.Logprob, "bytes": []byte(first.Token),
+		"top_logprobs": entries}}, "refusal": nil}
 }
 
 // DefaultScript is what a new Upstream answers when nothing was pushed.

@@ -321,7 +321,7 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, req map[string]a
 		msg = msg.with("refusal", nil, "annotations", []any{})
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: model,
-			Choices:     []chatChoice{{Index: 0, Message: msg, FinishReason: finish}},
+			Choices:     []chatChoice{{Index: 0, Message: msg, FinishReason: finish, Logprobs: s.logprobs(req)}},
 			Usage:       chatUsage(s.Usage),
 			ServiceTier: "default", SystemFingerprint: fingerprint,
 		})

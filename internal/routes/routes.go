@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
+	"github.com/caddy-gw/caddy-gw/handlers/decide"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
@@ -81,6 +82,8 @@ type Options struct {
 	CountTokensBudgets []limits.Budget
 	// Chat serves the chat endpoints; nil leaves them answering 501.
 	Chat *chat.Handler
+	// Decide serves decision mode; nil leaves it answering 501.
+	Decide *decide.Handler
 }
 
 // Billing kinds of the billed routes.
@@ -112,7 +115,10 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	ability := func(name, ability string, f gwerr.Family, budgets []limits.Budget) *pipeline.Endpoint {
 		return &pipeline.Endpoint{Name: name, Methods: post, Family: f, Ability: ability, Billing: &abilitySpend, Budgets: budgets}
 	}
-	decide := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, Billing: &abilitySpend, Budgets: opt.DecideBudgets, RequestIDPrefix: DecideRequestIDPrefix}
+	decideEP := &pipeline.Endpoint{Name: "decide", Methods: post, Family: gwerr.Decide, Ability: store.AbilityDecide, Billing: &abilitySpend, Budgets: opt.DecideBudgets, RequestIDPrefix: DecideRequestIDPrefix}
+	if opt.Decide != nil {
+		decideEP.Handler = opt.Decide.Serve
+	}
 	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages, Budgets: opt.CountTokensBudgets}
 	var chatCompletions, responses, msgs, count pipeline.Handler
 	if h := opt.Chat; h != nil {
@@ -134,8 +140,8 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		PathImageEdit:     ability("images", store.AbilityImages, gwerr.Images, nil),
 		PathSearch:        ability("search", store.AbilitySearch, gwerr.Ability, shared),
 		PathFetch:         ability("fetch", store.AbilityFetch, gwerr.Fetch, nil),
-		PathDecide:        decide,
-		PathSystemOne:     decide,
+		PathDecide:        decideEP,
+		PathSystemOne:     decideEP,
 
 		PathTools:   {Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly},
 		PathRouting: {Name: "mcp_routing", Methods: []string{http.MethodPost, http.MethodDelete}, Family: gwerr.RPC, Auth: pipeline.BearerOnly},
