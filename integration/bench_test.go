@@ -99,7 +99,9 @@ type benchEnv struct {
 // plus a bare `reverse_proxy` site per fake.
 func startBenchEnv(tb testing.TB) *benchEnv {
 	tb.Helper()
-	script := fake.Script{Text: benchText, Chunks: benchChunks, Usage: fake.Usage{Input: 24, Output: 64}}
+	script := fake.Script{Text: benchText, Chunks: benchChunks, Usage: fake.Usage{Input: 24, Output: 64},
+		// Only decision mode's questions ask for them.
+		TopLogprobs: []fake.Logprob{{Token: "yes", Logprob: -0.2}, {Token: "no", Logprob: -1.7}}}
 	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
 	oa.Default, an.Default = script, script
 	tb.Cleanup(oa.Close)
@@ -169,6 +171,14 @@ http://%s {
 				body: body("gpt-4.1-mini", chatMsgs+chatStream), stream: true, want: "data: [DONE]"},
 		},
 		{
+			// Decision mode: ten questions, asked in parallel, against one
+			// bare chat call (issue 11's measure).
+			name: "decide-10",
+			gw:   benchTarget{url: g.BaseURL + "/v1/decide", header: gwHeader, body: []byte(decideBenchBody), want: `"noul"`},
+			base: benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader,
+				body: body("gpt-4.1-mini", chatMsgs), want: benchText},
+		},
+		{
 			name: "translated-stream",
 			gw: benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-claude-sonnet-4-5", chatMsgs+chatStream),
 				stream: true, want: "data: [DONE]"},
@@ -178,6 +188,15 @@ http://%s {
 	}
 	return env
 }
+
+// decideBenchBody is a decision call of ten yes/no questions.
+var decideBenchBody = func() string {
+	var q []string
+	for i := range 10 {
+		q = append(q, fmt.Sprintf(`"q%d":{"type":"noul","instructions":"Is point %d met?"}`, i, i))
+	}
+	return `{"model":"gw-decide","state":"A short ticket: the printer is jammed again.","questions":{` + strings.Join(q, ",") + `}}`
+}()
 
 // withFreshAccounts returns t with the keys of e.accounts new accounts
 // (paid, cleared), made through the admin API. Every chat call reads the
