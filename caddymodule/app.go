@@ -25,6 +25,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
+	"github.com/caddy-gw/caddy-gw/mcp"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -162,9 +163,11 @@ var (
 	// health, decisions and upstreams are process-wide too: a reload keeps
 	// which models are cooling down, the decisions flux_explain reads, and
 	// the upstream connection pools.
-	health    = router.NewHealth()
-	decisions = router.NewDecisions()
-	upstreams = upstream.New()
+	health = router.NewHealth()
+	// mcpSessions are the routing server's sessions: a reload keeps them.
+	mcpSessions = mcp.NewMemorySessions(nil)
+	decisions   = router.NewDecisions()
+	upstreams   = upstream.New()
 )
 
 // stores keeps store backends open across config reloads: a reload
@@ -224,7 +227,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
 	}
-	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}}
+	routing := &mcp.Routing{Sessions: mcpSessions, Decisions: decisions}
+	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing}
 	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
 		opts.ChatBudgets = []limits.Budget{{Name: ChatBudgetName, Limit: n, Period: time.Minute}}
 	}
@@ -240,6 +244,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		Money: &money.Gate{Store: st, Locks: memLocks, Policy: policy, OnOverrun: a.logOverrun}, Limits: memLimits,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight}
 	a.router = routes.New(a.gateway, opts)
+	routing.Invoker = a.router
 	a.admin = admin.New(st)
 	if a.BootstrapKey != "" {
 		if err := checkBootstrapKey(a.BootstrapKey); err != nil {

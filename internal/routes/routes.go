@@ -12,6 +12,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/mcp"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
@@ -84,6 +85,9 @@ type Options struct {
 	Chat *chat.Handler
 	// Decide serves decision mode; nil leaves it answering 501.
 	Decide *decide.Handler
+	// Routing serves the routing server at /mcp; nil leaves it answering
+	// 501. Its calls take the chat budgets.
+	Routing *mcp.Routing
 }
 
 // Billing kinds of the billed routes.
@@ -119,6 +123,11 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if opt.Decide != nil {
 		decideEP.Handler = opt.Decide.Serve
 	}
+	routingEP := &pipeline.Endpoint{Name: "mcp_routing", Methods: []string{http.MethodPost, http.MethodDelete}, Family: gwerr.RPC,
+		Auth: pipeline.BearerOnly, Budgets: opt.ChatBudgets}
+	if opt.Routing != nil {
+		routingEP.Handler = opt.Routing.Serve
+	}
 	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages, Budgets: opt.CountTokensBudgets}
 	var chatCompletions, responses, msgs, count pipeline.Handler
 	if h := opt.Chat; h != nil {
@@ -144,7 +153,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		PathSystemOne:     decideEP,
 
 		PathTools:   {Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly},
-		PathRouting: {Name: "mcp_routing", Methods: []string{http.MethodPost, http.MethodDelete}, Family: gwerr.RPC, Auth: pipeline.BearerOnly},
+		PathRouting: routingEP,
 	}
 	for _, p := range unprefixed {
 		t[strings.TrimPrefix(p, "/v1")] = t[p]

@@ -1,0 +1,198 @@
+// Package mcp is the gateway's Model Context Protocol transport: JSON-RPC
+// 2.0 over Streamable HTTP (protocol 2025-11-25, older versions
+// negotiated), shared by the two servers: the routing server at /mcp
+// (sessions, flux_route, flux_explain, flux_models) and the stateless tools
+// server at /mcp-tools/ (package mcp/tools holds its tools). Both run
+// behind the gateway's pipeline, which has checked the bearer key.
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
+)
+
+// Protocol versions, newest first: the server speaks LatestVersion and
+// accepts the older published ones.
+const LatestVersion = "2025-11-25"
+
+// Versions are the protocol versions the servers negotiate.
+var Versions = []string{LatestVersion, "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// Headers of the Streamable HTTP transport.
+const (
+	HeaderSession  = "Mcp-Session-Id"
+	HeaderProtocol = "Mcp-Protocol-Version"
+)
+
+// MaxMessage bounds one JSON-RPC message.
+const MaxMessage = 16 << 20
+
+// Message is one JSON-RPC 2.0 message a client sends: a request (with an
+// id), a notification (without) or a response.
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}
+
+// IsRequest reports a request (method and id); IsNotification a method
+// without id; otherwise the message is a response.
+func (m *Message) IsRequest() bool      { return m.Method != "" && len(m.ID) > 0 }
+func (m *Message) IsNotification() bool { return m.Method != "" && len(m.ID) == 0 }
+
+// RPCError is a JSON-RPC error with the HTTP status it is sent with.
+type RPCError struct {
+	Status  int
+	Code    int
+	Message string
+}
+
+func (e *RPCError) Error() string { return e.Message }
+
+// Errf makes an RPCError.
+func Errf(status, code int, msg string) *RPCError {
+	return &RPCError{Status: status, Code: code, Message: msg}
+}
+
+// Parse reads one JSON-RPC message: -32700 when the body is not JSON (or
+// repeats a key, or nests too deep), -32600 when it is not a JSON-RPC 2.0
+// message (batches included: the 2025-06-18 revision removed them).
+func Parse(body []byte) (*Message, *RPCError) {
+	if err := jsonbody.Check(body); err != nil {
+		return nil, Errf(http.StatusBadRequest, gwerr.RPCParseError, "parse error: the body is not valid JSON")
+	}
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "invalid request: one JSON-RPC 2.0 object is expected")
+	}
+	var m Message
+	if err := json.Unmarshal(b, &m); err != nil || m.JSONRPC != "2.0" {
+		return nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "invalid request: jsonrpc must be \"2.0\"")
+	}
+	if len(m.ID) > 0 {
+		switch m.ID[0] {
+		case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		default: // null, objects and arrays are not ids
+			return nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "invalid request: id must be a string or a number")
+		}
+	}
+	if m.Method == "" && len(m.Result) == 0 && len(m.Error) == 0 {
+		return nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "invalid request: a method is required")
+	}
+	return &m, nil
+}
+
+// Negotiate answers a client's requested protocol version: the same when
+// supported, else the latest.
+func Negotiate(requested string) string {
+	if slices.Contains(Versions, requested) {
+		return requested
+	}
+	return LatestVersion
+}
+
+// OriginAllowed reports whether a request's Origin may reach the server: no
+// Origin (not a browser), or one naming the host the request was sent to
+// (DNS rebinding protection).
+func OriginAllowed(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+// Reply writes the response to request id: result, or the error. With
+// sse it is one server-sent event (data: the message), as the tools server
+// answers; otherwise application/json.
+func Reply(w http.ResponseWriter, id json.RawMessage, result any, rpcErr *RPCError, sse bool) {
+	msg := map[string]any{"jsonrpc": "2.0", "id": rawOrNull(id)}
+	status := http.StatusOK
+	if rpcErr != nil {
+		msg["error"] = map[string]any{"code": rpcErr.Code, "message": rpcErr.Message}
+		if rpcErr.Status != 0 {
+			status = rpcErr.Status
+		}
+	} else {
+		msg["result"] = result
+	}
+	b, _ := json.Marshal(msg)
+	if sse && status == http.StatusOK {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte("event: message\ndata: "))
+		_, _ = w.Write(b)
+		_, _ = w.Write([]byte("\n\n"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func rawOrNull(id json.RawMessage) any {
+	if len(id) == 0 {
+		return nil
+	}
+	return id
+}
+
+// Accepted answers a notification or a client's response: 202, no body.
+func Accepted(w http.ResponseWriter) { w.WriteHeader(http.StatusAccepted) }
+
+// Tool is a tool as tools/list shows it.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// ToolResult is a tools/call result.
+type ToolResult struct {
+	Content           []map[string]any `json:"content"`
+	StructuredContent any              `json:"structuredContent,omitempty"`
+	IsError           bool             `json:"isError"`
+}
+
+// TextResult is a tool result whose content is obj as JSON text, also
+// given as structured content.
+func TextResult(obj any, isError bool) ToolResult {
+	b, _ := json.Marshal(obj)
+	return ToolResult{Content: []map[string]any{{"type": "text", "text": string(b)}}, StructuredContent: obj, IsError: isError}
+}
+
+// InitializeResult is the answer to initialize.
+func InitializeResult(version, name, instructions string) map[string]any {
+	out := map[string]any{
+		"protocolVersion": version,
+		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
+		"serverInfo":      map[string]any{"name": name, "version": "1.0.0"},
+	}
+	if instructions != "" {
+		out["instructions"] = instructions
+	}
+	return out
+}
+
+// CallParams are tools/call's params.
+type CallParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// InitParams are initialize's params (what the servers read of them).
+type InitParams struct {
+	ProtocolVersion string `json:"protocolVersion"`
+}

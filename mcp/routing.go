@@ -1,0 +1,305 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
+	"github.com/caddy-gw/caddy-gw/internal/router"
+)
+
+// RoutingName is the routing server's name.
+const RoutingName = "gw-routing"
+
+// Tool names of the routing server (CONTRACT §1).
+const (
+	ToolRoute   = "flux_route"
+	ToolExplain = "flux_explain"
+	ToolModels  = "flux_models"
+)
+
+// Tiers flux_route and flux_models take.
+var (
+	routeTiers  = map[string]string{"fast": catalog.AliasFast, "standard": catalog.AliasStandard, "reasoning": catalog.AliasReasoning, "auto": catalog.AliasAuto}
+	modelsTiers = []string{"fast", "standard", "reasoning", "pinned", "all"}
+)
+
+// Invoker serves a gateway route in-process (routes.Router.Invoke).
+type Invoker interface {
+	Invoke(r *http.Request) (*pipeline.Recorded, *gwerr.Error)
+}
+
+// Routing is the routing server at /mcp.
+type Routing struct {
+	Sessions  Sessions
+	Invoker   Invoker
+	Decisions *router.Decisions
+}
+
+var routingTools = []Tool{
+	{Name: ToolRoute, Description: "Answer a prompt (or messages) through the gateway's router: tier fast, standard, reasoning or auto (default), or a model. Returns the answer and a decision_id.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"prompt":{"type":"string"},"messages":{"type":"array","items":{"type":"object"}},"tier":{"type":"string","enum":["fast","standard","reasoning","auto"]},"model":{"type":"string"},"max_tokens":{"type":"integer","minimum":1},"temperature":{"type":"number"}}}`)},
+	{Name: ToolExplain, Description: "Explain a flux_route decision: the model that answered, the tier, the cost and the latency.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"decision_id":{"type":"string"}},"required":["decision_id"]}`)},
+	{Name: ToolModels, Description: "List the models this key can route to, by tier: fast, standard, reasoning, pinned or all (default).",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"tier":{"type":"string","enum":["fast","standard","reasoning","pinned","all"]}}}`)},
+}
+
+// Serve serves /mcp behind the pipeline (the key is checked; GET is 405).
+func (s *Routing) Serve(c *pipeline.Call) error {
+	w, r := c.W, c.R
+	if !OriginAllowed(r) {
+		Reply(w, nil, nil, Errf(http.StatusForbidden, gwerr.RPCHeaderMismatch, "the Origin header does not match the server"), false)
+		return nil
+	}
+	if r.Method == http.MethodDelete {
+		id := r.Header.Get(HeaderSession)
+		if id == "" {
+			Reply(w, nil, nil, Errf(http.StatusBadRequest, gwerr.RPCNoSession, "Mcp-Session-Id header is missing"), false)
+			return nil
+		}
+		if sess, ok, _ := s.Sessions.Get(r.Context(), id); !ok || sess.KeyID != c.Key.ID {
+			Reply(w, nil, nil, Errf(http.StatusNotFound, gwerr.RPCSessionExpired, "session expired or unknown; send initialize again"), false)
+			return nil
+		}
+		_ = s.Sessions.Delete(r.Context(), id)
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxMessage+1))
+	if err != nil || len(body) > MaxMessage {
+		Reply(w, nil, nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "the message could not be read or is too large"), false)
+		return nil
+	}
+	msg, perr := Parse(body)
+	if perr != nil {
+		Reply(w, nil, nil, perr, false)
+		return nil
+	}
+	if msg.Method == "initialize" {
+		var p InitParams
+		_ = json.Unmarshal(msg.Params, &p)
+		sess := Session{ID: NewSessionID(), KeyID: c.Key.ID, Version: Negotiate(p.ProtocolVersion)}
+		if err := s.Sessions.Create(r.Context(), sess); err != nil {
+			Reply(w, msg.ID, nil, Errf(http.StatusServiceUnavailable, gwerr.RPCInternal, "the session could not be made; retry"), false)
+			return nil
+		}
+		w.Header().Set(HeaderSession, sess.ID)
+		Reply(w, msg.ID, InitializeResult(sess.Version, RoutingName, "Route prompts through the gateway with flux_route; explain a decision with flux_explain."), nil, false)
+		return nil
+	}
+	id := r.Header.Get(HeaderSession)
+	if id == "" {
+		Reply(w, msg.ID, nil, Errf(http.StatusBadRequest, gwerr.RPCNoSession, "Mcp-Session-Id header is missing; send initialize first"), false)
+		return nil
+	}
+	sess, ok, err := s.Sessions.Get(r.Context(), id)
+	if err != nil {
+		Reply(w, msg.ID, nil, Errf(http.StatusServiceUnavailable, gwerr.RPCInternal, "the session could not be read; retry"), false)
+		return nil
+	}
+	if !ok || sess.KeyID != c.Key.ID {
+		Reply(w, msg.ID, nil, Errf(http.StatusNotFound, gwerr.RPCSessionExpired, "session expired or unknown; send initialize again"), false)
+		return nil
+	}
+	if v := r.Header.Get(HeaderProtocol); v != "" && v != sess.Version {
+		Reply(w, msg.ID, nil, Errf(http.StatusBadRequest, gwerr.RPCHeaderMismatch, "Mcp-Protocol-Version does not match the session's "+sess.Version), false)
+		return nil
+	}
+	if !msg.IsRequest() {
+		Accepted(w) // notifications and responses
+		return nil
+	}
+	switch msg.Method {
+	case "ping":
+		Reply(w, msg.ID, map[string]any{}, nil, false)
+	case "tools/list":
+		Reply(w, msg.ID, map[string]any{"tools": routingTools}, nil, false)
+	case "tools/call":
+		var p CallParams
+		if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+			Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCInvalidParams, "tools/call needs a tool name"), false)
+			return nil
+		}
+		res, rpcErr := s.call(c, p)
+		Reply(w, msg.ID, res, rpcErr, false)
+	default:
+		Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCMethodNotFound, "unknown method "+shortText(msg.Method)), false)
+	}
+	return nil
+}
+
+func shortText(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+func invalidParams(msg string) *RPCError { return Errf(http.StatusOK, gwerr.RPCInvalidParams, msg) }
+
+// call runs a routing tool.
+func (s *Routing) call(c *pipeline.Call, p CallParams) (any, *RPCError) {
+	args := p.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	a := gjson.ParseBytes(args)
+	if !jsonbody.Valid(args) || !a.IsObject() {
+		return nil, invalidParams("arguments must be an object")
+	}
+	switch p.Name {
+	case ToolRoute:
+		return s.route(c, a)
+	case ToolExplain:
+		return s.explain(c, a)
+	case ToolModels:
+		return s.models(c, a)
+	}
+	return nil, invalidParams("unknown tool " + shortText(p.Name))
+}
+
+// route runs a chat call through the gateway's own chat route, with the
+// caller's key: routed, checked, billed and recorded exactly like one.
+func (s *Routing) route(c *pipeline.Call, a gjson.Result) (any, *RPCError) {
+	prompt, msgs := a.Get("prompt"), a.Get("messages")
+	if prompt.Exists() == msgs.Exists() {
+		return nil, invalidParams("give exactly one of prompt and messages")
+	}
+	req := map[string]any{}
+	switch {
+	case prompt.Exists():
+		if prompt.Type != gjson.String || strings.TrimSpace(prompt.Str) == "" {
+			return nil, invalidParams("prompt must be non-empty text")
+		}
+		req["messages"] = []any{map[string]any{"role": "user", "content": prompt.Str}}
+	default:
+		if !msgs.IsArray() || len(msgs.Array()) == 0 {
+			return nil, invalidParams("messages must be a non-empty array")
+		}
+		req["messages"] = json.RawMessage(msgs.Raw)
+	}
+	model := catalog.AliasAuto
+	if t := a.Get("tier"); t.Exists() {
+		alias, ok := routeTiers[t.String()]
+		if !ok || t.Type != gjson.String {
+			return nil, invalidParams("tier must be fast, standard, reasoning or auto")
+		}
+		model = alias
+	}
+	if m := a.Get("model"); m.Exists() {
+		if m.Type != gjson.String || m.Str == "" {
+			return nil, invalidParams("model must be a model id")
+		}
+		model = m.Str
+	}
+	req["model"] = model
+	if mt := a.Get("max_tokens"); mt.Exists() {
+		if mt.Type != gjson.Number || mt.Num != float64(int64(mt.Num)) || mt.Num < 1 {
+			return nil, invalidParams("max_tokens must be a positive whole number")
+		}
+		req["max_tokens"] = mt.Int()
+	}
+	if tp := a.Get("temperature"); tp.Exists() {
+		if tp.Type != gjson.Number {
+			return nil, invalidParams("temperature must be a number")
+		}
+		req["temperature"] = tp.Num
+	}
+	body, _ := json.Marshal(req)
+	hr, _ := http.NewRequestWithContext(c.R.Context(), http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+	hr.Header.Set("Authorization", c.R.Header.Get("Authorization"))
+	hr.Header.Set("Content-Type", "application/json")
+	rec, refused := s.Invoker.Invoke(hr)
+	if refused != nil {
+		obj := map[string]any{"error": gwerr.Chat.Code(refused), "status": gwerr.Chat.Status(refused), "message": refused.Message}
+		if refused.RetryAfter > 0 {
+			obj["retry_after_seconds"] = refused.RetryAfter
+		}
+		return TextResult(obj, true), nil
+	}
+	out := rec.Body.Bytes()
+	if rec.Status != http.StatusOK {
+		return TextResult(map[string]any{"error": "chat_failed", "status": rec.Status, "message": gjson.GetBytes(out, "error.message").String()}, true), nil
+	}
+	return TextResult(map[string]any{
+		"answer":      gjson.GetBytes(out, "choices.0.message.content").String(),
+		"decision_id": rec.Header.Get(pipeline.HeaderRequestID),
+		"model":       rec.Header.Get(pipeline.HeaderRoutedModel),
+		"cost_usd":    rec.Header.Get(pipeline.HeaderCost),
+	}, false), nil
+}
+
+// explain answers for a decision of the caller's own account only.
+func (s *Routing) explain(c *pipeline.Call, a gjson.Result) (any, *RPCError) {
+	id := a.Get("decision_id").String()
+	if id == "" {
+		return nil, invalidParams("decision_id is required")
+	}
+	d, ok := s.Decisions.Get(id)
+	if !ok || d.AccountID != c.Account.ID {
+		return nil, invalidParams("unknown decision_id")
+	}
+	tier := d.Lane
+	if tier == "" {
+		tier = "pinned"
+	}
+	return TextResult(map[string]any{
+		"decision_id": d.ID, "model": d.Chosen, "requested_model": d.Requested, "tier": tier, "escalated": d.Escalated,
+		"cost_usd": d.Cost.String(), "latency_ms": d.Latency.Milliseconds(), "candidates": d.Candidates,
+	}, false), nil
+}
+
+// models lists the chat models the key may route to, by tier.
+func (s *Routing) models(c *pipeline.Call, a gjson.Result) (any, *RPCError) {
+	tier := "all"
+	if t := a.Get("tier"); t.Exists() {
+		tier = t.String()
+		valid := false
+		for _, x := range modelsTiers {
+			valid = valid || x == tier
+		}
+		if !valid || t.Type != gjson.String {
+			return nil, invalidParams("tier must be fast, standard, reasoning, pinned or all")
+		}
+	}
+	cat := c.Gateway.Catalog
+	var out []map[string]any
+	add := func(id, t string, m *catalog.Model) {
+		if !catalog.Allowed(c.Key.Models, id) {
+			return
+		}
+		row := map[string]any{"id": id, "tier": t}
+		if m != nil {
+			row["provider"] = m.Provider
+			row["input_usd_per_m"] = m.InputPrice.String()
+			row["output_usd_per_m"] = m.OutputPrice.String()
+		}
+		out = append(out, row)
+	}
+	if tier == "all" {
+		add(catalog.AliasAuto, "auto", nil)
+	}
+	for _, lane := range catalog.Lanes {
+		if tier == lane || tier == "all" {
+			add(catalog.LaneAlias(lane), lane, nil)
+		}
+	}
+	for _, m := range cat.Models {
+		if tier == "pinned" || tier == "all" || tier == m.Lane {
+			add(catalog.PinnedPrefix+m.ID, "pinned", m)
+		}
+	}
+	if out == nil {
+		out = []map[string]any{}
+	}
+	return TextResult(map[string]any{"tier": tier, "models": out}, false), nil
+}
