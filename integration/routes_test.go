@@ -94,6 +94,8 @@ type route struct {
 	// built is the 400 a built route gives the small body `{}` (a required
 	// field missing); "" means the route is not built yet (501).
 	built string
+	// builtStatus is built's status (400 when 0).
+	builtStatus int
 }
 
 // Answers of built chat routes to `{}`.
@@ -101,11 +103,17 @@ const (
 	chatMissing      = `{"error":{"message":"<string>","type":"invalid_request_error","param":"messages","code":null}}`
 	responsesMissing = `{"error":{"message":"<string>","type":"invalid_request_error","param":"input","code":null}}`
 	messagesMissing  = `{"type":"error","error":{"type":"invalid_request_error","message":"<string>"}}`
+	decideMissing    = `{"error":{"message":"<string>","type":"invalid_request_error","code":"model_not_supported","param":"model"}}`
+	// The routing server answers tools/list without a session -32004.
+	routingNoSession = `{"jsonrpc":"2.0","id":1,"error":{"code":-32004,"message":"<string>"}}`
 )
 
 // answer is what a valid paid cleared key gets with body(): the built
 // route's 400, or 501 in the family's shape.
 func (rt route) answer() (int, string) {
+	if rt.built != "" && rt.builtStatus != 0 {
+		return rt.builtStatus, rt.built
+	}
 	if rt.built != "" {
 		return http.StatusBadRequest, rt.built
 	}
@@ -130,11 +138,11 @@ var routeTable = []route{
 	{path: "/v1/search", method: "POST", fam: famAbility},
 	{path: "/search", method: "POST", fam: famAbility},
 	{path: "/v1/fetch", method: "POST", fam: famFetch},
-	{path: "/v1/decide", method: "POST", fam: famDecide},
-	{path: "/v1/systemone", method: "POST", fam: famDecide},
+	{path: "/v1/decide", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
+	{path: "/v1/systemone", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
 	{path: "/mcp-tools/", method: "POST", fam: famRPC},
 	// GET on the routing server answers 405 (spec "States").
-	{path: "/mcp", method: "POST", fam: famRPC, allow: "POST, DELETE", wrong: "GET"},
+	{path: "/mcp", method: "POST", fam: famRPC, allow: "POST, DELETE", wrong: "GET", built: routingNoSession},
 }
 
 // body returns a small request body for a route's method.

@@ -12,11 +12,11 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
-	"github.com/caddy-gw/caddy-gw/mcp"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/mcp"
 )
 
 // DefaultAltPrefix is the messages-style path prefix (CONTRACT §1).
