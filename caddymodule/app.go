@@ -68,6 +68,10 @@ type App struct {
 	Money MoneyConfig `json:"money,omitzero"`
 	// Limits sets the configurable rate limits.
 	Limits LimitsConfig `json:"limits,omitzero"`
+	// MCPAllowedHosts are the origins (host or host:port), besides
+	// loopback names, from which browsers may call the MCP servers; any
+	// other Origin is refused (DNS rebinding protection).
+	MCPAllowedHosts []string `json:"mcp_allowed_hosts,omitempty"`
 
 	gateway *pipeline.Gateway
 	router  *routes.Router
@@ -227,7 +231,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
 	}
-	routing := &mcp.Routing{Sessions: mcpSessions, Decisions: decisions}
+	routing := &mcp.Routing{Sessions: mcpSessions, Decisions: decisions, AllowedHosts: a.MCPAllowedHosts}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing}
 	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
 		opts.ChatBudgets = []limits.Budget{{Name: ChatBudgetName, Limit: n, Period: time.Minute}}

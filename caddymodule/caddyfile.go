@@ -170,6 +170,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("unknown limits option %q", d.Val())
 				}
 			}
+		case "mcp_allowed_hosts":
+			a.MCPAllowedHosts = append(a.MCPAllowedHosts, d.RemainingArgs()...)
+			if len(a.MCPAllowedHosts) == 0 {
+				return d.ArgErr()
+			}
 		case "alias":
 			var al catalog.Alias
 			if !d.Args(&al.Name, &al.Target) || d.NextArg() {

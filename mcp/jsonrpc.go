@@ -101,16 +101,30 @@ func Negotiate(requested string) string {
 	return LatestVersion
 }
 
-// OriginAllowed reports whether a request's Origin may reach the server: no
-// Origin (not a browser), or one naming the host the request was sent to
-// (DNS rebinding protection).
-func OriginAllowed(r *http.Request) bool {
+// OriginAllowed reports whether a request's Origin may reach a server: no
+// Origin (not a browser), or an Origin on a loopback name (localhost,
+// 127.0.0.1, [::1], any port) or on one of allowed (a host, or host:port).
+// A page on any other origin is refused even when its name resolves to the
+// gateway: DNS rebinding protection.
+func OriginAllowed(r *http.Request, allowed []string) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return true
 	}
 	u, err := url.Parse(o)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	for _, a := range allowed {
+		if strings.EqualFold(a, u.Host) || strings.EqualFold(a, u.Hostname()) {
+			return true
+		}
+	}
+	return false
 }
 
 // Reply writes the response to request id: result, or the error. With

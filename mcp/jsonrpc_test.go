@@ -58,13 +58,15 @@ func TestNegotiateAndOrigin(t *testing.T) {
 		t.Fatal("Negotiate")
 	}
 	r := httptest.NewRequest("POST", "http://gw.example:8080/mcp", nil)
-	for origin, want := range map[string]bool{"": true, "http://gw.example:8080": true, "https://GW.example:8080": true,
-		"http://evil.example": false, "null": false, "http://gw.example": false} {
+	allowed := []string{"gw.example:8080", "app.example"}
+	for origin, want := range map[string]bool{"": true, "http://localhost:9999": true, "http://127.0.0.1:8080": true, "http://[::1]": true,
+		"http://gw.example:8080": true, "https://GW.example:8080": true, "https://app.example:3000": true,
+		"http://evil.example": false, "null": false, "http://gw.example": false, "http://gw.example:8081": false} {
 		r.Header.Set("Origin", origin)
 		if origin == "" {
 			r.Header.Del("Origin")
 		}
-		if got := OriginAllowed(r); got != want {
+		if got := OriginAllowed(r, allowed); got != want {
 			t.Errorf("Origin %q: %v", origin, got)
 		}
 	}

@@ -42,6 +42,9 @@ type Routing struct {
 	Sessions  Sessions
 	Invoker   Invoker
 	Decisions *router.Decisions
+	// AllowedHosts are the origins besides loopback names that browsers
+	// may call the server from (mcp_allowed_hosts).
+	AllowedHosts []string
 }
 
 var routingTools = []Tool{
@@ -56,7 +59,7 @@ var routingTools = []Tool{
 // Serve serves /mcp behind the pipeline (the key is checked; GET is 405).
 func (s *Routing) Serve(c *pipeline.Call) error {
 	w, r := c.W, c.R
-	if !OriginAllowed(r) {
+	if !OriginAllowed(r, s.AllowedHosts) {
 		Reply(w, nil, nil, Errf(http.StatusForbidden, gwerr.RPCHeaderMismatch, "the Origin header does not match the server"), false)
 		return nil
 	}
