@@ -26,6 +26,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/mcp"
+	"github.com/caddy-gw/caddy-gw/mcp/tools"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -68,6 +69,15 @@ type App struct {
 	Money MoneyConfig `json:"money,omitzero"`
 	// Limits sets the configurable rate limits.
 	Limits LimitsConfig `json:"limits,omitzero"`
+	// BillingURL is where the tools server's premium_locked and
+	// payment_required answers point (upgrade_url).
+	BillingURL string `json:"billing_url,omitempty"`
+	// Apps are the connected apps the tools server offers: comma-separated
+	// name=url of upstream MCP servers ({env.GW_APPS}).
+	Apps string `json:"apps,omitempty"`
+	// AppActionPriceMicrocents is the plan price of one executed app
+	// action, in millionths of a USD. Default: 1000.
+	AppActionPriceMicrocents int64 `json:"app_action_price_microcents,omitempty"`
 	// MCPAllowedHosts are the origins (host or host:port), besides
 	// loopback names, from which browsers may call the MCP servers; any
 	// other Origin is refused (DNS rebinding protection).
@@ -83,6 +93,7 @@ type App struct {
 	// admin API back if this one is stopped after a failed reload.
 	prev     *atomic.Pointer[App]
 	admin    *admin.API
+	apps     *tools.Apps
 	storeKey string
 	logger   *zap.Logger
 }
@@ -168,10 +179,14 @@ var (
 	// which models are cooling down, the decisions flux_explain reads, and
 	// the upstream connection pools.
 	health = router.NewHealth()
-	// mcpSessions are the routing server's sessions: a reload keeps them.
-	mcpSessions = mcp.NewMemorySessions(nil)
-	decisions   = router.NewDecisions()
-	upstreams   = upstream.New()
+	// mcpSessions are the routing server's sessions, paidToolStates the
+	// tools server's paid-tool listing states and appLinks the accounts'
+	// app links: a reload keeps them.
+	mcpSessions    = mcp.NewMemorySessions(nil)
+	paidToolStates = tools.NewMemoryStates()
+	appLinks       = tools.NewMemoryLinks()
+	decisions      = router.NewDecisions()
+	upstreams      = upstream.New()
 )
 
 // stores keeps store backends open across config reloads: a reload
@@ -232,7 +247,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
 	}
 	routing := &mcp.Routing{Sessions: mcpSessions, Decisions: decisions, AllowedHosts: a.MCPAllowedHosts}
-	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing}
+	toolSet, err := a.toolSet(cat)
+	if err != nil {
+		return err
+	}
+	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
+		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}}
 	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
 		opts.ChatBudgets = []limits.Budget{{Name: ChatBudgetName, Limit: n, Period: time.Minute}}
 	}
@@ -249,6 +269,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight}
 	a.router = routes.New(a.gateway, opts)
 	routing.Invoker = a.router
+	toolSet.Invoker = a.router
+	if toolSet.Apps != nil {
+		toolSet.Apps.Gateway = a.gateway
+		a.apps = toolSet.Apps
+	}
 	a.admin = admin.New(st)
 	if a.BootstrapKey != "" {
 		if err := checkBootstrapKey(a.BootstrapKey); err != nil {
@@ -287,6 +312,40 @@ func (a *App) openStore() (store.Store, error) {
 
 // BootstrapAccount is the account GW_BOOTSTRAP_KEY's key belongs to.
 const BootstrapAccount = "default"
+
+// DefaultAppActionPriceMicrocents is an app action's price when the config
+// names none.
+const DefaultAppActionPriceMicrocents = 1000
+
+// toolSet builds the tools server's tools: advisory prices from the
+// catalogue, the connected apps of a.Apps (name=url, comma-separated).
+func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
+	s := &tools.Server{States: paidToolStates, UpgradeURL: a.BillingURL,
+		Prices: func(alias string) (int64, bool) {
+			if ab := cat.Abilities[alias]; ab != nil && ab.PriceMicrocents != nil {
+				return *ab.PriceMicrocents, true
+			}
+			return 0, false
+		}}
+	appsList := caddy.NewReplacer().ReplaceAll(a.Apps, "")
+	if strings.TrimSpace(appsList) == "" {
+		return s, nil
+	}
+	price := a.AppActionPriceMicrocents
+	if price <= 0 {
+		price = DefaultAppActionPriceMicrocents
+	}
+	var list []tools.App
+	for _, item := range strings.Split(appsList, ",") {
+		name, url, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || name == "" || !strings.HasPrefix(url, "http") {
+			return nil, fmt.Errorf("apps: %q is not name=url", item)
+		}
+		list = append(list, tools.App{Name: name, URL: url, PriceMicrocents: price})
+	}
+	s.Apps = &tools.Apps{List: list, Links: appLinks, Gateway: a.gateway}
+	return s, nil
+}
 
 // logOverrun records a settlement above its hold: the provider answered
 // past the limit the gateway sent, and the account was charged what it
@@ -367,6 +426,9 @@ func (a *App) Cleanup() error {
 	}
 	go func() {
 		<-a.inflight.drained()
+		if a.apps != nil {
+			_ = a.apps.Close()
+		}
 		if _, err := stores.Delete(key); err != nil && a.logger != nil {
 			a.logger.Error("closing the store", zap.Error(err))
 		}

@@ -170,6 +170,24 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("unknown limits option %q", d.Val())
 				}
 			}
+		case "billing_url":
+			if err := oneArg(d, &a.BillingURL); err != nil {
+				return err
+			}
+		case "apps":
+			if err := oneArg(d, &a.Apps); err != nil {
+				return err
+			}
+		case "app_action_price_microcents":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return d.Errf("app_action_price_microcents: want a whole number, got %q", v)
+			}
+			a.AppActionPriceMicrocents = n
 		case "mcp_allowed_hosts":
 			a.MCPAllowedHosts = append(a.MCPAllowedHosts, d.RemainingArgs()...)
 			if len(a.MCPAllowedHosts) == 0 {

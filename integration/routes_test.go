@@ -96,6 +96,28 @@ type route struct {
 	built string
 	// builtStatus is built's status (400 when 0).
 	builtStatus int
+	// events: the route answers any valid key with a server-sent event
+	// carrying a JSON-RPC result (the tools server's tools/list).
+	events bool
+}
+
+// expectAnswer checks what a valid key gets on rt: a model list, an event
+// with a JSON-RPC result, or the route's refusal of body().
+func expectAnswer(t testing.TB, r response, rt route) {
+	t.Helper()
+	switch {
+	case rt.events:
+		if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/event-stream") || !strings.Contains(string(r.Body), `"result"`) {
+			t.Errorf("%s: %d %s, want an event with a result", rt.path, r.Status, r.Body)
+		}
+	case rt.lists:
+		if ids := modelIDs(t, r); len(ids) == 0 {
+			t.Errorf("empty model list")
+		}
+	default:
+		status, want := rt.answer()
+		expectFamilyError(t, r, status, want, rt.fam)
+	}
 }
 
 // Answers of built chat routes to `{}`.
@@ -140,7 +162,7 @@ var routeTable = []route{
 	{path: "/v1/fetch", method: "POST", fam: famFetch},
 	{path: "/v1/decide", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
 	{path: "/v1/systemone", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
-	{path: "/mcp-tools/", method: "POST", fam: famRPC},
+	{path: "/mcp-tools/", method: "POST", fam: famRPC, events: true},
 	// GET on the routing server answers 405 (spec "States").
 	{path: "/mcp", method: "POST", fam: famRPC, allow: "POST, DELETE", wrong: "GET", built: routingNoSession},
 }
@@ -199,15 +221,8 @@ func TestRoutes(t *testing.T) {
 
 			// (2) a valid paid cleared key: the route's answer.
 			r2 := g.do(t, rt.method, rt.path, rt.body(), bearer(boot)...)
-			if rt.lists {
-				if ids := modelIDs(t, r2); len(ids) == 0 {
-					t.Errorf("empty model list")
-				}
-				expectRequestID(t, r2, rt.fam.idPrefix)
-			} else {
-				status, want := rt.answer()
-				expectFamilyError(t, r2, status, want, rt.fam)
-			}
+			expectAnswer(t, r2, rt)
+			expectRequestID(t, r2, rt.fam.idPrefix)
 			if id1, id2 := r1.Header.Get("X-Gw-Request-Id"), r2.Header.Get("X-Gw-Request-Id"); id1 == id2 {
 				t.Errorf("two requests share the request id %q", id1)
 			}
@@ -288,12 +303,7 @@ func TestRoutes(t *testing.T) {
 					expectFamilyError(t, r, http.StatusForbidden, paidPlan, rt.fam)
 				default:
 					// Chat, messages, the voice list and MCP take any valid key.
-					if rt.lists {
-						modelIDs(t, r)
-					} else {
-						status, want := rt.answer()
-						expectFamilyError(t, r, status, want, rt.fam)
-					}
+					expectAnswer(t, r, rt)
 				}
 				if t.Failed() {
 					t.Fatalf("%s %s with key of account %s", rt.method, rt.path, map[string]string{free: "free", uncleared: "uncleared"}[key])
@@ -329,12 +339,7 @@ func TestRoutes(t *testing.T) {
 			case "decide":
 				expectFamilyError(t, r, http.StatusNotFound, `{"error":{"message":"<string>","type":"not_found_error","code":"not_found","param":null}}`, rt.fam)
 			default:
-				if rt.lists {
-					modelIDs(t, r)
-				} else {
-					status, want := rt.answer()
-					expectFamilyError(t, r, status, want, rt.fam)
-				}
+				expectAnswer(t, r, rt)
 			}
 			if t.Failed() {
 				t.Fatalf("%s %s with a key of an account with no abilities", rt.method, rt.path)

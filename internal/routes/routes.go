@@ -88,6 +88,9 @@ type Options struct {
 	// Routing serves the routing server at /mcp; nil leaves it answering
 	// 501. Its calls take the chat budgets.
 	Routing *mcp.Routing
+	// Tools serves the tools server at /mcp-tools/; nil leaves it
+	// answering 501.
+	Tools *mcp.ToolsServer
 }
 
 // Billing kinds of the billed routes.
@@ -128,6 +131,10 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if opt.Routing != nil {
 		routingEP.Handler = opt.Routing.Serve
 	}
+	toolsEP := &pipeline.Endpoint{Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly}
+	if opt.Tools != nil {
+		toolsEP.Handler = opt.Tools.Serve
+	}
 	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages, Budgets: opt.CountTokensBudgets}
 	var chatCompletions, responses, msgs, count pipeline.Handler
 	if h := opt.Chat; h != nil {
@@ -152,7 +159,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		PathDecide:        decideEP,
 		PathSystemOne:     decideEP,
 
-		PathTools:   {Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly},
+		PathTools:   toolsEP,
 		PathRouting: routingEP,
 	}
 	for _, p := range unprefixed {

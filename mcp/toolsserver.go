@@ -1,0 +1,106 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/mcp/tools"
+)
+
+// KeepAlive is how often a slow tools/call's open event stream gets a
+// comment line, so proxies and clients keep it open.
+const KeepAlive = 15 * time.Second
+
+// ToolsServer is the stateless tools server at /mcp-tools/ (spec "Tools
+// server"): tools/list and tools/call need no initialize and no session;
+// every reply is a server-sent event.
+type ToolsServer struct {
+	Tools *tools.Server
+	// AllowedHosts: as Routing.AllowedHosts.
+	AllowedHosts []string
+}
+
+// Serve serves /mcp-tools/ behind the pipeline (the key is checked; GET
+// and DELETE are 405).
+func (s *ToolsServer) Serve(c *pipeline.Call) error {
+	w, r := c.W, c.R
+	if !OriginAllowed(r, s.AllowedHosts) {
+		Reply(w, nil, nil, Errf(http.StatusForbidden, gwerr.RPCHeaderMismatch, "the Origin header does not match the server"), false)
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxMessage+1))
+	if err != nil || len(body) > MaxMessage {
+		Reply(w, nil, nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "the message could not be read or is too large"), false)
+		return nil
+	}
+	msg, perr := Parse(body)
+	if perr != nil {
+		Reply(w, nil, nil, perr, false)
+		return nil
+	}
+	if !msg.IsRequest() {
+		Accepted(w)
+		return nil
+	}
+	switch msg.Method {
+	case "initialize":
+		var p InitParams
+		_ = json.Unmarshal(msg.Params, &p)
+		Reply(w, msg.ID, InitializeResult(Negotiate(p.ProtocolVersion), tools.ServerName,
+			"Every tool calls the gateway's API with your key and is billed as a direct call; call list_capabilities first."), nil, true)
+	case "ping":
+		Reply(w, msg.ID, map[string]any{}, nil, true)
+	case "tools/list":
+		var out []Tool
+		for _, t := range s.Tools.List(r.Context(), c.Account) {
+			out = append(out, Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+		}
+		Reply(w, msg.ID, map[string]any{"tools": out}, nil, true)
+	case "tools/call":
+		var p CallParams
+		if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+			Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCInvalidParams, "tools/call needs a tool name"), true)
+			return nil
+		}
+		s.call(c, msg.ID, p)
+	default:
+		Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCMethodNotFound, "unknown method "+shortText(msg.Method)), true)
+	}
+	return nil
+}
+
+// call runs a tool on an event stream kept alive while it runs; the result
+// is the stream's one message.
+func (s *ToolsServer) call(c *pipeline.Call, id json.RawMessage, p CallParams) {
+	w := c.W
+	done := make(chan tools.Result, 1)
+	go func() { done <- s.Tools.Call(context.WithoutCancel(c.R.Context()), c, p.Name, p.Arguments) }()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	tick := time.NewTicker(KeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case res := <-done:
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": ToolResult{
+				Content: res.Content, StructuredContent: res.Structured, IsError: res.IsError}})
+			_, _ = w.Write([]byte("event: message\ndata: "))
+			_, _ = w.Write(b)
+			_, _ = w.Write([]byte("\n\n"))
+			_ = rc.Flush()
+			return
+		case <-tick.C:
+			_, _ = w.Write([]byte(": keep-alive\n\n"))
+			_ = rc.Flush()
+		}
+	}
+}
