@@ -9,6 +9,7 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -90,6 +91,32 @@ func Parse(body []byte) (*Message, *RPCError) {
 		return nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "invalid request: a method is required")
 	}
 	return &m, nil
+}
+
+// ReadMessage reads and parses the message of r, answering the refusal
+// itself (and returning nil) when it cannot be read, is too large or is not
+// JSON-RPC 2.0.
+func ReadMessage(w http.ResponseWriter, r *http.Request) *Message {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxMessage+1))
+	if err != nil || len(body) > MaxMessage {
+		Reply(w, nil, nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "the message could not be read or is too large"), false)
+		return nil
+	}
+	msg, perr := Parse(body)
+	if perr != nil {
+		Reply(w, nil, nil, perr, false)
+		return nil
+	}
+	return msg
+}
+
+// CheckOrigin answers a foreign Origin itself (403) and reports false.
+func CheckOrigin(w http.ResponseWriter, r *http.Request, allowed []string) bool {
+	if OriginAllowed(r, allowed) {
+		return true
+	}
+	Reply(w, nil, nil, Errf(http.StatusForbidden, gwerr.RPCHeaderMismatch, "the Origin header does not match the server"), false)
+	return false
 }
 
 // Negotiate answers a client's requested protocol version: the same when

@@ -3,7 +3,6 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
@@ -59,8 +58,7 @@ var routingTools = []Tool{
 // Serve serves /mcp behind the pipeline (the key is checked; GET is 405).
 func (s *Routing) Serve(c *pipeline.Call) error {
 	w, r := c.W, c.R
-	if !OriginAllowed(r, s.AllowedHosts) {
-		Reply(w, nil, nil, Errf(http.StatusForbidden, gwerr.RPCHeaderMismatch, "the Origin header does not match the server"), false)
+	if !CheckOrigin(w, r, s.AllowedHosts) {
 		return nil
 	}
 	if r.Method == http.MethodDelete {
@@ -77,14 +75,8 @@ func (s *Routing) Serve(c *pipeline.Call) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxMessage+1))
-	if err != nil || len(body) > MaxMessage {
-		Reply(w, nil, nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "the message could not be read or is too large"), false)
-		return nil
-	}
-	msg, perr := Parse(body)
-	if perr != nil {
-		Reply(w, nil, nil, perr, false)
+	msg := ReadMessage(w, r)
+	if msg == nil {
 		return nil
 	}
 	if msg.Method == "initialize" {

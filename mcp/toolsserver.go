@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"time"
 
@@ -29,18 +28,11 @@ type ToolsServer struct {
 // and DELETE are 405).
 func (s *ToolsServer) Serve(c *pipeline.Call) error {
 	w, r := c.W, c.R
-	if !OriginAllowed(r, s.AllowedHosts) {
-		Reply(w, nil, nil, Errf(http.StatusForbidden, gwerr.RPCHeaderMismatch, "the Origin header does not match the server"), false)
+	if !CheckOrigin(w, r, s.AllowedHosts) {
 		return nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxMessage+1))
-	if err != nil || len(body) > MaxMessage {
-		Reply(w, nil, nil, Errf(http.StatusBadRequest, gwerr.RPCInvalidRequest, "the message could not be read or is too large"), false)
-		return nil
-	}
-	msg, perr := Parse(body)
-	if perr != nil {
-		Reply(w, nil, nil, perr, false)
+	msg := ReadMessage(w, r)
+	if msg == nil {
 		return nil
 	}
 	if !msg.IsRequest() {
