@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
+	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
@@ -69,6 +70,10 @@ type App struct {
 	Money MoneyConfig `json:"money,omitzero"`
 	// Limits sets the configurable rate limits.
 	Limits LimitsConfig `json:"limits,omitzero"`
+	// Search configures web search (POST /v1/search): the provider and
+	// model that run it and its prices. Without it search answers 502
+	// capability_unavailable.
+	Search *SearchConfig `json:"search,omitempty"`
 	// BillingURL is where the tools server's premium_locked and
 	// payment_required answers point (upgrade_url).
 	BillingURL string `json:"billing_url,omitempty"`
@@ -214,6 +219,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	for i := range a.Providers {
 		a.Providers[i].BaseURL = repl.ReplaceAll(a.Providers[i].BaseURL, "")
 		a.Providers[i].APIKey = repl.ReplaceAll(a.Providers[i].APIKey, "")
+		for _, fb := range a.Providers[i].APIKeyFallbacks {
+			if a.Providers[i].APIKey != "" {
+				break
+			}
+			a.Providers[i].APIKey = repl.ReplaceAll(fb, "")
+		}
 	}
 	a.BootstrapKey = repl.ReplaceAll(a.BootstrapKey, "")
 	a.Store.Dir = repl.ReplaceAll(a.Store.Dir, "")
@@ -251,8 +262,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	searchH, err := a.searchHandler(cat)
+	if err != nil {
+		return err
+	}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
-		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}}
+		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH}
 	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
 		opts.ChatBudgets = []limits.Budget{{Name: ChatBudgetName, Limit: n, Period: time.Minute}}
 	}
@@ -312,6 +327,54 @@ func (a *App) openStore() (store.Store, error) {
 
 // BootstrapAccount is the account GW_BOOTSTRAP_KEY's key belongs to.
 const BootstrapAccount = "default"
+
+// SearchConfig is web search's provider, model and prices.
+type SearchConfig struct {
+	// Provider names the responses-style provider with a web search tool.
+	Provider string `json:"provider"`
+	// Model is the provider's model that runs the search. Default:
+	// gpt-4.1-mini.
+	Model string `json:"model,omitempty"`
+	// PricePerSearchMicrocents is the plan price of one web search, in
+	// millionths of a USD. Default: 25,000 (0.025 USD).
+	PricePerSearchMicrocents int64 `json:"price_per_search_microcents,omitempty"`
+	// InputPrice and OutputPrice are plan prices in USD per million
+	// tokens. Default: 0.40 and 1.60.
+	InputPrice  *pricing.Money `json:"input_price_usd_per_m,omitempty"`
+	OutputPrice *pricing.Money `json:"output_price_usd_per_m,omitempty"`
+}
+
+// Search defaults.
+const (
+	DefaultSearchModel                    = "gpt-4.1-mini"
+	DefaultSearchPricePerSearchMicrocents = 25_000
+)
+
+// searchHandler builds web search from its config (nil: not configured).
+func (a *App) searchHandler(cat *catalog.Catalog) (*search.Handler, error) {
+	if a.Search == nil {
+		return &search.Handler{Upstream: upstreams}, nil
+	}
+	p := cat.Providers[a.Search.Provider]
+	if p == nil {
+		return nil, fmt.Errorf("search: provider %q is not defined", a.Search.Provider)
+	}
+	h := &search.Handler{Upstream: upstreams, Provider: p, Model: a.Search.Model,
+		PerSearch: pricing.Micro(a.Search.PricePerSearchMicrocents), InputPrice: pricing.Micro(400_000), OutputPrice: pricing.Micro(1_600_000)}
+	if h.Model == "" {
+		h.Model = DefaultSearchModel
+	}
+	if a.Search.PricePerSearchMicrocents <= 0 {
+		h.PerSearch = pricing.Micro(DefaultSearchPricePerSearchMicrocents)
+	}
+	if a.Search.InputPrice != nil {
+		h.InputPrice = *a.Search.InputPrice
+	}
+	if a.Search.OutputPrice != nil {
+		h.OutputPrice = *a.Search.OutputPrice
+	}
+	return h, nil
+}
 
 // DefaultAppActionPriceMicrocents is an app action's price when the config
 // names none.

@@ -170,6 +170,49 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("unknown limits option %q", d.Val())
 				}
 			}
+		case "search":
+			sc := &SearchConfig{}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				switch opt := d.Val(); opt {
+				case "provider", "model":
+					var v string
+					if err := oneArg(d, &v); err != nil {
+						return err
+					}
+					if opt == "provider" {
+						sc.Provider = v
+					} else {
+						sc.Model = v
+					}
+				case "price_per_search_microcents":
+					var v string
+					if err := oneArg(d, &v); err != nil {
+						return err
+					}
+					n, err := strconv.ParseInt(v, 10, 64)
+					if err != nil || n < 0 {
+						return d.Errf("price_per_search_microcents: want a whole number, got %q", v)
+					}
+					sc.PricePerSearchMicrocents = n
+				case "token_price":
+					args := d.RemainingArgs()
+					if len(args) != 2 {
+						return d.Err("token_price: want <input USD/M> <output USD/M>")
+					}
+					in, err1 := pricing.ParseUSD(args[0])
+					out, err2 := pricing.ParseUSD(args[1])
+					if err1 != nil || err2 != nil || in < 0 || out < 0 {
+						return d.Errf("token_price: %v", pricing.ErrBadAmount)
+					}
+					sc.InputPrice, sc.OutputPrice = &in, &out
+				default:
+					return d.Errf("unknown search option %q", opt)
+				}
+			}
+			if sc.Provider == "" {
+				return d.Err("search: provider is required")
+			}
+			a.Search = sc
 		case "billing_url":
 			if err := oneArg(d, &a.BillingURL); err != nil {
 				return err
@@ -221,7 +264,13 @@ func parseProvider(d *caddyfile.Dispenser) (catalog.Provider, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
 		switch opt {
-		case "format", "base_url", "api_key":
+		case "api_key":
+			keys := d.RemainingArgs()
+			if len(keys) == 0 {
+				return p, d.ArgErr()
+			}
+			p.APIKey, p.APIKeyFallbacks = keys[0], keys[1:]
+		case "format", "base_url":
 			var v string
 			if err := oneArg(d, &v); err != nil {
 				return p, err
@@ -231,8 +280,6 @@ func parseProvider(d *caddyfile.Dispenser) (catalog.Provider, error) {
 				p.Format = v
 			case "base_url":
 				p.BaseURL = v
-			case "api_key":
-				p.APIKey = v
 			}
 		case "responses":
 			if d.NextArg() {

@@ -62,12 +62,12 @@ func TestMCPTools(t *testing.T) {
 	}
 	// A route not built yet: a tool result with the error object, never a
 	// protocol fault.
-	res, err = s.CallTool(ctx, &sdk.CallToolParams{Name: "web_search", Arguments: map[string]any{"query": "gateways"}})
+	res, err = s.CallTool(ctx, &sdk.CallToolParams{Name: "web_fetch", Arguments: map[string]any{"url": "https://example.com/"}})
 	if err != nil || !res.IsError {
-		t.Fatalf("web_search: %v %+v", err, res)
+		t.Fatalf("web_fetch: %v %+v", err, res)
 	}
-	if obj := structured(t, res); obj["error"] != "capability_unavailable" || obj["capability"] != "search" || obj["retryable"] != false {
-		t.Fatalf("web_search error object %v", obj)
+	if obj := structured(t, res); obj["error"] != "capability_unavailable" || obj["capability"] != "fetch" || obj["retryable"] != false {
+		t.Fatalf("web_fetch error object %v", obj)
 	}
 
 	// Connected apps through the gateway, billed per action.

@@ -125,6 +125,7 @@ const (
 	chatMissing      = `{"error":{"message":"<string>","type":"invalid_request_error","param":"messages","code":null}}`
 	responsesMissing = `{"error":{"message":"<string>","type":"invalid_request_error","param":"input","code":null}}`
 	messagesMissing  = `{"type":"error","error":{"type":"invalid_request_error","message":"<string>"}}`
+	searchMissing    = `{"error":{"message":"<string>","type":"invalid_request_error","param":"query"}}`
 	decideMissing    = `{"error":{"message":"<string>","type":"invalid_request_error","code":"model_not_supported","param":"model"}}`
 	// The routing server answers tools/list without a session -32004.
 	routingNoSession = `{"jsonrpc":"2.0","id":1,"error":{"code":-32004,"message":"<string>"}}`
@@ -157,8 +158,8 @@ var routeTable = []route{
 	{path: "/audio/voices", method: "GET", fam: famVoices},
 	{path: "/v1/images/generations", method: "POST", fam: famImages},
 	{path: "/v1/images/edits", method: "POST", fam: famImages},
-	{path: "/v1/search", method: "POST", fam: famAbility},
-	{path: "/search", method: "POST", fam: famAbility},
+	{path: "/v1/search", method: "POST", fam: famAbility, built: searchMissing},
+	{path: "/search", method: "POST", fam: famAbility, built: searchMissing},
 	{path: "/v1/fetch", method: "POST", fam: famFetch},
 	{path: "/v1/decide", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
 	{path: "/v1/systemone", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},

@@ -139,6 +139,11 @@ type Script struct {
 	Gate chan struct{}
 	// Delay pauses before answering (for time-out tests only).
 	Delay time.Duration
+	// WebSearches, on the responses endpoint, are web_search_call items
+	// (their queries) before the message; Citations are url_citation
+	// annotations of its text.
+	WebSearches []string
+	Citations   []string
 	// TopLogprobs are the top log-probabilities of the answer's first token
 	// (chat completions asked with logprobs): the first is the token
 	// chosen. Empty: logprobs is null.

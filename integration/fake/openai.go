@@ -499,7 +499,11 @@ func (u *Upstream) responses(w http.ResponseWriter, r *http.Request, req map[str
 		fns = append(fns, fnItem{itemID: newHexID("fc_", 48), call: tc})
 	}
 	textPart := func(text string) jobj {
-		return o("type", "output_text", "annotations", []any{}, "logprobs", []any{}, "text", text)
+		annotations := []any{}
+		for _, c := range s.Citations {
+			annotations = append(annotations, o("type", "url_citation", "start_index", 0, "end_index", len(text), "url", c, "title", "Source"))
+		}
+		return o("type", "output_text", "annotations", annotations, "logprobs", []any{}, "text", text)
 	}
 	msgItem := func(status string, content []any) jobj {
 		return o("id", msgID, "type", "message", "status", status, "content", content, "role", "assistant")
@@ -510,6 +514,10 @@ func (u *Upstream) responses(w http.ResponseWriter, r *http.Request, req map[str
 	}
 	hasMsg := s.Text != "" || len(fns) == 0
 	var output []any
+	for _, q := range s.WebSearches {
+		output = append(output, o("id", newHexID("ws_", 48), "type", "web_search_call", "status", "completed",
+			"action", o("type", "search", "query", q)))
+	}
 	if hasMsg {
 		output = append(output, msgItem("completed", []any{textPart(s.Text)}))
 	}

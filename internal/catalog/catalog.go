@@ -95,6 +95,9 @@ type Provider struct {
 	// APIKey sent upstream. Placeholders such as {env.OPENAI_API_KEY} are
 	// expanded when the config is loaded.
 	APIKey string `json:"api_key,omitempty"`
+	// APIKeyFallbacks are tried in order when APIKey expands to nothing
+	// (the search provider falls back to {env.OPENAI_API_KEY}).
+	APIKeyFallbacks []string `json:"api_key_fallbacks,omitempty"`
 	// Responses is true when the provider serves a /responses endpoint;
 	// otherwise /v1/responses is translated to chat completions.
 	Responses bool `json:"responses,omitempty"`

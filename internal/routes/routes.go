@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
+	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
@@ -91,6 +92,8 @@ type Options struct {
 	// Tools serves the tools server at /mcp-tools/; nil leaves it
 	// answering 501.
 	Tools *mcp.ToolsServer
+	// Search serves web search; nil leaves it answering 501.
+	Search *search.Handler
 }
 
 // Billing kinds of the billed routes.
@@ -131,6 +134,10 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if opt.Routing != nil {
 		routingEP.Handler = opt.Routing.Serve
 	}
+	searchEP := ability("search", store.AbilitySearch, gwerr.Ability, shared)
+	if opt.Search != nil {
+		searchEP.Handler = opt.Search.Serve
+	}
 	toolsEP := &pipeline.Endpoint{Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly}
 	if opt.Tools != nil {
 		toolsEP.Handler = opt.Tools.Serve
@@ -154,7 +161,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		PathVoices:        {Name: "voices", Methods: get, Family: gwerr.Voices, Auth: pipeline.BearerOnly},
 		PathImageGen:      ability("images", store.AbilityImages, gwerr.Images, nil),
 		PathImageEdit:     ability("images", store.AbilityImages, gwerr.Images, nil),
-		PathSearch:        ability("search", store.AbilitySearch, gwerr.Ability, shared),
+		PathSearch:        searchEP,
 		PathFetch:         ability("fetch", store.AbilityFetch, gwerr.Fetch, nil),
 		PathDecide:        decideEP,
 		PathSystemOne:     decideEP,
