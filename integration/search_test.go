@@ -50,7 +50,9 @@ func TestSearch(t *testing.T) {
 		bad      = `{"error":{"message":"<string>","type":"invalid_request_error"}}`
 		badQuery = `{"error":{"message":"<string>","type":"invalid_request_error","param":"query"}}`
 	)
-	upstreamErr := func(code string) string { return `{"error":{"message":"<string>","type":"api_error","code":"` + code + `"}}` }
+	upstreamErr := func(code string) string {
+		return `{"error":{"message":"<string>","type":"api_error","code":"` + code + `"}}`
+	}
 	for _, tc := range []struct {
 		name, body string
 		push       *fake.Script

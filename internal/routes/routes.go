@@ -10,8 +10,8 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
-	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
+	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
