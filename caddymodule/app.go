@@ -15,11 +15,13 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
+	"github.com/caddy-gw/caddy-gw/handlers/fetch"
 	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
+	"github.com/caddy-gw/caddy-gw/internal/netguard"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/router"
 	"github.com/caddy-gw/caddy-gw/internal/routes"
@@ -74,6 +76,15 @@ type App struct {
 	// model that run it and its prices. Without it search answers 502
 	// capability_unavailable.
 	Search *SearchConfig `json:"search,omitempty"`
+	// FetchAllow lists hosts (host or host:port, comma-separated; expanded
+	// from {env.GW_FETCH_ALLOW}) exempt from page reading's address guard,
+	// for internal sites.
+	FetchAllow string `json:"fetch_allow,omitempty"`
+	// FetchPriceMicrocents and FetchRenderPriceMicrocents are the plan
+	// prices of a plain and a rendered page read, in millionths of a USD.
+	// Defaults: 2,000 and 5,000.
+	FetchPriceMicrocents       int64 `json:"fetch_price_microcents,omitempty"`
+	FetchRenderPriceMicrocents int64 `json:"fetch_render_price_microcents,omitempty"`
 	// BillingURL is where the tools server's premium_locked and
 	// payment_required answers point (upgrade_url).
 	BillingURL string `json:"billing_url,omitempty"`
@@ -267,7 +278,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
-		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH}
+		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
 	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
 		opts.ChatBudgets = []limits.Budget{{Name: ChatBudgetName, Limit: n, Period: time.Minute}}
 	}
@@ -374,6 +385,30 @@ func (a *App) searchHandler(cat *catalog.Catalog) (*search.Handler, error) {
 		h.OutputPrice = *a.Search.OutputPrice
 	}
 	return h, nil
+}
+
+// Page reading defaults.
+const (
+	DefaultFetchPriceMicrocents       = 2_000
+	DefaultFetchRenderPriceMicrocents = 5_000
+)
+
+// fetchHandler builds page reading: its guard's allow list and prices.
+func (a *App) fetchHandler() *fetch.Handler {
+	var allow []string
+	for _, h := range strings.Split(caddy.NewReplacer().ReplaceAll(a.FetchAllow, ""), ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			allow = append(allow, h)
+		}
+	}
+	price, render := a.FetchPriceMicrocents, a.FetchRenderPriceMicrocents
+	if price <= 0 {
+		price = DefaultFetchPriceMicrocents
+	}
+	if render <= 0 {
+		render = DefaultFetchRenderPriceMicrocents
+	}
+	return &fetch.Handler{Guard: netguard.New(allow), Price: pricing.Micro(price), RenderPrice: pricing.Micro(render)}
 }
 
 // DefaultAppActionPriceMicrocents is an app action's price when the config

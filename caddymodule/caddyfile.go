@@ -213,6 +213,25 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Err("search: provider is required")
 			}
 			a.Search = sc
+		case "fetch_allow":
+			if err := oneArg(d, &a.FetchAllow); err != nil {
+				return err
+			}
+		case "fetch_price_microcents", "fetch_render_price_microcents":
+			opt := d.Val()
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return d.Errf("%s: want a whole number, got %q", opt, v)
+			}
+			if opt == "fetch_price_microcents" {
+				a.FetchPriceMicrocents = n
+			} else {
+				a.FetchRenderPriceMicrocents = n
+			}
 		case "billing_url":
 			if err := oneArg(d, &a.BillingURL); err != nil {
 				return err

@@ -62,12 +62,12 @@ func TestMCPTools(t *testing.T) {
 	}
 	// A route not built yet: a tool result with the error object, never a
 	// protocol fault.
-	res, err = s.CallTool(ctx, &sdk.CallToolParams{Name: "web_fetch", Arguments: map[string]any{"url": "https://example.com/"}})
+	res, err = s.CallTool(ctx, &sdk.CallToolParams{Name: "image_generate", Arguments: map[string]any{"prompt": "a fox"}})
 	if err != nil || !res.IsError {
-		t.Fatalf("web_fetch: %v %+v", err, res)
+		t.Fatalf("image_generate: %v %+v", err, res)
 	}
-	if obj := structured(t, res); obj["error"] != "capability_unavailable" || obj["capability"] != "fetch" || obj["retryable"] != false {
-		t.Fatalf("web_fetch error object %v", obj)
+	if obj := structured(t, res); obj["error"] != "capability_unavailable" || obj["capability"] != "images" || obj["retryable"] != false {
+		t.Fatalf("image_generate error object %v", obj)
 	}
 
 	// Connected apps through the gateway, billed per action.

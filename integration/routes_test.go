@@ -160,7 +160,7 @@ var routeTable = []route{
 	{path: "/v1/images/edits", method: "POST", fam: famImages},
 	{path: "/v1/search", method: "POST", fam: famAbility, built: searchMissing},
 	{path: "/search", method: "POST", fam: famAbility, built: searchMissing},
-	{path: "/v1/fetch", method: "POST", fam: famFetch},
+	{path: "/v1/fetch", method: "POST", fam: famFetch, built: `{"error":"url required"}`},
 	{path: "/v1/decide", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
 	{path: "/v1/systemone", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
 	{path: "/mcp-tools/", method: "POST", fam: famRPC, events: true},
@@ -321,7 +321,7 @@ func TestRoutes(t *testing.T) {
 		for _, path := range []string{"/v1/search", "/search"} {
 			expectFamilyError(t, g.do(t, "POST", path, `{"query":"x"}`, bearer(noSearch)...), http.StatusNotFound, abilityOff, famAbility)
 		}
-		expectFamilyError(t, g.do(t, "POST", "/v1/fetch", `{}`, bearer(noSearch)...), http.StatusNotImplemented, famFetch.notBuilt, famFetch)
+		expectFamilyError(t, g.do(t, "POST", "/v1/fetch", `{}`, bearer(noSearch)...), http.StatusBadRequest, `{"error":"url required"}`, famFetch)
 
 		// The ability check comes before the plan check.
 		freeNoSearch := g.newAccountKey(t, map[string]any{"id": "free-no-search", "plan": "free", "abilities": []string{"fetch"}})

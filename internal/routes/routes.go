@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
+	"github.com/caddy-gw/caddy-gw/handlers/fetch"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
 	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -94,6 +95,8 @@ type Options struct {
 	Tools *mcp.ToolsServer
 	// Search serves web search; nil leaves it answering 501.
 	Search *search.Handler
+	// Fetch serves page reading; nil leaves it answering 501.
+	Fetch *fetch.Handler
 }
 
 // Billing kinds of the billed routes.
@@ -134,6 +137,10 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if opt.Routing != nil {
 		routingEP.Handler = opt.Routing.Serve
 	}
+	fetchEP := ability("fetch", store.AbilityFetch, gwerr.Fetch, nil)
+	if opt.Fetch != nil {
+		fetchEP.Handler = opt.Fetch.Serve
+	}
 	searchEP := ability("search", store.AbilitySearch, gwerr.Ability, shared)
 	if opt.Search != nil {
 		searchEP.Handler = opt.Search.Serve
@@ -162,7 +169,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		PathImageGen:      ability("images", store.AbilityImages, gwerr.Images, nil),
 		PathImageEdit:     ability("images", store.AbilityImages, gwerr.Images, nil),
 		PathSearch:        searchEP,
-		PathFetch:         ability("fetch", store.AbilityFetch, gwerr.Fetch, nil),
+		PathFetch:         fetchEP,
 		PathDecide:        decideEP,
 		PathSystemOne:     decideEP,
 

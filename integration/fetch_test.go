@@ -1,0 +1,110 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+)
+
+const articleHTML = `<!doctype html><html><head><meta charset="iso-8859-1"><title>Caf&eacute; notes</title></head><body>
+<nav><a href="/">Home</a> | <a href="/about">About</a></nav>
+<article><h2>Why caf` + "\xe9" + ` matters</h2>
+<p>Coffee houses were places where people met, read newspapers and argued about the news of the day for hours on end.</p>
+<p>They were sometimes called <strong>penny universities</strong>, because for the price of a cup anyone could listen to the conversation.</p>
+<p>Many of the institutions we know today, from insurance markets to stock exchanges, began in rooms full of coffee drinkers.</p>
+</article><footer>Copyright</footer></body></html>`
+
+// Page reading through the built gateway against a local test site reached
+// through GW_FETCH_ALLOW: Markdown of the main content from the page's own
+// charset, the final URL after redirects, plain text, the refusals of the
+// flat table, the six-hour cache (not billed) and the web_fetch tool.
+func TestFetch(t *testing.T) {
+	t.Parallel()
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/article":
+			w.Header().Set("Content-Type", "text/html; charset=iso-8859-1")
+			_, _ = w.Write([]byte(articleHTML))
+		case "/moved":
+			http.Redirect(w, r, "/article", http.StatusMovedPermanently)
+		case "/notes.txt":
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write([]byte("plain notes\nline two"))
+		case "/logo.png":
+			w.Header().Set("Content-Type", "image/png")
+			_, _ = w.Write([]byte("\x89PNG\r\n\x1a\n"))
+		case "/huge":
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte(strings.Repeat("<p>x</p>", 1<<20)))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(site.Close)
+	host := strings.TrimPrefix(site.URL, "http://")
+	g := startGateway(t, gwOptions{Env: map[string]string{"GW_FETCH_ALLOW": host}})
+	key := g.newAccountKey(t, map[string]any{"id": "reader", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+
+	r := g.do(t, http.MethodPost, "/v1/fetch", `{"url":"`+site.URL+`/moved"}`, bearer(key)...)
+	if r.Status != http.StatusOK {
+		t.Fatalf("fetch: %d %s", r.Status, r.Body)
+	}
+	md := gjson.GetBytes(r.Body, "markdown").String()
+	if gjson.GetBytes(r.Body, "format").String() != "markdown" || gjson.GetBytes(r.Body, "url").String() != site.URL+"/article" ||
+		!strings.Contains(md, "**penny universities**") || !strings.Contains(md, "café") || strings.Contains(md, "Copyright") {
+		t.Fatalf("page %s", r.Body)
+	}
+	if r.Header.Get("X-Gw-Cost-Usd") != "0.002" {
+		t.Fatalf("cost %q", r.Header.Get("X-Gw-Cost-Usd"))
+	}
+	// The same URL again: from the cache, not billed.
+	r2 := g.do(t, http.MethodPost, "/v1/fetch", `{"url":"`+site.URL+`/moved"}`, bearer(key)...)
+	if r2.Status != 200 || r2.Header.Get("X-Gw-Cost-Usd") != "0.00" || gjson.GetBytes(r2.Body, "markdown").String() != md {
+		t.Fatalf("cached read: %d %v %s", r2.Status, r2.Header, r2.Body)
+	}
+	if r := g.do(t, http.MethodPost, "/v1/fetch", `{"url":"`+site.URL+`/notes.txt"}`, bearer(key)...); r.Status != 200 ||
+		gjson.GetBytes(r.Body, "markdown").String() != "plain notes\nline two" {
+		t.Fatalf("plain text: %d %s", r.Status, r.Body)
+	}
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"not JSON", `{"url":`, 400, `{"error":"body must be JSON"}`},
+		{"no url", `{}`, 400, `{"error":"url required"}`},
+		{"blank url", `{"url":" "}`, 400, `{"error":"url required"}`},
+		{"metadata address", `{"url":"http://169.254.169.254/latest/meta-data/"}`, 400, `{"error":"blocked target: 169.254.169.254 resolves to a non-public address"}`},
+		{"private address", `{"url":"http://10.0.0.1/"}`, 400, `{"error":"blocked target: 10.0.0.1 resolves to a non-public address"}`},
+		{"loopback", `{"url":"http://127.0.0.1:9/"}`, 400, `{"error":"blocked target: 127.0.0.1 resolves to a non-public address"}`},
+		{"decimal address", `{"url":"http://2130706433/"}`, 400, `{"error":"blocked target: a numeric host must be a plain IP address"}`},
+		{"not http", `{"url":"file:///etc/passwd"}`, 400, `{"error":"blocked target: only http and https URLs are read"}`},
+		{"social network", `{"url":"https://www.instagram.com/someone/"}`, 400, `{"error":"social_blocked","message":"<string>"}`},
+		{"rendering", `{"url":"` + site.URL + `/article","render":true}`, 503, `{"error":"capability_unavailable","message":"<string>"}`},
+		{"not a page", `{"url":"` + site.URL + `/logo.png"}`, 502, `{"error":"provider failed: image/png is not a page that can be read"}`},
+		{"missing page", `{"url":"` + site.URL + `/nope"}`, 502, `{"error":"provider failed: the site answered 404"}`},
+		{"huge page", `{"url":"` + site.URL + `/huge"}`, 502, `{"error":"provider failed: the page is larger than 5242880 bytes"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expectError(t, g.do(t, http.MethodPost, "/v1/fetch", tc.body, bearer(key)...), tc.status, tc.want, "req-")
+		})
+	}
+	// Two billed reads: the first of the article and the plain text.
+	if l := ledgerOf(t, g, "reader"); len(l) != 2 {
+		t.Fatalf("ledger %v", l)
+	}
+	// The web_fetch tool: a plain read through the route.
+	s := mcpSession(t, g.BaseURL+"/mcp-tools/", key)
+	res, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "web_fetch", Arguments: map[string]any{"url": site.URL + "/notes.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("web_fetch: %v %+v", err, res)
+	}
+	if out := structured(t, res); out["markdown"] != "plain notes\nline two" || out["cost_microcents"] != float64(0) {
+		t.Fatalf("web_fetch %v", out)
+	}
+}
