@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/netguard"
@@ -411,6 +414,43 @@ func (a *App) fetchHandler() *fetch.Handler {
 	return &fetch.Handler{Guard: netguard.New(allow), Price: pricing.Micro(price), RenderPrice: pricing.Micro(render)}
 }
 
+// AudioFetchTimeout bounds downloading transcribe's audio_url.
+const AudioFetchTimeout = 30 * time.Second
+
+// fetchAudio downloads transcribe's audio_url through the address guard of
+// page reading, at most limit bytes.
+func fetchAudio(g *netguard.Guard) func(ctx context.Context, url string, limit int64) ([]byte, error) {
+	client := g.Client(AudioFetchTimeout)
+	return func(ctx context.Context, raw string, limit int64) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
+		if err != nil {
+			return nil, gwerr.New(gwerr.Invalid, "audio_url cannot be read").WithParam("audio_url")
+		}
+		if err := netguard.CheckURL(req.URL); err != nil {
+			return nil, gwerr.New(gwerr.Invalid, "%s", err.Error()).WithParam("audio_url")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			if errors.Is(err, netguard.ErrBlocked) {
+				return nil, gwerr.New(gwerr.Invalid, "audio_url: a private or non-public address is refused").WithParam("audio_url")
+			}
+			return nil, gwerr.New(gwerr.Upstream, "the audio could not be downloaded")
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return nil, gwerr.New(gwerr.Upstream, "the audio could not be downloaded (%d)", resp.StatusCode)
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+		if err != nil {
+			return nil, gwerr.New(gwerr.Upstream, "the audio download broke off")
+		}
+		if int64(len(b)) > limit {
+			return nil, gwerr.New(gwerr.TooLarge, "audio is larger than 8 MB").WithParam("audio_url")
+		}
+		return b, nil
+	}
+}
+
 // DefaultAppActionPriceMicrocents is an app action's price when the config
 // names none.
 const DefaultAppActionPriceMicrocents = 1000
@@ -418,7 +458,8 @@ const DefaultAppActionPriceMicrocents = 1000
 // toolSet builds the tools server's tools: advisory prices from the
 // catalogue, the connected apps of a.Apps (name=url, comma-separated).
 func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
-	s := &tools.Server{States: paidToolStates, UpgradeURL: a.BillingURL,
+	guard := a.fetchHandler().Guard
+	s := &tools.Server{States: paidToolStates, UpgradeURL: a.BillingURL, Fetch: fetchAudio(guard),
 		Prices: func(alias string) (int64, bool) {
 			if ab := cat.Abilities[alias]; ab != nil && ab.PriceMicrocents != nil {
 				return *ab.PriceMicrocents, true

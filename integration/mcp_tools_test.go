@@ -70,6 +70,15 @@ func TestMCPTools(t *testing.T) {
 		t.Fatalf("image_generate error object %v", obj)
 	}
 
+	// transcribe's audio_url goes through page reading's address guard.
+	res, err = s.CallTool(ctx, &sdk.CallToolParams{Name: "transcribe", Arguments: map[string]any{"audio_url": "https://169.254.169.254/clip.mp3"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("transcribe: %v %+v", err, res)
+	}
+	if obj := structured(t, res); obj["error"] != "invalid_request" || obj["capability"] != "transcription" {
+		t.Fatalf("transcribe of a private address %v", obj)
+	}
+
 	// Connected apps through the gateway, billed per action.
 	for _, step := range []struct{ tool, args string }{
 		{"apps_connect", `{"app":"tracker"}`},
