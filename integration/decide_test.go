@@ -62,6 +62,7 @@ func TestDecide(t *testing.T) {
 	}
 
 	free := e.account(t, "free-decider", map[string]any{"plan": "free"})
+	broke := e.account(t, "broke-decider", map[string]any{"balance_usd": "0"})
 	_, _ = e.createKey(t, "decider", map[string]any{"name": "x"})
 	noDecide, _ := e.createKey(t, "decider", map[string]any{"name": "chat only", "models": []string{"gw-auto"}})
 	const errShape = `{"error":{"message":"<string>","type":"<string>","code":%q,"param":%s}}`
@@ -79,6 +80,8 @@ func TestDecide(t *testing.T) {
 		{"bad key", "sk-nope", req, nil, 401, "invalid_api_key", "null"},
 		{"model overloaded", key, `{"model":"gw-decide","state":"s","questions":{"q":{"type":"noul","instructions":"?"}}}`, &fake.Script{Status: 529}, 529, "upstream_overloaded", "null"},
 		{"model refuses", key, `{"model":"gw-decide","state":"s","questions":{"q":{"type":"noul","instructions":"?"}}}`, &fake.Script{Status: 400}, 422, "upstream_rejected", `"body"`},
+		{"model unavailable", key, `{"model":"gw-decide","state":"s","questions":{"q":{"type":"noul","instructions":"?"}}}`, &fake.Script{Status: 500}, 503, "upstream_unavailable", "null"},
+		{"balance used up", broke, req, nil, 402, "credit_exhausted", "null"},
 		{"model answers off the options", key, `{"model":"gw-decide","state":"s","questions":{"q":{"type":"noul","instructions":"?"}}}`,
 			&fake.Script{Text: "Maybe", Usage: fake.Usage{Input: 10}, TopLogprobs: []fake.Logprob{{Token: "Maybe", Logprob: 0}}}, 422, "upstream_rejected", `"questions"`},
 	} {

@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 )
 
 var (
@@ -232,4 +236,16 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// No backing model configured: 503 capability_unavailable, before any
+// money is reserved.
+func TestServeWithoutModel(t *testing.T) {
+	cat, _ := catalog.New(nil, nil, nil, nil, "")
+	r := httptest.NewRequest(http.MethodPost, "/v1/decide", strings.NewReader(body(nil)))
+	c := &pipeline.Call{W: httptest.NewRecorder(), R: r, Gateway: &pipeline.Gateway{Catalog: cat}}
+	err := (&Handler{}).Serve(c)
+	if e := gwerr.As(err); e.Kind != gwerr.Unavailable || gwerr.Decide.Code(e) != "capability_unavailable" || gwerr.Decide.Status(e) != http.StatusServiceUnavailable {
+		t.Fatalf("err %v", err)
+	}
 }
