@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -85,7 +86,6 @@ func TestFetch(t *testing.T) {
 		{"decimal address", `{"url":"http://2130706433/"}`, 400, `{"error":"blocked target: a numeric host must be a plain IP address"}`},
 		{"not http", `{"url":"file:///etc/passwd"}`, 400, `{"error":"blocked target: only http and https URLs are read"}`},
 		{"social network", `{"url":"https://www.instagram.com/someone/"}`, 400, `{"error":"social_blocked","message":"<string>"}`},
-		{"rendering", `{"url":"` + site.URL + `/article","render":true}`, 503, `{"error":"capability_unavailable","message":"<string>"}`},
 		{"not a page", `{"url":"` + site.URL + `/logo.png"}`, 502, `{"error":"provider failed: image/png is not a page that can be read"}`},
 		{"missing page", `{"url":"` + site.URL + `/nope"}`, 502, `{"error":"provider failed: the site answered 404"}`},
 		{"huge page", `{"url":"` + site.URL + `/huge"}`, 502, `{"error":"provider failed: the page is larger than 5242880 bytes"}`},
@@ -107,4 +107,48 @@ func TestFetch(t *testing.T) {
 	if out := structured(t, res); out["markdown"] != "plain notes\nline two" || out["cost_microcents"] != float64(0) {
 		t.Fatalf("web_fetch %v", out)
 	}
+}
+
+// render: true loads the page in headless Chromium first, so text a
+// script writes is read; the page's own requests go through the address
+// guard too: a beacon on a loopback address outside GW_FETCH_ALLOW is
+// never reached.
+func TestFetchRender(t *testing.T) {
+	t.Parallel()
+	var beaconHits atomic.Int64
+	beacon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { beaconHits.Add(1) }))
+	t.Cleanup(beacon.Close)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(`<!doctype html><html><head><title>Built by script</title></head><body><div id="app"></div>
+<img src="` + beacon.URL + `/img">
+<script>
+fetch("` + beacon.URL + `/fetch").catch(() => {});
+document.getElementById("app").innerHTML = "<article><h2>Rendered heading</h2><p>This paragraph was written by a script after the page loaded, which a plain read never sees.</p><p>A second paragraph keeps the article long enough for the reader to pick it up as the main content.</p></article>";
+</script></body></html>`))
+	}))
+	t.Cleanup(site.Close)
+	g := startGateway(t, gwOptions{Env: map[string]string{"GW_FETCH_ALLOW": strings.TrimPrefix(site.URL, "http://")}})
+	key := g.newAccountKey(t, map[string]any{"id": "renderer", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+
+	plain := g.do(t, http.MethodPost, "/v1/fetch", `{"url":"`+site.URL+`/app"}`, bearer(key)...)
+	if plain.Status != 200 || strings.Contains(string(plain.Body), "written by a script") {
+		t.Fatalf("plain read: %d %s", plain.Status, plain.Body)
+	}
+	r := g.do(t, http.MethodPost, "/v1/fetch", `{"url":"`+site.URL+`/app","render":true}`, bearer(key)...)
+	if r.Status != 200 {
+		t.Fatalf("render: %d %s", r.Status, r.Body)
+	}
+	if md := gjson.GetBytes(r.Body, "markdown").String(); !strings.Contains(md, "written by a script") || !strings.Contains(md, "Rendered heading") {
+		t.Fatalf("rendered markdown %q", md)
+	}
+	if r.Header.Get("X-Gw-Cost-Usd") != "0.005" {
+		t.Fatalf("render cost %q", r.Header.Get("X-Gw-Cost-Usd"))
+	}
+	if n := beaconHits.Load(); n != 0 {
+		t.Fatalf("the page's scripts reached a loopback address %d times", n)
+	}
+	// A rendered read of a blocked target is refused before any browser.
+	expectError(t, g.do(t, http.MethodPost, "/v1/fetch", `{"url":"http://10.1.2.3/","render":true}`, bearer(key)...), 400,
+		`{"error":"blocked target: 10.1.2.3 resolves to a non-public address"}`, "req-")
 }

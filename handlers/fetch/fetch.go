@@ -105,21 +105,23 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if social(u.Hostname()) {
 		return flat(gwerr.Invalid, "social_blocked", "pages of major social networks are not read: mass-scraping them is unsupported")
 	}
+	mode, price, read := "plain", h.Price, h.read
 	if render {
-		// No headless browser is wired into this gateway yet.
-		return flat(gwerr.Unavailable, "capability_unavailable", "rendering is unavailable; retry later or drop render")
+		if browserPath() == "" {
+			return flat(gwerr.Unavailable, "capability_unavailable", "rendering is unavailable; retry later or drop render")
+		}
+		mode, price, read = "render", h.RenderPrice, h.readRendered
 	}
-	key := "plain " + u.String()
+	key := mode + " " + u.String()
 	if hit, ok := h.cache.get(key); ok {
 		c.Receipt("fetch", 0)
 		return write(c, hit)
 	}
-	price := h.Price
 	cost := pricing.Cost(c.Account.PAYG, pricing.Line{Units: 1, Rate: pricing.PerUnit(price)})
 	if err := c.Reserve(cost); err != nil {
 		return err
 	}
-	page, err := h.read(c.R.Context(), u)
+	page, err := read(c.R.Context(), u)
 	if err != nil {
 		return err
 	}
