@@ -88,6 +88,9 @@ type App struct {
 	// Defaults: 2,000 and 5,000.
 	FetchPriceMicrocents       int64 `json:"fetch_price_microcents,omitempty"`
 	FetchRenderPriceMicrocents int64 `json:"fetch_render_price_microcents,omitempty"`
+	// FetchTimeout bounds one page read. Default: 25s (the spec's); a
+	// shorter one serves tests.
+	FetchTimeout caddy.Duration `json:"fetch_timeout,omitempty"`
 	// BillingURL is where the tools server's premium_locked and
 	// payment_required answers point (upgrade_url).
 	BillingURL string `json:"billing_url,omitempty"`
@@ -411,7 +414,8 @@ func (a *App) fetchHandler() *fetch.Handler {
 	if render <= 0 {
 		render = DefaultFetchRenderPriceMicrocents
 	}
-	return &fetch.Handler{Guard: netguard.New(allow), Price: pricing.Micro(price), RenderPrice: pricing.Micro(render)}
+	return &fetch.Handler{Guard: netguard.New(allow), Price: pricing.Micro(price), RenderPrice: pricing.Micro(render),
+		Timeout: time.Duration(a.FetchTimeout)}
 }
 
 // AudioFetchTimeout bounds downloading transcribe's audio_url.

@@ -213,6 +213,16 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Err("search: provider is required")
 			}
 			a.Search = sc
+		case "fetch_timeout":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return d.Errf("fetch_timeout: want a duration, got %q", v)
+			}
+			a.FetchTimeout = caddy.Duration(dur)
 		case "fetch_allow":
 			if err := oneArg(d, &a.FetchAllow); err != nil {
 				return err

@@ -152,3 +152,21 @@ document.getElementById("app").innerHTML = "<article><h2>Rendered heading</h2><p
 	expectError(t, g.do(t, http.MethodPost, "/v1/fetch", `{"url":"http://10.1.2.3/","render":true}`, bearer(key)...), 400,
 		`{"error":"blocked target: 10.1.2.3 resolves to a non-public address"}`, "req-")
 }
+
+// A site slower than the read's time-out: 502 provider failed, not
+// billed. (The time-out is the spec's 25 s; the test lowers it with the
+// fetch_timeout option.)
+func TestFetchSlowPage(t *testing.T) {
+	t.Parallel()
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // never answers: the gateway gives up first
+	}))
+	t.Cleanup(site.Close)
+	g := startGateway(t, gwOptions{Caddyfile: withGW(t, "\t\tfetch_timeout 500ms"), Env: map[string]string{"GW_FETCH_ALLOW": strings.TrimPrefix(site.URL, "http://")}})
+	key := g.newAccountKey(t, map[string]any{"id": "patient", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+	expectError(t, g.do(t, http.MethodPost, "/v1/fetch", `{"url":"`+site.URL+`/slow"}`, bearer(key)...), 502,
+		`{"error":"provider failed: the site took longer than 500ms"}`, "req-")
+	if l := ledgerOf(t, g, "patient"); len(l) != 0 {
+		t.Fatalf("a failed read was billed: %v", l)
+	}
+}

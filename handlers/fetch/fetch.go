@@ -64,6 +64,8 @@ type Handler struct {
 	// Price and RenderPrice are the plan prices of a plain and a rendered
 	// read.
 	Price, RenderPrice pricing.Money
+	// Timeout bounds a read (Timeout, the spec's 25 s, when 0).
+	Timeout time.Duration
 
 	once   sync.Once
 	client *http.Client
@@ -72,7 +74,10 @@ type Handler struct {
 
 func (h *Handler) init() {
 	h.once.Do(func() {
-		h.client = h.Guard.Client(Timeout)
+		if h.Timeout <= 0 {
+			h.Timeout = Timeout
+		}
+		h.client = h.Guard.Client(h.Timeout)
 		h.cache = &cache{m: map[string]cached{}}
 	})
 }
@@ -164,7 +169,7 @@ func providerFailed(format string, args ...any) error {
 
 // read fetches u through the guard and turns it into Markdown.
 func (h *Handler) read(ctx context.Context, u *url.URL) (page, error) {
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	req.Header.Set("User-Agent", userAgent)
@@ -176,7 +181,7 @@ func (h *Handler) read(ctx context.Context, u *url.URL) (page, error) {
 			return page{}, flat(gwerr.Invalid, be.Error(), "")
 		}
 		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-			return page{}, providerFailed("the site took longer than %s", Timeout)
+			return page{}, providerFailed("the site took longer than %s", h.Timeout)
 		}
 		return page{}, providerFailed("the site could not be reached")
 	}

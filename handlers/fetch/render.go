@@ -73,7 +73,7 @@ func (h *Handler) render(ctx context.Context, u *url.URL) (html, final string, e
 
 // readRendered is read for render: true.
 func (h *Handler) readRendered(ctx context.Context, u *url.URL) (page, error) {
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
 	// The page's own address is checked before the browser starts, so a
 	// blocked target is a 400 like a plain read's.
@@ -91,7 +91,7 @@ func (h *Handler) readRendered(ctx context.Context, u *url.URL) (page, error) {
 	case errors.Is(err, errNoBrowser):
 		return page{}, flat(gwerr.Unavailable, "capability_unavailable", "rendering is unavailable; retry later or drop render")
 	case err != nil && ctx.Err() != nil:
-		return page{}, providerFailed("the site took longer than %s", Timeout)
+		return page{}, providerFailed("the site took longer than %s", h.Timeout)
 	case err != nil:
 		return page{}, providerFailed("the page could not be rendered")
 	}
