@@ -56,7 +56,9 @@ func TestFetchBenchReport(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+key)
 		return client.Do(req)
 	}
-	b50, b99 := measure(func(i int) (*http.Response, error) { return client.Get(fmt.Sprintf("http://127.0.0.1:%s/page?n=%d", bare, i)) })
+	b50, b99 := measure(func(i int) (*http.Response, error) {
+		return client.Get(fmt.Sprintf("http://127.0.0.1:%s/page?n=%d", bare, i))
+	})
 	u50, u99 := measure(func(i int) (*http.Response, error) { return post(fmt.Sprintf("%s/page?n=%d", site.URL, i)) })
 	c50, c99 := measure(func(int) (*http.Response, error) { return post(site.URL + "/page?n=0") })
 	var b strings.Builder
