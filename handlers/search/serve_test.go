@@ -1,0 +1,78 @@
+package search
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/limits"
+	"github.com/caddy-gw/caddy-gw/internal/money"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
+	"github.com/caddy-gw/caddy-gw/internal/upstream"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// The rows the fake provider cannot show through the built gateway: no
+// usage to price and a charge that cannot be recorded; each a 502 with its
+// code, and nothing billed.
+func TestServeFailures(t *testing.T) {
+	answer := `{"status":"completed","output":[{"type":"web_search_call"},{"type":"message","content":[{"type":"output_text","text":"A","annotations":[]}]}]%s}`
+	var body string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(up.Close)
+	db, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st := &storetest.Faulty{Store: db, Fail: storetest.OpSettle}
+	ctx := context.Background()
+	balance := pricing.USD(1)
+	_ = st.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: &balance})
+	secret, _ := store.NewSecret()
+	_ = st.CreateKey(ctx, store.Key{ID: "k", AccountID: "a", Hash: store.HashSecret(secret)})
+	cat, _ := catalog.New(nil, nil, nil, nil, "")
+	gw := &pipeline.Gateway{Store: st, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: st, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}
+	p := &catalog.Provider{Name: "s", Format: catalog.FormatOpenAI, BaseURL: up.URL + "/v1", DialTimeout: caddy.Duration(time.Second),
+		HeaderTimeout: caddy.Duration(time.Minute), IdleTimeout: caddy.Duration(time.Minute)}
+	h := &Handler{Upstream: upstream.New(), Provider: p, Model: "m", PerSearch: pricing.Micro(25_000)}
+	kind := money.Ability
+	ep := &pipeline.Endpoint{Name: "search", Family: gwerr.Ability, Billing: &kind, Handler: h.Serve}
+	call := func(timeout time.Duration) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/v1/search", strings.NewReader(`{"query":"q"}`))
+		r.Header.Set("Authorization", "Bearer "+secret)
+		c, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		w := httptest.NewRecorder()
+		gw.Serve(w, r.WithContext(c), ep)
+		return w
+	}
+	body = strings.Replace(answer, "%s", "", 1)
+	if w := call(time.Minute); w.Code != 502 || gjson.Get(w.Body.String(), "error.code").String() != CodeUsageUnavailable {
+		t.Fatalf("no usage: %d %s", w.Code, w.Body)
+	}
+	body = strings.Replace(answer, "%s", `,"usage":{"input_tokens":5,"output_tokens":2}`, 1)
+	st.Down.Store(true)
+	if w := call(time.Minute); w.Code != 502 || gjson.Get(w.Body.String(), "error.code").String() != CodeSettlementUnavailable {
+		t.Fatalf("settlement down: %d %s", w.Code, w.Body)
+	}
+	st.Down.Store(false)
+	if e, _ := db.Entries(ctx, "a", 10); len(e) != 0 {
+		t.Fatalf("failures billed: %+v", e)
+	}
+}
