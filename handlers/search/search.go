@@ -70,6 +70,9 @@ type Handler struct {
 	PerSearch pricing.Money
 	// InputPrice and OutputPrice are plan prices per million tokens.
 	InputPrice, OutputPrice pricing.Money
+	// Timeout bounds the provider's answer (Timeout, the spec's 30 s, when
+	// 0).
+	Timeout time.Duration
 }
 
 func fail(code, msg string) error {
@@ -93,7 +96,11 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		"model": h.Model, "input": query, "tools": []any{map[string]any{"type": "web_search"}},
 		"max_tool_calls": MaxSearches, "max_output_tokens": MaxOutputTokens, "store": false,
 	})
-	ctx, cancel := context.WithTimeout(c.R.Context(), Timeout)
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = Timeout
+	}
+	ctx, cancel := context.WithTimeout(c.R.Context(), timeout)
 	defer cancel()
 	resp, err := h.Upstream.Do(ctx, upstream.Request{Provider: h.Provider, Path: upstream.PathResponses, Body: body})
 	if err != nil {

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,8 +26,8 @@ import (
 )
 
 // The rows the fake provider cannot show through the built gateway: no
-// usage to price and a charge that cannot be recorded; each a 502 with its
-// code, and nothing billed.
+// usage to price, a charge that cannot be recorded, and no answer in time;
+// each a 502 with its code, and nothing billed.
 func TestServeFailures(t *testing.T) {
 	answer := `{"status":"completed","output":[{"type":"web_search_call"},{"type":"message","content":[{"type":"output_text","text":"A","annotations":[]}]}]%s}`
 	var body string
@@ -72,6 +73,28 @@ func TestServeFailures(t *testing.T) {
 		t.Fatalf("settlement down: %d %s", w.Code, w.Body)
 	}
 	st.Down.Store(false)
+
+	// A provider that accepts the connection and never answers: after the
+	// time-out (the spec's 30 s, shortened here) a 502, unbilled.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+	p.BaseURL = "http://" + silent.Addr().String() + "/v1"
+	h.Timeout = 300 * time.Millisecond
+	if w := call(time.Minute); w.Code != 502 || gjson.Get(w.Body.String(), "error.code").String() != CodeCapabilityUnavailable {
+		t.Fatalf("no answer in time: %d %s", w.Code, w.Body)
+	}
 	if e, _ := db.Entries(ctx, "a", 10); len(e) != 0 {
 		t.Fatalf("failures billed: %+v", e)
 	}
