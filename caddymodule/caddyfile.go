@@ -148,13 +148,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				switch d.Val() {
 				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight":
 					opt := d.Val()
-					var v string
-					if err := oneArg(d, &v); err != nil {
+					n, err := wholeNumber(d)
+					if err != nil {
 						return err
-					}
-					n, err := strconv.ParseInt(v, 10, 64)
-					if err != nil || n < 0 {
-						return d.Errf("%s: want a whole number, got %q", opt, v)
 					}
 					switch opt {
 					case "chat_requests_per_minute":
@@ -185,13 +181,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 						sc.Model = v
 					}
 				case "price_per_search_microcents":
-					var v string
-					if err := oneArg(d, &v); err != nil {
+					n, err := wholeNumber(d)
+					if err != nil {
 						return err
-					}
-					n, err := strconv.ParseInt(v, 10, 64)
-					if err != nil || n < 0 {
-						return d.Errf("price_per_search_microcents: want a whole number, got %q", v)
 					}
 					sc.PricePerSearchMicrocents = n
 				case "token_price":
@@ -229,13 +221,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "fetch_price_microcents", "fetch_render_price_microcents":
 			opt := d.Val()
-			var v string
-			if err := oneArg(d, &v); err != nil {
+			n, err := wholeNumber(d)
+			if err != nil {
 				return err
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return d.Errf("%s: want a whole number, got %q", opt, v)
 			}
 			if opt == "fetch_price_microcents" {
 				a.FetchPriceMicrocents = n
@@ -251,13 +239,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 		case "app_action_price_microcents":
-			var v string
-			if err := oneArg(d, &v); err != nil {
+			n, err := wholeNumber(d)
+			if err != nil {
 				return err
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return d.Errf("app_action_price_microcents: want a whole number, got %q", v)
 			}
 			a.AppActionPriceMicrocents = n
 		case "mcp_allowed_hosts":
@@ -276,6 +260,21 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
+}
+
+// wholeNumber reads the option's one argument as a whole number (0 or
+// more), naming the option in its error.
+func wholeNumber(d *caddyfile.Dispenser) (int64, error) {
+	opt := d.Val()
+	var v string
+	if err := oneArg(d, &v); err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, d.Errf("%s: want a whole number, got %q", opt, v)
+	}
+	return n, nil
 }
 
 func oneArg(d *caddyfile.Dispenser, v *string) error {
@@ -411,13 +410,9 @@ func parseAbility(d *caddyfile.Dispenser) (catalog.Ability, error) {
 				return a, err
 			}
 		case "price_microcents":
-			var v string
-			if err := oneArg(d, &v); err != nil {
+			n, err := wholeNumber(d)
+			if err != nil {
 				return a, err
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return a, d.Errf("price_microcents: want a whole number, got %q", v)
 			}
 			a.PriceMicrocents = &n
 		default:
