@@ -1,9 +1,15 @@
 package fetch
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/netguard"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 )
 
 func TestMarkdown(t *testing.T) {
@@ -32,4 +38,17 @@ func FuzzMarkdown(f *testing.F) {
 	f.Fuzz(func(t *testing.T, html string) {
 		_, _ = Markdown(html, base) // must not panic or hang
 	})
+}
+
+// No browser on the machine: render answers 503 capability_unavailable
+// (before any money is reserved).
+func TestRenderWithoutBrowser(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	h := &Handler{Guard: netguard.New(nil)}
+	r := httptest.NewRequest(http.MethodPost, "/v1/fetch", strings.NewReader(`{"url":"https://example.com/","render":true}`))
+	err := h.Serve(&pipeline.Call{W: httptest.NewRecorder(), R: r})
+	e := gwerr.As(err)
+	if gwerr.Fetch.Status(e) != http.StatusServiceUnavailable || gwerr.Fetch.Code(e) != "capability_unavailable" {
+		t.Fatalf("err %v", err)
+	}
 }
