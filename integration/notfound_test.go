@@ -95,4 +95,44 @@ func TestAdminOriginForFetchClients(t *testing.T) {
 	if r := g.adminDo(t, http.MethodPost, "/gw/accounts", body, "Sec-Fetch-Mode", "cors", "Origin", g.AdminURL); r.Status != http.StatusCreated {
 		t.Fatalf("with Origin %s: %d %s", g.AdminURL, r.Status, r.Body)
 	}
+	if r := g.adminDo(t, http.MethodGet, "/gw/accounts/from-node", nil, "Sec-Fetch-Mode", "cors", "Origin", "http://localhost:3000"); r.Status != http.StatusForbidden {
+		t.Fatalf("a page's own origin, not configured: %d %s", r.Status, r.Body)
+	}
+}
+
+// The README's admin origins for a browser page: the page's origin is
+// let in, and the admin address must be listed too, since the list
+// replaces the default and is also the list of Host values accepted.
+func TestAdminOriginsForBrowserPages(t *testing.T) {
+	t.Parallel()
+	const page = "http://localhost:3000"
+	for _, tc := range []struct {
+		name       string
+		origins    string
+		page, curl int // status from the page; without Origin (curl)
+	}{
+		// 404: the admin API's own answer for an unknown account.
+		{"page and admin address", "{$GW_ADMIN} " + page, http.StatusNotFound, http.StatusNotFound},
+		{"page only", page, http.StatusForbidden, http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := exampleCaddyfile(t)
+			const admin = "\tadmin {$GW_ADMIN:localhost:2019}\n"
+			if !strings.Contains(c, admin) {
+				t.Fatal("Caddyfile.example has no admin line")
+			}
+			c = strings.Replace(c, admin, "\tadmin {$GW_ADMIN:localhost:2019} {\n\t\torigins "+tc.origins+"\n\t}\n", 1)
+			g := startGateway(t, gwOptions{Caddyfile: c})
+			if r := g.adminDo(t, http.MethodGet, "/gw/accounts/none", nil, "Sec-Fetch-Mode", "cors", "Origin", page); r.Status != tc.page {
+				t.Errorf("from %s: %d %s, want %d", page, r.Status, r.Body, tc.page)
+			}
+			if r := g.adminDo(t, http.MethodGet, "/gw/accounts/none", nil); r.Status != tc.curl {
+				t.Errorf("without Origin: %d %s, want %d", r.Status, r.Body, tc.curl)
+			}
+			if r := g.adminDo(t, http.MethodGet, "/gw/accounts/none", nil, "Sec-Fetch-Mode", "cors", "Origin", "http://elsewhere.example"); r.Status != http.StatusForbidden {
+				t.Errorf("from another origin: %d %s", r.Status, r.Body)
+			}
+		})
+	}
 }

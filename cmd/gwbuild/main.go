@@ -75,6 +75,24 @@ func main() {
 	fmt.Println(out)
 }
 
+// mainSource is the main package of the binary: what xcaddy writes, Caddy's
+// command and standard modules plus a blank import of each plugin's package
+// (its module root unless the manifest names another).
+func mainSource(plugins []plugin) string {
+	var imports strings.Builder
+	for _, p := range plugins {
+		pkg := p.Package
+		if pkg == "" {
+			pkg = p.Module
+		}
+		fmt.Fprintf(&imports, "\t_ %q\n", pkg)
+	}
+	return "package main\n\nimport (\n" +
+		"\tcaddycmd \"github.com/caddyserver/caddy/v2/cmd\"\n\n" +
+		"\t_ \"github.com/caddyserver/caddy/v2/modules/standard\"\n" +
+		imports.String() + ")\n\nfunc main() {\n\tcaddycmd.Main()\n}\n"
+}
+
 func build(manifestPath, output string) (string, error) {
 	m, baseDir, err := readManifest(manifestPath)
 	if err != nil {
@@ -97,19 +115,7 @@ func build(manifestPath, output string) (string, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	var imports strings.Builder
-	for _, p := range m.Plugins {
-		pkg := p.Package
-		if pkg == "" {
-			pkg = p.Module
-		}
-		fmt.Fprintf(&imports, "\t_ %q\n", pkg)
-	}
-	mainGo := "package main\n\nimport (\n" +
-		"\tcaddycmd \"github.com/caddyserver/caddy/v2/cmd\"\n\n" +
-		"\t_ \"github.com/caddyserver/caddy/v2/modules/standard\"\n" +
-		imports.String() + ")\n\nfunc main() {\n\tcaddycmd.Main()\n}\n"
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainGo), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainSource(m.Plugins)), 0o644); err != nil {
 		return "", err
 	}
 	goMod := "module gwbuild-main\n\ngo " + goVersion + "\n"
