@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -359,22 +360,88 @@ func TestEscalationRules(t *testing.T) {
 	}
 }
 
-// The error event the gateway adds to a pass-through responses stream that
-// broke off continues its sequence_number.
-func TestPassthroughErrorContinuesSequence(t *testing.T) {
-	p := &passthrough{format: Responses}
-	for i, typ := range []string{"response.created", "response.in_progress", "response.output_text.delta"} {
-		ev := sse.Event{Event: typ, Data: []byte(`{"type":"` + typ + `","sequence_number":` + strconv.Itoa(i) + `}`)}
-		if _, err := p.Event(ev); err != nil {
+// The error event the gateway adds to a stream continues a responses
+// stream's sequence_number after the last event the client got: on a
+// pass-through stream that broke off, and on a translated one whose final
+// event was held back (its settlement failed); chat clients get [DONE]
+// after it.
+func TestGatewayErrorContinuesSequence(t *testing.T) {
+	numbered := func(types ...string) []sse.Event {
+		var out []sse.Event
+		for i, typ := range types {
+			out = append(out, sse.Event{Event: typ, Data: []byte(`{"type":"` + typ + `","sequence_number":` + strconv.Itoa(i) + `}`)})
+		}
+		return out
+	}
+	// A chat stream of one text answer, translated for a responses client;
+	// its last event (response.completed) is the one held back.
+	translated := translate.NewChatToResponses("gw-auto")
+	var chatOut []sse.Event
+	for _, d := range []string{
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+		`{"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":0}}`,
+		`[DONE]`,
+	} {
+		out, err := translated.Event(sse.Event{Data: []byte(d)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		chatOut = append(chatOut, out...)
 	}
-	evs := p.errorEvents("api_error", "upstream_error", "broke off")
-	if len(evs) != 1 || evs[0].Event != "error" || gjson.GetBytes(evs[0].Data, "sequence_number").Int() != 3 {
-		t.Fatalf("error events %q", evs)
+	last := chatOut[len(chatOut)-1]
+	if !translated.Done() || last.Event != "response.completed" {
+		t.Fatalf("translated stream: done %v, last %s", translated.Done(), last.Data)
 	}
-	chat := (&passthrough{format: ChatCompletions}).errorEvents("api_error", "upstream_error", "x")
-	if len(chat) != 2 || !sse.IsDone(chat[1]) {
-		t.Fatalf("chat error events %q", chat)
+	for _, tc := range []struct {
+		name    string
+		f       Format
+		tr      translate.Stream
+		sent    []sse.Event
+		settled bool // the failure came from settling the final event
+		want    []string
+		seq     int64 // of the error event; -1: none
+	}{
+		{"responses pass-through broke off", Responses, &passthrough{format: Responses},
+			numbered("response.created", "response.in_progress", "response.output_item.added"), false, []string{"error"}, 3},
+		{"translated responses, final event held back", Responses, translated,
+			chatOut[:len(chatOut)-1], true, []string{"error"}, gjson.GetBytes(last.Data, "sequence_number").Int()},
+		{"messages pass-through", Messages, &passthrough{format: Messages}, nil, false, []string{"error"}, -1},
+		{"chat pass-through", ChatCompletions, &passthrough{format: ChatCompletions}, nil, false, []string{"", ""}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			s := &relay{call: &call{format: tc.f}, tr: tc.tr, w: sse.NewWriter(rec), settled: tc.settled}
+			if !s.write(tc.sent) {
+				t.Fatal("write ended the stream")
+			}
+			s.fail("broke off")
+			rd := sse.NewReader(rec.Body)
+			var got []sse.Event
+			for {
+				ev, err := rd.Next()
+				if err != nil {
+					break
+				}
+				got = append(got, ev)
+			}
+			if len(got) != len(tc.sent)+len(tc.want) {
+				t.Fatalf("%d events, want %d sent and %q", len(got), len(tc.sent), tc.want)
+			}
+			added := got[len(tc.sent):]
+			for i, name := range tc.want {
+				if added[i].Event != name {
+					t.Fatalf("added event %d is %q: %s", i, added[i].Event, added[i].Data)
+				}
+			}
+			if tc.seq >= 0 {
+				if n := gjson.GetBytes(added[0].Data, "sequence_number"); n.Type != gjson.Number || n.Int() != tc.seq {
+					t.Fatalf("error event %s: want sequence_number %d", added[0].Data, tc.seq)
+				}
+			}
+			if tc.f == ChatCompletions && !sse.IsDone(added[1]) {
+				t.Fatalf("chat: %s after the error, want [DONE]", added[1].Data)
+			}
+		})
 	}
 }

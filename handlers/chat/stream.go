@@ -122,6 +122,9 @@ type relay struct {
 	// and tool-call arguments, with the o200k tokenizer): what a stream
 	// that fails is billed for when its provider reported no output.
 	delivered int64
+	// seq is the sequence_number after the last event sent on a responses
+	// stream: an event the gateway adds continues the numbering.
+	seq int64
 }
 
 // write sends evs; false when the stream has ended (an error event went
@@ -151,6 +154,9 @@ func (s *relay) write(evs []sse.Event) bool {
 			}
 		}
 		s.delivered += int64(countTokens(deltaText(s.format, ev)))
+		if n := gjson.GetBytes(ev.Data, "sequence_number"); s.format == Responses && n.Type == gjson.Number {
+			s.seq = n.Int() + 1
+		}
 		if s.gone {
 			continue
 		}
@@ -229,9 +235,12 @@ func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
 	return cost, true
 }
 
-// fail ends the stream with an error event in the client's format (from
-// the translator when it has one, which numbers it in sequence).
-// What was delivered before the failure is billed (billDelivered).
+// fail ends the stream with an error event in the client's format: the
+// translator's while its stream is open (it numbers its events), else the
+// gateway's own, numbered after the last event sent (a pass-through
+// stream, or a translated one that failed at its final event, e.g. when
+// settling failed). What was delivered before the failure is billed
+// (billDelivered).
 func (s *relay) fail(msg string) {
 	if s.failed {
 		return
@@ -239,11 +248,8 @@ func (s *relay) fail(msg string) {
 	s.failed = true
 	s.billDelivered()
 	evs := translate.Fail(s.tr, "api_error", "upstream_error", msg)
-	if p, ok := s.tr.(*passthrough); ok && len(evs) == 0 {
-		evs = p.errorEvents("api_error", "upstream_error", msg)
-	}
 	if len(evs) == 0 {
-		evs = []sse.Event{errorEvent(s.format, msg)}
+		evs = []sse.Event{errorEvent(s.format, msg, s.seq)}
 		if s.format == ChatCompletions {
 			evs = append(evs, sse.Event{Data: []byte("[DONE]")})
 		}
@@ -253,12 +259,14 @@ func (s *relay) fail(msg string) {
 	}
 }
 
-func errorEvent(f Format, msg string) sse.Event {
+// errorEvent is the gateway's stream error in format f; seq numbers it on
+// a responses stream.
+func errorEvent(f Format, msg string, seq int64) sse.Event {
 	switch f {
 	case Messages:
 		return translate.MessagesErrorEvent("api_error", msg)
 	case Responses:
-		return translate.ResponsesErrorEvent("server_error", msg)
+		return translate.ResponsesErrorEventAt("server_error", msg, seq)
 	}
 	return translate.ChatErrorEvent("api_error", "upstream_error", msg)
 }
@@ -321,21 +329,6 @@ type passthrough struct {
 	format Format
 	usage  translate.Usage
 	done   bool
-	// seq is the next sequence_number of a responses stream: events the
-	// gateway adds continue the provider's numbering.
-	seq int64
-}
-
-// errorEvents are what the gateway adds to a same-format stream that broke
-// off: numbered in sequence on responses streams.
-func (p *passthrough) errorEvents(typ, code, message string) []sse.Event {
-	switch p.format {
-	case Responses:
-		return []sse.Event{translate.ResponsesErrorEventAt("server_error", message, p.seq)}
-	case Messages:
-		return []sse.Event{translate.MessagesErrorEvent(typ, message)}
-	}
-	return []sse.Event{translate.ChatErrorEvent(typ, code, message), {Data: []byte("[DONE]")}}
 }
 
 func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
@@ -362,9 +355,6 @@ func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
 			p.done = true
 		}
 	case Responses:
-		if n := gjson.GetBytes(ev.Data, "sequence_number"); n.Type == gjson.Number {
-			p.seq = n.Int() + 1
-		}
 		if responsesFinal[gjson.GetBytes(ev.Data, "type").String()] {
 			p.usage = translate.ResponsesUsage([]byte(gjson.GetBytes(ev.Data, "response").Raw))
 			p.done = true
