@@ -246,3 +246,38 @@ func TestNullOutputLimitIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A provider's error event mid-stream reaches the client in the gateway's
+// words: the provider's message (which may name the operator's
+// organisation and its limits) never does, on any path or backend.
+func TestMidStreamErrorInGatewayWords(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	key := e.account(t, "leaks", map[string]any{"balance_usd": "1.00"})
+	const secret = "Rate limit reached for org-Secret123 on tokens per min"
+	for _, model := range []string{"gw-pinned-gpt-4.1-mini", "gw-pinned-claude-haiku-4-5"} {
+		for _, tc := range []struct {
+			path, body string
+			key        []string
+		}{
+			{"/v1/chat/completions", `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`, bearer(key)},
+			{"/v1/responses", `{"model":"` + model + `","stream":true,"input":"hi"}`, bearer(key)},
+			{"/alt/v1/messages", `{"model":"` + model + `","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, apiKey(key)},
+		} {
+			e.reset()
+			up := e.OA
+			if strings.Contains(model, "claude") {
+				up = e.AN
+			}
+			up.Push(fake.Script{Text: midStreamText, Chunks: 4, MidStreamError: true, ErrorMessage: secret})
+			r := e.do(t, http.MethodPost, tc.path, tc.body, tc.key...)
+			body := string(r.Body)
+			if r.Status != http.StatusOK || !strings.Contains(body, "tick") || !strings.Contains(body, "error") {
+				t.Fatalf("%s %s: %d %s", model, tc.path, r.Status, body)
+			}
+			if strings.Contains(body, "org-Secret123") {
+				t.Errorf("%s %s: the provider's words reached the client: %s", model, tc.path, body)
+			}
+		}
+	}
+}
