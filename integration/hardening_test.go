@@ -281,3 +281,26 @@ func TestMidStreamErrorInGatewayWords(t *testing.T) {
 		}
 	}
 }
+
+// count_tokens is never billed, so it has a rate budget of its own
+// (count_tokens_per_minute): past it, 429 with Retry-After in the
+// messages-style shape, while the account's chat is untouched.
+func TestCountTokensBudget(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, withGW(t, "\t\tlimits {\n\t\t\tcount_tokens_per_minute 2\n\t\t}"))
+	key := e.account(t, "counter", nil)
+	body := `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	for i := range 2 {
+		if r := e.do(t, http.MethodPost, "/alt/v1/messages/count_tokens", body, apiKey(key)...); r.Status != http.StatusOK {
+			t.Fatalf("call %d: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	r := e.do(t, http.MethodPost, "/alt/v1/messages/count_tokens", body, apiKey(key)...)
+	expectError(t, r, http.StatusTooManyRequests, `{"type":"error","error":{"type":"rate_limit_error","message":"<string>"}}`, "req-")
+	if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
+		t.Fatalf("Retry-After %q", ra)
+	}
+	if r := e.do(t, http.MethodPost, "/alt/v1/messages", `{"model":"gw-pinned-gpt-4.1-mini","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`, apiKey(key)...); r.Status != http.StatusOK {
+		t.Fatalf("chat after count_tokens' budget: %d %s", r.Status, r.Body)
+	}
+}
