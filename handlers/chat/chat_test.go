@@ -104,6 +104,8 @@ func TestParse(t *testing.T) {
 		{"one-hour cache deep in a tool result", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}]}`, "cache_control", nil},
 		{"one-hour cache escaped", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"r","cache_contro\u006c":{"type":"ephemeral","t\u0074l":"1h"}}]}]}`, "cache_control", nil},
 		{"one-hour cache from a chat client", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`, "cache_control", nil},
+		{"chat audio input", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, "messages", nil},
+		{"responses audio input", Responses, `{"input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, "input", nil},
 		{"five-minute cache", Messages, `{"max_tokens":5,"tools":[{"name":"f","input_schema":{},"cache_control":{"type":"ephemeral","ttl":"5m"}}],"messages":[{"role":"user","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral"}}]}]}`, "", nil},
 		{"too deep", ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"metadata":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, "body", nil},
 	} {

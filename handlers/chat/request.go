@@ -262,6 +262,11 @@ func unpriced(root gjson.Result, f Format) error {
 	if st := root.Get("service_tier"); st.Exists() && st.Type != gjson.Null && !serviceTiers[f][st.String()] {
 		return invalid("service_tier", "service_tier %q is not supported through the gateway", shorten(st.String()))
 	}
+	for _, list := range []string{"messages", "input"} {
+		if audioInput(root.Get(list)) {
+			return invalid(list, "audio input is billed at audio prices the gateway cannot price; send text")
+		}
+	}
 	if longCache(root) {
 		return invalid("cache_control", "a prompt cache lifetime other than 5m costs more than the gateway can price; omit ttl or send \"5m\"")
 	}
@@ -282,6 +287,20 @@ func unpriced(root gjson.Result, f Format) error {
 		return false
 	})
 	return err
+}
+
+// audioInput reports an audio content part (input_audio) in messages or
+// input items: providers bill audio tokens at their own, dearer price.
+func audioInput(list gjson.Result) bool {
+	found := false
+	list.ForEach(func(_, m gjson.Result) bool {
+		m.Get("content").ForEach(func(_, part gjson.Result) bool {
+			found = part.Get("type").String() == "input_audio"
+			return !found
+		})
+		return !found
+	})
+	return found
 }
 
 // cacheTTLs are the prompt cache lifetimes the catalogue's cache write
