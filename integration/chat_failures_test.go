@@ -344,6 +344,14 @@ func TestChatBadInput(t *testing.T) {
 		{"responses previous_response_id", "/v1/responses", `{"model":"gw-fast","input":"hi","previous_response_id":"resp_123"}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "previous_response_id")},
 		{"messages server tool", "/alt/v1/messages", `{"model":"gw-fast","max_tokens":8,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"hi"}]}`, apiKey(key), 400, messagesInvalid},
 		{"messages premium beta", "/alt/v1/messages", `{"model":"gw-fast","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, append(apiKey(key), "anthropic-beta", "context-1m-2025-08-07"), 400, messagesInvalid},
+		{"chat audio input", "/v1/chat/completions", `{"model":"gw-fast","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "messages")},
+		{"messages one-hour cache", "/alt/v1/messages", `{"model":"gw-fast","max_tokens":8,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[{"role":"user","content":"hi"}]}`, apiKey(key), 400, messagesInvalid},
+		{"chat one-hour cache", "/v1/chat/completions", `{"model":"gw-pinned-claude-haiku-4-5","messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "cache_control")},
+		// The reservation is an upper bound (issue 18): an output limit is a
+		// whole number the provider would honour.
+		{"chat output limit past any model", "/v1/chat/completions", `{"model":"gw-fast","max_completion_tokens":9000000000000000000,"messages":[{"role":"user","content":"hi"}]}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "max_completion_tokens")},
+		{"responses output limit a string", "/v1/responses", `{"model":"gw-fast","max_output_tokens":"5","input":"hi"}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "max_output_tokens")},
+		{"messages max_tokens null", "/alt/v1/messages", `{"model":"gw-fast","max_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, apiKey(key), 400, messagesInvalid},
 		{"chat model not on the key's list", "/v1/chat/completions", `{"model":"gw-pinned-claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`, bearer(limited), 401,
 			`{"error":{"message":"<string>","type":"permission_error","param":null,"code":"model_not_allowed"}}`},
 		{"chat alias not on the key's list", "/v1/chat/completions", `{"model":"gw-auto","messages":[{"role":"user","content":"hi"}],"stream":true}`, bearer(limited), 401,

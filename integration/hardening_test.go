@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiktoken-go/tokenizer"
+
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -180,4 +182,125 @@ func TestNegativeUsageIsAFailure(t *testing.T) {
 		}
 	}
 	e.expectNoCharge(t, "negative", "1.00")
+}
+
+// The reservation is an upper bound of the prompt too: a prompt whose
+// tokens are many more than a quarter of its bytes (here one token every
+// two bytes, as the o200k tokenizer counts "a a a ...") is reserved at a
+// token a byte, so a prepaid balance it would overdraw refuses it before
+// the provider is asked, instead of ending below zero.
+func TestPromptReservedAtItsBound(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	const account, balance = "dense", "0.005"
+	key := e.account(t, account, map[string]any{"balance_usd": balance})
+	text := strings.Repeat("a ", 20000)
+	enc, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := enc.Count(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the provider would bill: more than the balance (gpt-4.1-mini
+	// reads at 0.40 USD a million tokens).
+	if cost := pricing.Cost(false, pricing.Line{Units: int64(tokens), Rate: pricing.PerMillion(mustUSD(t, "0.40"))}); cost <= mustUSD(t, balance) {
+		t.Fatalf("the prompt costs %v, not more than the balance", cost)
+	}
+	e.OA.SetDefault(fake.Script{Text: "ok", Usage: fake.Usage{Input: tokens, Output: 10}})
+	body := `{"model":"gw-pinned-gpt-4.1-mini","max_completion_tokens":100,"messages":[{"role":"user","content":"` + text + `"}]}`
+	r := e.do(t, http.MethodPost, "/v1/chat/completions", body, bearer(key)...)
+	if r.Status != http.StatusPaymentRequired || r.Header.Get("X-Gw-Hold-Reason") != "credit_exhausted" {
+		t.Fatalf("a prompt dearer than the balance: %d %s", r.Status, r.Body)
+	}
+	if n := len(e.OA.Requests()); n != 0 {
+		t.Fatalf("the provider was asked %d times", n)
+	}
+	e.expectNoCharge(t, account, balance)
+}
+
+// An output limit sent as null is no limit to the provider: the gateway
+// sends its own (the limit its reservation assumed) on every path.
+func TestNullOutputLimitIsBounded(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	key := e.account(t, "nolimit", map[string]any{"balance_usd": "1.00"})
+	for _, tc := range []struct{ path, body, field string }{
+		{"/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens"},
+		{"/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","max_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens"},
+		{"/v1/responses", `{"model":"gw-pinned-gpt-4.1-mini","max_output_tokens":null,"input":"hi"}`, "max_output_tokens"},
+		{"/v1/chat/completions", `{"model":"gw-pinned-claude-haiku-4-5","max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
+	} {
+		e.reset()
+		r := e.do(t, http.MethodPost, tc.path, tc.body, bearer(key)...)
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.body, r.Status, r.Body)
+		}
+		reqs := append(e.OA.Requests(), e.AN.Requests()...)
+		if len(reqs) != 1 {
+			t.Fatalf("%s: %d upstream requests", tc.body, len(reqs))
+		}
+		if got := reqs[0].JSON()[tc.field]; got != float64(4096) {
+			t.Fatalf("%s: the provider got %s = %v", tc.body, tc.field, got)
+		}
+	}
+}
+
+// A provider's error event mid-stream reaches the client in the gateway's
+// words: the provider's message (which may name the operator's
+// organisation and its limits) never does, on any path or backend.
+func TestMidStreamErrorInGatewayWords(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	key := e.account(t, "leaks", map[string]any{"balance_usd": "1.00"})
+	const secret = "Rate limit reached for org-Secret123 on tokens per min"
+	for _, model := range []string{"gw-pinned-gpt-4.1-mini", "gw-pinned-claude-haiku-4-5"} {
+		for _, tc := range []struct {
+			path, body string
+			key        []string
+		}{
+			{"/v1/chat/completions", `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`, bearer(key)},
+			{"/v1/responses", `{"model":"` + model + `","stream":true,"input":"hi"}`, bearer(key)},
+			{"/alt/v1/messages", `{"model":"` + model + `","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, apiKey(key)},
+		} {
+			e.reset()
+			up := e.OA
+			if strings.Contains(model, "claude") {
+				up = e.AN
+			}
+			up.Push(fake.Script{Text: midStreamText, Chunks: 4, MidStreamError: true, ErrorMessage: secret})
+			r := e.do(t, http.MethodPost, tc.path, tc.body, tc.key...)
+			body := string(r.Body)
+			if r.Status != http.StatusOK || !strings.Contains(body, "tick") || !strings.Contains(body, "error") {
+				t.Fatalf("%s %s: %d %s", model, tc.path, r.Status, body)
+			}
+			if strings.Contains(body, "org-Secret123") {
+				t.Errorf("%s %s: the provider's words reached the client: %s", model, tc.path, body)
+			}
+		}
+	}
+}
+
+// count_tokens is never billed, so it has a rate budget of its own
+// (count_tokens_per_minute): past it, 429 with Retry-After in the
+// messages-style shape, while the account's chat is untouched.
+func TestCountTokensBudget(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, withGW(t, "\t\tlimits {\n\t\t\tcount_tokens_per_minute 2\n\t\t}"))
+	key := e.account(t, "counter", nil)
+	body := `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	for i := range 2 {
+		if r := e.do(t, http.MethodPost, "/alt/v1/messages/count_tokens", body, apiKey(key)...); r.Status != http.StatusOK {
+			t.Fatalf("call %d: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	r := e.do(t, http.MethodPost, "/alt/v1/messages/count_tokens", body, apiKey(key)...)
+	expectError(t, r, http.StatusTooManyRequests, `{"type":"error","error":{"type":"rate_limit_error","message":"<string>"}}`, "req-")
+	if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
+		t.Fatalf("Retry-After %q", ra)
+	}
+	if r := e.do(t, http.MethodPost, "/alt/v1/messages", `{"model":"gw-pinned-gpt-4.1-mini","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`, apiKey(key)...); r.Status != http.StatusOK {
+		t.Fatalf("chat after count_tokens' budget: %d %s", r.Status, r.Body)
+	}
 }

@@ -455,12 +455,23 @@ var outputLimit = map[Format][]string{
 
 // boundOutput sets the upstream's output limit to router.DefaultMaxTokens
 // when the request has none, so that the reservation (which assumes that
-// limit) is an upper bound of what the call can cost.
+// limit) is an upper bound of what the call can cost. A limit sent as null
+// is none (providers read it as absent): it is dropped and replaced.
 func boundOutput(body []byte, f Format) ([]byte, error) {
+	bounded := false
 	for _, field := range outputLimit[f] {
-		if gjson.GetBytes(body, field).Exists() {
-			return body, nil
+		switch v := gjson.GetBytes(body, field); {
+		case v.Type == gjson.Null && v.Exists():
+			var err error
+			if body, err = sjson.DeleteBytes(body, field); err != nil {
+				return nil, err
+			}
+		case v.Exists():
+			bounded = true
 		}
+	}
+	if bounded {
+		return body, nil
 	}
 	return sjson.SetBytes(body, outputLimit[f][0], router.DefaultMaxTokens)
 }

@@ -79,6 +79,35 @@ func TestParse(t *testing.T) {
 		{"messages client tools", Messages, `{"max_tokens":5,"tools":[{"name":"f","input_schema":{}},{"type":"custom","name":"g"},{"type":"bash_20250124","name":"bash"}],"messages":[{"role":"user","content":"x"}]}`, "", nil},
 		{"messages mcp connector", Messages, `{"max_tokens":5,"mcp_servers":[{"url":"https://x"}],"messages":[{"role":"user","content":"x"}]}`, "mcp_servers", nil},
 		{"messages priority", Messages, `{"max_tokens":5,"service_tier":"priority","messages":[{"role":"user","content":"x"}]}`, "service_tier", nil},
+		// The reservation is an upper bound (issue 18): output limits are
+		// read as the provider reads them, the prompt at a token a byte.
+		{"both output limits: the larger", ChatCompletions, `{"max_completion_tokens":5,"max_tokens":900,"messages":[{"role":"user","content":"x"}]}`, "", func(r *request) bool { return r.needs.MaxTokens == 900 }},
+		{"null output limit is none", ChatCompletions, `{"max_completion_tokens":null,"messages":[{"role":"user","content":"x"}]}`, "", func(r *request) bool { return r.needs.MaxTokens == 0 }},
+		{"null output limit on responses", Responses, `{"max_output_tokens":null,"input":"x"}`, "", func(r *request) bool { return r.needs.MaxTokens == 0 }},
+		{"messages null max_tokens", Messages, `{"max_tokens":null,"messages":[{"role":"user","content":"x"}]}`, "max_tokens", nil},
+		{"output limit past any model", ChatCompletions, `{"max_completion_tokens":9000000000000000000,"messages":[{"role":"user","content":"x"}]}`, "max_completion_tokens", nil},
+		{"output limit 1e30", ChatCompletions, `{"max_tokens":1e30,"messages":[{"role":"user","content":"x"}]}`, "max_tokens", nil},
+		{"output limit a string", ChatCompletions, `{"max_tokens":"100","messages":[{"role":"user","content":"x"}]}`, "max_tokens", nil},
+		{"output limit a fraction", Responses, `{"max_output_tokens":10.5,"input":"x"}`, "max_output_tokens", nil},
+		{"messages max_tokens past any model", Messages, `{"max_tokens":2000000,"messages":[{"role":"user","content":"x"}]}`, "max_tokens", nil},
+		{"prompt bound a token a byte", ChatCompletions, `{"messages":[{"role":"user","content":"` + strings.Repeat("a ", 500) + `"}]}`, "",
+			func(r *request) bool { return r.needs.PromptBound >= 1000 && r.needs.PromptTokens < 1000 }},
+		{"inline image counted at its ceiling, not its bytes", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("A", 40000) + `"}}]}]}`, "",
+			func(r *request) bool {
+				return r.needs.PromptBound < ImageTokenCeiling+200 && r.needs.PromptBound > ImageTokenCeiling
+			}},
+		{"tool result image", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]}]}]}`, "",
+			func(r *request) bool { return r.needs.Vision && r.needs.PromptBound >= ImageTokenCeiling }},
+		{"tools add the provider's prompt", Messages, `{"max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"messages":[{"role":"user","content":"x"}]}`, "",
+			func(r *request) bool { return r.needs.PromptBound >= ToolUseOverheadTokens }},
+		// A longer prompt cache lifetime is billed at a dearer write price.
+		{"messages one-hour cache", Messages, `{"max_tokens":5,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[{"role":"user","content":"x"}]}`, "cache_control", nil},
+		{"one-hour cache deep in a tool result", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}]}`, "cache_control", nil},
+		{"one-hour cache escaped", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"r","cache_contro\u006c":{"type":"ephemeral","t\u0074l":"1h"}}]}]}`, "cache_control", nil},
+		{"one-hour cache from a chat client", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`, "cache_control", nil},
+		{"chat audio input", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, "messages", nil},
+		{"responses audio input", Responses, `{"input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, "input", nil},
+		{"five-minute cache", Messages, `{"max_tokens":5,"tools":[{"name":"f","input_schema":{},"cache_control":{"type":"ephemeral","ttl":"5m"}}],"messages":[{"role":"user","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral"}}]}]}`, "", nil},
 		{"too deep", ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"metadata":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, "body", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,7 +143,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if r.needs.PromptTokens < 0 || !gjson.ValidBytes(body) {
+		if r.needs.PromptTokens < 0 || r.needs.PromptBound < 0 || r.needs.MaxTokens > MaxOutputTokens || !gjson.ValidBytes(body) {
 			t.Fatalf("accepted %q", body)
 		}
 	})
@@ -443,5 +472,30 @@ func TestGatewayErrorContinuesSequence(t *testing.T) {
 				t.Fatalf("chat: %s after the error, want [DONE]", added[1].Data)
 			}
 		})
+	}
+}
+
+// An output limit sent as null is no limit to a provider: the gateway
+// sends its own, which the reservation assumed (issue 18).
+func TestNullOutputLimitBounded(t *testing.T) {
+	for _, tc := range []struct {
+		from, to Format
+		body     string
+		field    string
+	}{
+		{ChatCompletions, ChatCompletions, `{"max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens"},
+		{ChatCompletions, ChatCompletions, `{"max_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens"},
+		{Responses, Responses, `{"max_output_tokens":null,"input":"hi"}`, "max_output_tokens"},
+		{ChatCompletions, Messages, `{"max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
+	} {
+		out, _, err := requestFor([]byte(tc.body), tc.from, tc.to, "m1", false)
+		if err != nil || gjson.GetBytes(out, tc.field).Int() != router.DefaultMaxTokens {
+			t.Errorf("%s → %s: %s %v", tc.body, tc.field, out, err)
+		}
+		for _, f := range outputLimit[tc.to] {
+			if v := gjson.GetBytes(out, f); v.Exists() && v.Type == gjson.Null {
+				t.Errorf("%s: %s still null in %s", tc.body, f, out)
+			}
+		}
 	}
 }

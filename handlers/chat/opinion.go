@@ -132,7 +132,7 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	est := pricing.Cost(cl.Account.PAYG, router.EstimateLines(m, router.Needs{PromptTokens: len(body) / charsPerToken, MaxTokens: secondOpinionMaxTokens})...)
+	est := pricing.Cost(cl.Account.PAYG, router.EstimateLines(m, router.Needs{PromptTokens: len(body) / charsPerToken, PromptBound: len(body), MaxTokens: secondOpinionMaxTokens})...)
 	if err := cl.Reserve(est); err != nil {
 		return nil, 0, err
 	}

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -107,13 +108,24 @@ func parse(body []byte, f Format) (*request, error) {
 			}
 		}
 		if f == Messages {
-			mt := root.Get("max_tokens")
-			if mt.Type != gjson.Number || mt.Int() <= 0 {
-				return nil, invalid("max_tokens", "max_tokens is required: a positive whole number")
+			if mt := root.Get("max_tokens"); !mt.Exists() || mt.Type == gjson.Null {
+				return nil, invalid("max_tokens", "max_tokens is required: a whole number from 1 to %d", MaxOutputTokens)
 			}
-			n.MaxTokens = int(mt.Int())
+			mt, err := readOutputLimit(root, "max_tokens")
+			if err != nil {
+				return nil, err
+			}
+			n.MaxTokens = mt
 		} else {
-			n.MaxTokens = int(firstInt(root, "max_completion_tokens", "max_tokens"))
+			// Both limits may be sent; the estimate takes the larger, so it
+			// bounds the call whichever one the provider honours.
+			for _, field := range []string{"max_completion_tokens", "max_tokens"} {
+				mt, err := readOutputLimit(root, field)
+				if err != nil {
+					return nil, err
+				}
+				n.MaxTokens = max(n.MaxTokens, mt)
+			}
 			if v := root.Get("n"); v.Exists() {
 				if v.Type != gjson.Number || v.Num != float64(int64(v.Num)) || v.Num < 1 || v.Num > MaxAnswers {
 					return nil, invalid("n", "n must be a whole number from 1 to %d", MaxAnswers)
@@ -125,24 +137,31 @@ func parse(body []byte, f Format) (*request, error) {
 		n.JSON = root.Get("response_format.type").String() == "json_object" || root.Get("response_format.type").String() == "json_schema"
 		last := msgs.Array()[len(msgs.Array())-1]
 		n.Text = text(last.Get("content"))
-		pics := images(msgs)
+		pics, data := images(msgs)
 		n.Vision = pics > 0
 		n.PromptTokens += pics * ImageTokenCeiling
+		n.PromptBound = promptBound(len(body), pics, data, n.Tools)
 	case Responses:
 		in := root.Get("input")
 		if !in.Exists() || in.Type != gjson.String && !in.IsArray() {
 			return nil, invalid("input", "input must be a string or an array of input items")
 		}
-		n.MaxTokens = int(root.Get("max_output_tokens").Int())
+		mt, err := readOutputLimit(root, "max_output_tokens")
+		if err != nil {
+			return nil, err
+		}
+		n.MaxTokens = mt
 		n.Tools = len(root.Get("tools").Array()) > 0
 		n.JSON = root.Get("text.format.type").String() == "json_object" || root.Get("text.format.type").String() == "json_schema"
+		n.PromptBound = promptBound(len(body), 0, 0, n.Tools)
 		if in.Type == gjson.String {
 			n.Text = in.String()
 		} else if items := in.Array(); len(items) > 0 {
 			n.Text = text(items[len(items)-1].Get("content"))
-			pics := images(in)
+			pics, data := images(in)
 			n.Vision = pics > 0
 			n.PromptTokens += pics * ImageTokenCeiling
+			n.PromptBound = promptBound(len(body), pics, data, n.Tools)
 		}
 	}
 	return req, nil
@@ -150,6 +169,43 @@ func parse(body []byte, f Format) (*request, error) {
 
 // MaxAnswers bounds chat completions' n (the provider's own limit).
 const MaxAnswers = 128
+
+// MaxOutputTokens bounds the output limit a request may set
+// (max_completion_tokens, max_tokens, max_output_tokens): more than any
+// model writes in one answer, so that no limit can make the reservation
+// overflow or be read one way here and another upstream.
+const MaxOutputTokens = 1_000_000
+
+// readOutputLimit reads the output limit field of root: 0 when absent or null
+// (the gateway then sends its own, router.DefaultMaxTokens), else a whole
+// number from 1 to MaxOutputTokens, or a 400 naming the field.
+func readOutputLimit(root gjson.Result, field string) (int, error) {
+	v := root.Get(field)
+	if !v.Exists() || v.Type == gjson.Null {
+		return 0, nil
+	}
+	if v.Type != gjson.Number || v.Num != float64(int64(v.Num)) || v.Num < 1 || v.Num > MaxOutputTokens {
+		return 0, invalid(field, "%s must be a whole number from 1 to %d", field, MaxOutputTokens)
+	}
+	return int(v.Num), nil
+}
+
+// ToolUseOverheadTokens is what a provider adds to the prompt of a request
+// with tools (the messages-style tool-use system prompt is a few hundred
+// tokens), with room.
+const ToolUseOverheadTokens = 1024
+
+// promptBound is the most prompt tokens a body of size bytes can be billed
+// for: every token is at least one byte of text, except image parts, which
+// cost at most ImageTokenCeiling each whatever their inline data's size
+// (dataBytes), and the provider's own prompt for tools.
+func promptBound(size, pics, dataBytes int, tools bool) int {
+	b := size - dataBytes + pics*ImageTokenCeiling
+	if tools {
+		b += ToolUseOverheadTokens
+	}
+	return b
+}
 
 // Tool types the gateway can price: their cost is the tokens the provider
 // reports. Hosted tools (web search, file search, code interpreter, image
@@ -206,6 +262,14 @@ func unpriced(root gjson.Result, f Format) error {
 	if st := root.Get("service_tier"); st.Exists() && st.Type != gjson.Null && !serviceTiers[f][st.String()] {
 		return invalid("service_tier", "service_tier %q is not supported through the gateway", shorten(st.String()))
 	}
+	for _, list := range []string{"messages", "input"} {
+		if audioInput(root.Get(list)) {
+			return invalid(list, "audio input is billed at audio prices the gateway cannot price; send text")
+		}
+	}
+	if longCache(root) {
+		return invalid("cache_control", "a prompt cache lifetime other than 5m costs more than the gateway can price; omit ttl or send \"5m\"")
+	}
 	var err error
 	root.Get("tools").ForEach(func(_, tool gjson.Result) bool {
 		typ := tool.Get("type").String()
@@ -225,6 +289,46 @@ func unpriced(root gjson.Result, f Format) error {
 	return err
 }
 
+// audioInput reports an audio content part (input_audio) in messages or
+// input items: providers bill audio tokens at their own, dearer price.
+func audioInput(list gjson.Result) bool {
+	found := false
+	list.ForEach(func(_, m gjson.Result) bool {
+		m.Get("content").ForEach(func(_, part gjson.Result) bool {
+			found = part.Get("type").String() == "input_audio"
+			return !found
+		})
+		return !found
+	})
+	return found
+}
+
+// cacheTTLs are the prompt cache lifetimes the catalogue's cache write
+// price is for (the providers' default); a longer one (messages-style
+// "ttl": "1h", generally available without a beta) is billed at a higher
+// write price and is refused.
+var cacheTTLs = map[string]bool{"5m": true}
+
+// longCache reports whether any cache_control object in v, at any level
+// (tools, system blocks, content parts, tool results, the top level),
+// asks for a cache lifetime outside cacheTTLs. The body passed
+// jsonbody.Check, so the recursion is at most jsonbody.MaxDepth deep.
+func longCache(v gjson.Result) bool {
+	found := false
+	v.ForEach(func(k, x gjson.Result) bool {
+		if k.Type == gjson.String && k.Str == "cache_control" && x.IsObject() {
+			if ttl := x.Get("ttl"); ttl.Exists() && ttl.Type != gjson.Null && (ttl.Type != gjson.String || !cacheTTLs[ttl.Str]) {
+				found = true
+			}
+		}
+		if !found && (x.IsObject() || x.IsArray()) {
+			found = longCache(x)
+		}
+		return !found
+	})
+	return found
+}
+
 // shorten cuts a client value for a message.
 func shorten(s string) string {
 	const most = 64
@@ -232,15 +336,6 @@ func shorten(s string) string {
 		return s[:most] + "…"
 	}
 	return s
-}
-
-func firstInt(root gjson.Result, paths ...string) int64 {
-	for _, p := range paths {
-		if v := root.Get(p); v.Type == gjson.Number {
-			return v.Int()
-		}
-	}
-	return 0
 }
 
 // text joins the text of a content value: a string, or parts with text.
@@ -265,20 +360,50 @@ func text(content gjson.Result) string {
 const ImageTokenCeiling = 6000
 
 // images counts the image parts in messages or input items, in any of the
-// three formats (image_url, image, input_image).
-func images(list gjson.Result) int {
-	n := 0
+// three formats (image_url, image, input_image), tool results' included,
+// and the bytes of their inline data (data: URLs, base64 sources).
+func images(list gjson.Result) (n, dataBytes int) {
 	list.ForEach(func(_, m gjson.Result) bool {
-		m.Get("content").ForEach(func(_, part gjson.Result) bool {
-			switch part.Get("type").String() {
-			case "image_url", "image", "input_image":
-				n++
-			}
-			return true
-		})
+		k, d := imageParts(m.Get("content"))
+		n, dataBytes = n+k, dataBytes+d
 		return true
 	})
-	return n
+	return n, dataBytes
+}
+
+// imageParts counts the image parts of one content list, descending into
+// messages-style tool results (whose content may hold images).
+func imageParts(content gjson.Result) (n, dataBytes int) {
+	content.ForEach(func(_, part gjson.Result) bool {
+		switch part.Get("type").String() {
+		case "image_url":
+			n++
+			url := part.Get("image_url")
+			if url.IsObject() {
+				url = url.Get("url")
+			}
+			dataBytes += inline(url)
+		case "input_image":
+			n++
+			dataBytes += inline(part.Get("image_url"))
+		case "image":
+			n++
+			dataBytes += len(part.Get("source.data").Raw)
+		case "tool_result":
+			k, d := imageParts(part.Get("content"))
+			n, dataBytes = n+k, dataBytes+d
+		}
+		return true
+	})
+	return n, dataBytes
+}
+
+// inline is the size of an image URL that carries its data (data:...).
+func inline(url gjson.Result) int {
+	if url.Type == gjson.String && strings.HasPrefix(url.Str, "data:") {
+		return len(url.Raw)
+	}
+	return 0
 }
 
 func invalid(param, format string, args ...any) error {

@@ -54,7 +54,9 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 		}
 		for _, o := range out {
 			if isError(cl.format, o) {
-				return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s failed: %s", m.ID, errorMessage(o)), Retryable: true}
+				// The provider's words stay out (they may name the
+				// operator's organisation and its limits).
+				return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s failed before its answer started", m.ID), Retryable: true}
 			}
 		}
 		first = out
@@ -133,11 +135,12 @@ func (s *relay) write(evs []sse.Event) bool {
 	for i, ev := range evs {
 		if isError(s.format, ev) {
 			// The error and what the translator sent after it (the
-			// terminal event: [DONE], response.failed) end the stream.
+			// terminal event: [DONE], response.failed) end the stream,
+			// in the gateway's words, not the provider's.
 			s.failed = true
 			s.billDelivered()
 			for _, rest := range evs[i:] {
-				_ = s.w.Write(rest)
+				_ = s.w.Write(scrubError(s.format, rest))
 			}
 			return false
 		}
@@ -283,13 +286,27 @@ func isError(f Format, ev sse.Event) bool {
 	return !sse.IsDone(ev) && gjson.GetBytes(ev.Data, "error").Exists()
 }
 
-func errorMessage(ev sse.Event) string {
+// ProviderFailedMessage replaces a provider's own message in an error
+// event it sent mid-stream: its words may name the operator's organisation,
+// account or limits (issue 18); the event keeps its type and code.
+const ProviderFailedMessage = "the provider failed while answering; retry"
+
+// scrubError puts ProviderFailedMessage in place of every message an
+// error event of format f carries; other events pass unchanged.
+func scrubError(f Format, ev sse.Event) sse.Event {
+	if !isError(f, ev) {
+		return ev
+	}
+	data := ev.Data
 	for _, p := range []string{"error.message", "message", "response.error.message"} {
-		if m := gjson.GetBytes(ev.Data, p).String(); m != "" {
-			return m
+		if v := gjson.GetBytes(data, p); v.Exists() && v.Type != gjson.Null {
+			if b, err := sjson.SetBytes(data, p, ProviderFailedMessage); err == nil {
+				data = b
+			}
 		}
 	}
-	return "error"
+	ev.Data = data
+	return ev
 }
 
 // finalUsagePath finds the event of format f that carries the final usage,

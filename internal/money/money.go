@@ -8,6 +8,7 @@ package money
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -173,13 +174,14 @@ func (g *Gate) Reserve(ctx context.Context, accountID string, kind Kind, est pri
 // cap, then the account ceiling. A limit refuses when it is already
 // reached, or when est would pass it.
 func (g *Gate) refusal(acc *store.Account, kind Kind, sp store.Spend, held, est pricing.Money, now time.Time) error {
+	// Sums saturate: no amount, however large, can wrap around and pass.
 	over := func(used, limit pricing.Money) bool {
-		used += held
-		return used >= limit || used+est > limit
+		used = addSat(used, held)
+		return used >= limit || addSat(used, est) > limit
 	}
 	if acc.Balance != nil {
 		free := max(g.Policy.FreeMonthlyCredit-sp.Month, 0)
-		if over(0, *acc.Balance+free) {
+		if over(0, addSat(*acc.Balance, free)) {
 			return refuse(gwerr.CodeCreditExhausted, "the prepaid balance is used up; add credit to continue")
 		}
 	}
@@ -202,6 +204,17 @@ func (g *Gate) refusal(acc *store.Account, kind Kind, sp store.Spend, held, est 
 		}
 	}
 	return nil
+}
+
+// addSat is a+b, at most math.MaxInt64 and at least math.MinInt64.
+func addSat(a, b pricing.Money) pricing.Money {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 func refuse(code, msg string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -149,6 +150,43 @@ func TestHeldCountsAgainstLimits(t *testing.T) {
 	}
 	if _, err := f.gate.Reserve(ctx, "a", Ability, usd("0.5")); err != nil {
 		t.Fatalf("after settle: %v", err)
+	}
+}
+
+// Sums cannot overflow (issue 18): an estimate as large as Money holds,
+// on top of another call's hold, is refused by every limit instead of
+// wrapping around below it.
+func TestHugeEstimateCannotWrap(t *testing.T) {
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "prepaid", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1"))})
+	f.account(t, store.Account{ID: "capped", Plan: store.PlanPaid, Cleared: true, DailyCap: ptr(usd("1"))})
+	f.account(t, store.Account{ID: "free", Plan: store.PlanFree})
+	f.account(t, store.Account{ID: "rich", Plan: store.PlanPaid, Cleared: true, Balance: ptr(pricing.Money(math.MaxInt64 - 5))})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		id, code string
+		kind     Kind
+	}{
+		{"prepaid", gwerr.CodeCreditExhausted, Ability},
+		{"capped", gwerr.CodeDailyCap, Ability},
+		{"free", gwerr.CodeCreditExhausted, Chat},
+	} {
+		h, err := f.gate.Reserve(ctx, tc.id, tc.kind, usd("0.10"))
+		if err != nil {
+			t.Fatalf("%s: first hold: %v", tc.id, err)
+		}
+		for _, est := range []pricing.Money{math.MaxInt64, math.MaxInt64 - usd("0.05")} {
+			if _, err := f.gate.Reserve(ctx, tc.id, tc.kind, est); code(t, err) != tc.code {
+				t.Errorf("%s: estimate %d on top of a hold: %v, want %s", tc.id, est, err, tc.code)
+			}
+		}
+		h.Release(ctx)
+	}
+	// A balance near the top of Money plus a free monthly credit does not
+	// wrap into "nothing left".
+	f.gate.Policy.FreeMonthlyCredit = usd("5")
+	if _, err := f.gate.Reserve(ctx, "rich", Ability, usd("1")); err != nil {
+		t.Fatalf("a huge balance refused: %v", err)
 	}
 }
 

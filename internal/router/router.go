@@ -8,6 +8,7 @@ package router
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -24,8 +25,13 @@ type Needs struct {
 	Tools bool
 	// JSON: the request asks for JSON output.
 	JSON bool
-	// PromptTokens is an estimate of the prompt's size.
+	// PromptTokens is an estimate of the prompt's size, for routing (the
+	// context window, long-context work).
 	PromptTokens int
+	// PromptBound is the most prompt tokens the request can be billed for
+	// (a token is at least one byte of text), for the reservation, which
+	// must be an upper bound. 0: PromptTokens.
+	PromptBound int
 	// Answers is how many answers the request asks for (chat completions'
 	// n); every one is billed, so the estimate multiplies by it. 0 means 1.
 	Answers int
@@ -122,6 +128,10 @@ func (r *Router) lanes(lane string, n Needs) []*catalog.Model {
 				fit = append(fit, m)
 			}
 		}
+		// Candidates compare by the likely cost (the prompt's estimate),
+		// not by the reservation's bound.
+		likely := n
+		likely.PromptBound = 0
 		slices.SortStableFunc(fit, func(a, b *catalog.Model) int {
 			ha, hb := r.Health.Healthy(a.ID), r.Health.Healthy(b.ID)
 			if ha != hb {
@@ -130,7 +140,7 @@ func (r *Router) lanes(lane string, n Needs) []*catalog.Model {
 				}
 				return 1
 			}
-			return cmp.Compare(EstimateCost(a, n), EstimateCost(b, n))
+			return cmp.Compare(EstimateCost(a, likely), EstimateCost(b, likely))
 		})
 		if len(fit) > 0 {
 			out = append(out, fit[0])
@@ -152,19 +162,29 @@ func Fits(m *catalog.Model, n Needs) bool {
 const DefaultMaxTokens = 4096
 
 // EstimateLines is the most a request with n could cost on m, as priced
-// lines: every prompt token at the dearer of the input and cache write
-// prices, and the output limit (DefaultMaxTokens when unset) at the output
-// price times the answers asked for. The chat handler reserves it; the
-// router compares candidates by it.
+// lines: every prompt token (the larger of PromptBound and PromptTokens)
+// at the dearer of the input and cache write prices, and the output limit
+// (DefaultMaxTokens when unset) at the output price times the answers
+// asked for. The chat handler reserves it; the router compares candidates
+// by it. Units saturate rather than wrap, so no request can make its own
+// estimate small by making it huge.
 func EstimateLines(m *catalog.Model, n Needs) []pricing.Line {
-	out := n.MaxTokens
+	out := int64(n.MaxTokens)
 	if out <= 0 {
 		out = DefaultMaxTokens
 	}
 	return []pricing.Line{
-		{Units: int64(n.PromptTokens), Rate: pricing.PerMillion(max(m.InputPrice, m.CacheWriteRate()))},
-		{Units: int64(out) * int64(max(n.Answers, 1)), Rate: pricing.PerMillion(m.OutputPrice)},
+		{Units: int64(max(n.PromptBound, n.PromptTokens, 0)), Rate: pricing.PerMillion(max(m.InputPrice, m.CacheWriteRate()))},
+		{Units: mulSat(out, int64(max(n.Answers, 1))), Rate: pricing.PerMillion(m.OutputPrice)},
 	}
+}
+
+// mulSat is a×b for a, b > 0, at most math.MaxInt64.
+func mulSat(a, b int64) int64 {
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // EstimateCost is EstimateLines at list prices.

@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -198,5 +199,20 @@ func TestDecisionsBounded(t *testing.T) {
 	}
 	if _, ok := d.Get(fmt.Sprint(MaxDecisions + MaxDecisions/2 - 1)); !ok {
 		t.Fatal("the newest decision was dropped")
+	}
+}
+
+// The estimate reserves the prompt at its bound, and its units saturate
+// instead of wrapping (issue 18).
+func TestEstimateBoundAndSaturation(t *testing.T) {
+	m := &catalog.Model{ID: "m", InputPrice: usd("1"), OutputPrice: usd("2")}
+	// 1,000 tokens estimated, 4,000 at most: the bound is reserved.
+	if got := EstimateCost(m, Needs{PromptTokens: 1000, PromptBound: 4000, MaxTokens: 100}); got != usd("0.0042") {
+		t.Fatalf("estimate %v, want 0.0042", got)
+	}
+	// An output limit times answers past int64 saturates: the estimate is
+	// the most Money holds, never a wrapped small number.
+	if got := EstimateCost(m, Needs{MaxTokens: 1 << 62, Answers: 128}); got != math.MaxInt64 {
+		t.Fatalf("huge estimate %v", got)
 	}
 }
