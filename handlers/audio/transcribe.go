@@ -348,7 +348,7 @@ func (t *transcription) upstreamBody(model string) ([][]byte, string) {
 // duration (the file's, when the provider gave none) and words only when
 // asked.
 func (t *transcription) answer(raw []byte) ([]byte, error) {
-	if !jsonbody.Valid(raw) || !gjson.ValidBytes(raw) {
+	if jsonbody.Check(raw) != nil {
 		return nil, capabilityUnavailable(false, "the transcription gave an unreadable answer")
 	}
 	text := gjson.GetBytes(raw, "text")
