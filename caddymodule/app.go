@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/caddy-gw/caddy-gw/handlers/audio"
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
 	"github.com/caddy-gw/caddy-gw/handlers/fetch"
@@ -79,6 +80,9 @@ type App struct {
 	// model that run it and its prices. Without it search answers 502
 	// capability_unavailable.
 	Search *SearchConfig `json:"search,omitempty"`
+	// Audio sets the configurable parts of transcription and speech (the
+	// voices are declared in the speech ability blocks).
+	Audio *AudioConfig `json:"audio,omitempty"`
 	// FetchAllow lists hosts (host or host:port, comma-separated; expanded
 	// from {env.GW_FETCH_ALLOW}) exempt from page reading's address guard,
 	// for internal sites.
@@ -285,6 +289,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
 		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
+	if opts.Audio, err = a.audioHandler(cat); err != nil {
+		return err
+	}
 	if n := a.Limits.ChatRequestsPerMinute; n > 0 {
 		opts.ChatBudgets = []limits.Budget{{Name: ChatBudgetName, Limit: n, Period: time.Minute}}
 	}
@@ -359,6 +366,37 @@ type SearchConfig struct {
 	// tokens. Default: 0.40 and 1.60.
 	InputPrice  *pricing.Money `json:"input_price_usd_per_m,omitempty"`
 	OutputPrice *pricing.Money `json:"output_price_usd_per_m,omitempty"`
+}
+
+// AudioConfig is the configurable part of transcription and speech.
+type AudioConfig struct {
+	// AccurateUpTo is the clip length up to which gw-voice picks
+	// gw-voice-accurate; longer clips go to gw-voice-fast. Default: 5m.
+	AccurateUpTo caddy.Duration `json:"accurate_up_to,omitempty"`
+	// VerboseModel is the provider model that answers verbose_json (the
+	// provider's newer transcription models answer only json and text).
+	// Default: whisper-1.
+	VerboseModel string `json:"verbose_model,omitempty"`
+	// TranscriptionTimeout bounds a transcription. Default: 60s (the
+	// spec's); a shorter one serves tests.
+	TranscriptionTimeout caddy.Duration `json:"transcription_timeout,omitempty"`
+	// FirstAudioTimeout bounds the wait for speech's first audio byte.
+	// Default: 30s (the spec's).
+	FirstAudioTimeout caddy.Duration `json:"first_audio_timeout,omitempty"`
+	// GapTimeout bounds a gap between two chunks of speech audio; a longer
+	// one ends the stream. Default: 30s (the spec's).
+	GapTimeout caddy.Duration `json:"gap_timeout,omitempty"`
+}
+
+// audioHandler builds transcription, speech and the voice list.
+func (a *App) audioHandler(cat *catalog.Catalog) (*audio.Handler, error) {
+	var cfg audio.Config
+	if c := a.Audio; c != nil {
+		cfg = audio.Config{AccurateUpTo: time.Duration(c.AccurateUpTo), VerboseModel: c.VerboseModel,
+			TranscriptionTimeout: time.Duration(c.TranscriptionTimeout), FirstAudioTimeout: time.Duration(c.FirstAudioTimeout),
+			GapTimeout: time.Duration(c.GapTimeout)}
+	}
+	return audio.New(upstreams, cat, cfg)
 }
 
 // Search defaults.

@@ -44,6 +44,15 @@ func init() {
 //			model <provider model id>
 //			display_name <text>
 //			price_microcents <integer>
+//			voice <id> [<name> [<gender> [<description> [<languages>...]]]]   # speech aliases
+//			voices <id>...                  # gw-voice-speak-hd: the gw-voice-speak voices it takes
+//		}
+//		audio {
+//			accurate_up_to <duration>
+//			verbose_model <provider model id>
+//			transcription_timeout <duration>
+//			first_audio_timeout <duration>
+//			gap_timeout <duration>
 //		}
 //		alias <name> <target>
 //		cache_ttl <duration>
@@ -205,6 +214,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Err("search: provider is required")
 			}
 			a.Search = sc
+		case "audio":
+			ac, err := parseAudio(d)
+			if err != nil {
+				return err
+			}
+			a.Audio = ac
 		case "fetch_timeout":
 			var v string
 			if err := oneArg(d, &v); err != nil {
@@ -415,6 +430,27 @@ func parseAbility(d *caddyfile.Dispenser) (catalog.Ability, error) {
 				return a, err
 			}
 			a.PriceMicrocents = &n
+		case "voice":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return a, d.Err("voice: want <id> [<name> [<gender> [<description> [<languages>...]]]]")
+			}
+			v := catalog.Voice{ID: args[0]}
+			for i, f := range []*string{&v.Name, &v.Gender, &v.Description} {
+				if len(args) > i+1 {
+					*f = args[i+1]
+				}
+			}
+			if len(args) > 4 {
+				v.Languages = args[4:]
+			}
+			a.Voices = append(a.Voices, v)
+		case "voices":
+			ids := d.RemainingArgs()
+			if len(ids) == 0 {
+				return a, d.ArgErr()
+			}
+			a.VoiceSubset = append(a.VoiceSubset, ids...)
 		default:
 			return a, d.Errf("unknown ability option %q", opt)
 		}
@@ -478,6 +514,41 @@ func parseMoney(d *caddyfile.Dispenser, m *MoneyConfig) error {
 		}
 	}
 	return nil
+}
+
+// parseAudio reads the audio block:
+//
+//	audio {
+//		accurate_up_to <duration>
+//		verbose_model <provider model id>
+//		transcription_timeout <duration>
+//		first_audio_timeout <duration>
+//		gap_timeout <duration>
+//	}
+func parseAudio(d *caddyfile.Dispenser) (*AudioConfig, error) {
+	ac := &AudioConfig{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch opt := d.Val(); opt {
+		case "verbose_model":
+			if err := oneArg(d, &ac.VerboseModel); err != nil {
+				return nil, err
+			}
+		case "accurate_up_to", "transcription_timeout", "first_audio_timeout", "gap_timeout":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return nil, err
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return nil, d.Errf("%s: want a duration, got %q", opt, v)
+			}
+			*map[string]*caddy.Duration{"accurate_up_to": &ac.AccurateUpTo, "transcription_timeout": &ac.TranscriptionTimeout,
+				"first_audio_timeout": &ac.FirstAudioTimeout, "gap_timeout": &ac.GapTimeout}[opt] = caddy.Duration(dur)
+		default:
+			return nil, d.Errf("unknown audio option %q", opt)
+		}
+	}
+	return ac, nil
 }
 
 // oneArgOpenBlock reads the single argument before a block.

@@ -84,8 +84,8 @@ type route struct {
 	path   string
 	method string // the method it serves
 	fam    family
-	// lists: a model list (200 for any valid key) rather than a feature
-	// still to build (501).
+	// lists: a list (of models or voices: 200 for any valid key) rather
+	// than a feature still to build (501).
 	lists bool
 	// allow is the Allow header of a 405 ("" means method).
 	allow string
@@ -126,7 +126,11 @@ const (
 	responsesMissing = `{"error":{"message":"<string>","type":"invalid_request_error","param":"input","code":null}}`
 	messagesMissing  = `{"type":"error","error":{"type":"invalid_request_error","message":"<string>"}}`
 	searchMissing    = `{"error":{"message":"<string>","type":"invalid_request_error","param":"query"}}`
-	decideMissing    = `{"error":{"message":"<string>","type":"invalid_request_error","code":"model_not_supported","param":"model"}}`
+	// Transcription reads multipart (a JSON body has no file); speech
+	// wants its input.
+	transcriptionMissing = `{"error":{"message":"<string>","type":"invalid_request_error","param":"file"}}`
+	speechMissing        = `{"error":{"message":"<string>","type":"invalid_request_error","param":"input"}}`
+	decideMissing        = `{"error":{"message":"<string>","type":"invalid_request_error","code":"model_not_supported","param":"model"}}`
 	// The routing server answers tools/list without a session -32004.
 	routingNoSession = `{"jsonrpc":"2.0","id":1,"error":{"code":-32004,"message":"<string>"}}`
 )
@@ -150,12 +154,12 @@ var routeTable = []route{
 	{path: "/models", method: "GET", fam: famChat, lists: true},
 	{path: "/alt/v1/messages", method: "POST", fam: famMessages, built: messagesMissing},
 	{path: "/alt/v1/messages/count_tokens", method: "POST", fam: famMessages, built: messagesMissing},
-	{path: "/v1/audio/transcriptions", method: "POST", fam: famAbility},
-	{path: "/audio/transcriptions", method: "POST", fam: famAbility},
-	{path: "/v1/audio/speech", method: "POST", fam: famAbility},
-	{path: "/audio/speech", method: "POST", fam: famAbility},
-	{path: "/v1/audio/voices", method: "GET", fam: famVoices},
-	{path: "/audio/voices", method: "GET", fam: famVoices},
+	{path: "/v1/audio/transcriptions", method: "POST", fam: famAbility, built: transcriptionMissing},
+	{path: "/audio/transcriptions", method: "POST", fam: famAbility, built: transcriptionMissing},
+	{path: "/v1/audio/speech", method: "POST", fam: famAbility, built: speechMissing},
+	{path: "/audio/speech", method: "POST", fam: famAbility, built: speechMissing},
+	{path: "/v1/audio/voices", method: "GET", fam: famVoices, lists: true},
+	{path: "/audio/voices", method: "GET", fam: famVoices, lists: true},
 	{path: "/v1/images/generations", method: "POST", fam: famImages},
 	{path: "/v1/images/edits", method: "POST", fam: famImages},
 	{path: "/v1/search", method: "POST", fam: famAbility, built: searchMissing},

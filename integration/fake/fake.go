@@ -24,6 +24,13 @@
 //     Responses API's named SSE events (response.created … response.completed),
 //     each with its sequence_number.
 //   - GET /v1/models and GET /v1/models/{id}: the list in Upstream.Models.
+//   - POST /v1/audio/transcriptions (multipart/form-data): json, text or
+//     verbose_json (segments, and words when asked) of Script.Text; the
+//     gpt-4o transcription models refuse verbose_json and timestamp
+//     granularities as the real API does, and a file whose name has no
+//     supported extension is refused.
+//   - POST /v1/audio/speech (JSON): Script.Audio as a binary stream, in
+//     Script.Chunks flushed pieces.
 //
 // Anthropic (URL = server, no /v1; the gateway appends /v1/messages):
 //   - POST /v1/messages: a message object, or with "stream": true the named
@@ -148,6 +155,16 @@ type Script struct {
 	// (chat completions asked with logprobs): the first is the token
 	// chosen. Empty: logprobs is null.
 	TopLogprobs []Logprob
+	// Audio is what POST /v1/audio/speech answers, sent in Chunks pieces
+	// (each flushed); empty means DefaultSpeechAudio. With Gate the
+	// stream blocks after the first piece; with MidStreamError the
+	// connection is cut after it; EmptyAudio answers 200 with no bytes
+	// (with a Gate: the headers, then nothing until the Gate opens).
+	Audio      []byte
+	EmptyAudio bool
+	// AudioSeconds is the duration a verbose_json transcription reports
+	// (Text is the transcript).
+	AudioSeconds float64
 }
 
 // Logprob is one token and its log-probability.

@@ -25,6 +25,21 @@ func serveOpenAI(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 				fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, path))
 			return
 		}
+	case path == "/v1/audio/transcriptions", path == "/v1/audio/speech":
+		if r.Method != http.MethodPost {
+			openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", nil, nil,
+				fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, path))
+			return
+		}
+		if !u.openAIAuth(w, r) {
+			return
+		}
+		if path == "/v1/audio/speech" {
+			u.speech(w, r, body)
+		} else {
+			u.transcription(w, r, body)
+		}
+		return
 	case path == "/v1/models", strings.HasPrefix(path, "/v1/models/"):
 		route = "/v1/models"
 		if r.Method != http.MethodGet {

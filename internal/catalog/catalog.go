@@ -169,6 +169,26 @@ type Ability struct {
 	// PriceMicrocents is the plan price of one unit in millionths of a US
 	// dollar; absent means unpublished (null on the row).
 	PriceMicrocents *int64 `json:"price_microcents,omitempty"`
+	// Voices are the voices of a speech alias (gw-voice-speak): the rows
+	// of GET /v1/audio/voices under this alias (CONTRACT §7).
+	Voices []Voice `json:"voices,omitempty"`
+	// VoiceSubset, on gw-voice-speak-hd, lists the gw-voice-speak voices it
+	// takes (it has no rows of its own; default: the spec's subset).
+	VoiceSubset []string `json:"voice_subset,omitempty"`
+}
+
+// Voice is one voice of a speech alias, a row of GET /v1/audio/voices.
+type Voice struct {
+	// ID is sent as voice in a speech request.
+	ID string `json:"id"`
+	// Name is the display name (the id when empty).
+	Name string `json:"name,omitempty"`
+	// Gender, for example female, male or neutral.
+	Gender string `json:"gender,omitempty"`
+	// Description is a short description.
+	Description string `json:"description,omitempty"`
+	// Languages are language codes such as en, or multilingual.
+	Languages []string `json:"languages,omitempty"`
 }
 
 // Alias is an extra chat alias naming a lane alias, a pinned id or a

@@ -64,6 +64,21 @@ const (
 	CodePaymentRequired  = "payment_required"
 )
 
+// Codes of the ability tables (transcription, speech, images).
+const (
+	// CodeUnsupportedFileFormat: an upload that is not in a listed format
+	// (400, param file).
+	CodeUnsupportedFileFormat = "unsupported_file_format"
+	// CodeFileTooLarge: an upload over its size limit (413).
+	CodeFileTooLarge = "file_too_large"
+	// CodeCapabilityUnavailable: the ability's backing service failed
+	// (502) or took too long (504).
+	CodeCapabilityUnavailable = "capability_unavailable"
+	// CodeInvalidRequestError: the backing service refused a request that
+	// passed the gateway's own checks (speech 400).
+	CodeInvalidRequestError = "invalid_request_error"
+)
+
 // Error is one refusal. Kind selects the status and the family's default
 // type and code; the other fields refine it.
 type Error struct {

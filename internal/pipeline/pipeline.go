@@ -145,6 +145,25 @@ type Recorded struct {
 	Status int
 	Header http.Header
 	Body   bytes.Buffer
+	// Aborted is true when the handler cut its answer short after it had
+	// begun (Call.Abort): Body holds only part of it.
+	Aborted bool
+}
+
+// Abort ends an answer that has begun but cannot be finished (its
+// upstream broke off mid-stream): the connection is cut, so the client
+// sees an incomplete body rather than a clean end (as Caddy's
+// reverse_proxy does). An answer collected by Invoke is marked Aborted
+// instead.
+func (c *Call) Abort() {
+	if sw, ok := c.W.(*statusWriter); ok {
+		if rec, ok := sw.ResponseWriter.(recorder); ok {
+			rec.Aborted = true
+			return
+		}
+	}
+	_ = http.NewResponseController(c.W).Flush()
+	panic(http.ErrAbortHandler)
 }
 
 // WriteHeader implements http.ResponseWriter.

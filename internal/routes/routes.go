@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/caddy-gw/caddy-gw/handlers/audio"
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
 	"github.com/caddy-gw/caddy-gw/handlers/fetch"
@@ -97,6 +98,9 @@ type Options struct {
 	Search *search.Handler
 	// Fetch serves page reading; nil leaves it answering 501.
 	Fetch *fetch.Handler
+	// Audio serves transcription, speech and the voice list; nil leaves
+	// them answering 501.
+	Audio *audio.Handler
 }
 
 // Billing kinds of the billed routes.
@@ -145,6 +149,12 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if opt.Search != nil {
 		searchEP.Handler = opt.Search.Serve
 	}
+	transcriptionEP := ability("transcription", store.AbilityTranscription, gwerr.Ability, shared)
+	speechEP := ability("speech", store.AbilitySpeech, gwerr.Ability, shared)
+	voicesEP := &pipeline.Endpoint{Name: "voices", Methods: get, Family: gwerr.Voices, Auth: pipeline.BearerOnly}
+	if a := opt.Audio; a != nil {
+		transcriptionEP.Handler, speechEP.Handler, voicesEP.Handler = a.Transcribe, a.Speech, a.Voices
+	}
 	toolsEP := &pipeline.Endpoint{Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly}
 	if opt.Tools != nil {
 		toolsEP.Handler = opt.Tools.Serve
@@ -163,9 +173,9 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		altPrefix + PathMessages:    messages(msgs),
 		altPrefix + PathCountTokens: countTokens,
 
-		PathTranscription: ability("transcription", store.AbilityTranscription, gwerr.Ability, shared),
-		PathSpeech:        ability("speech", store.AbilitySpeech, gwerr.Ability, shared),
-		PathVoices:        {Name: "voices", Methods: get, Family: gwerr.Voices, Auth: pipeline.BearerOnly},
+		PathTranscription: transcriptionEP,
+		PathSpeech:        speechEP,
+		PathVoices:        voicesEP,
 		PathImageGen:      ability("images", store.AbilityImages, gwerr.Images, nil),
 		PathImageEdit:     ability("images", store.AbilityImages, gwerr.Images, nil),
 		PathSearch:        searchEP,

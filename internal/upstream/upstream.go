@@ -88,6 +88,9 @@ type Request struct {
 	// writer's FormDataContentType for uploads).
 	ContentType string
 	Body        []byte
+	// Parts, when set, are sent one after another in place of Body, so a
+	// large upload is framed without being copied into one buffer.
+	Parts [][]byte
 	// Client is the client's request, whose version and beta headers are
 	// forwarded to messages-style providers.
 	Client *http.Request
@@ -108,6 +111,20 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	if err != nil {
 		cancel()
 		return nil, gwerr.New(gwerr.Internal, "building the upstream request: %v", err)
+	}
+	if len(r.Parts) > 0 {
+		req.ContentLength = 0
+		for _, part := range r.Parts {
+			req.ContentLength += int64(len(part))
+		}
+		req.GetBody = func() (io.ReadCloser, error) {
+			rs := make([]io.Reader, len(r.Parts))
+			for i, part := range r.Parts {
+				rs[i] = bytes.NewReader(part)
+			}
+			return io.NopCloser(io.MultiReader(rs...)), nil
+		}
+		req.Body, _ = req.GetBody()
 	}
 	contentType := r.ContentType
 	if contentType == "" {
