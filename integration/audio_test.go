@@ -108,16 +108,6 @@ func (e *audioEnv) upload(t testing.TB, key, filename string, data []byte, field
 	return e.do(t, http.MethodPost, "/v1/audio/transcriptions", body, append(bearer(key), "Content-Type", ct)...)
 }
 
-// ledgerEntries maps the account's ledger by request id.
-func ledgerEntries(t testing.TB, g *gateway, account string) map[string]ledgerEntry {
-	t.Helper()
-	out := map[string]ledgerEntry{}
-	for _, e := range g.ledger(t, account) {
-		out[e.RequestID] = e
-	}
-	return out
-}
-
 // expectReceipt checks an answer's receipt headers against the ledger:
 // one entry under its request id with exactly that cost, units and unit.
 func expectReceipt(t testing.TB, g *gateway, account string, h http.Header, model, unitHeader string, units int64, unit string, cost pricing.Money) {
