@@ -30,6 +30,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/router"
 	"github.com/caddy-gw/caddy-gw/internal/routes"
 	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/mcp"
@@ -338,7 +339,9 @@ func (a *App) openStore() (store.Store, error) {
 			if err != nil {
 				return nil, err
 			}
-			return pooledStore{db}, nil
+			// Only this process writes the embedded store: keys, accounts
+			// and totals are kept in memory, charges group-committed.
+			return pooledStore{cached.New(db)}, nil
 		})
 		if err != nil {
 			a.storeKey = ""

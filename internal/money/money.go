@@ -268,15 +268,25 @@ func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 		h.Release(ctx)
 		return false, unsettled()
 	}
-	defer unlock()
-	charged, err := h.gate.Store.Settle(ctx, e)
-	h.done = true
-	if err == nil && charged && e.Cost > h.amount && h.gate.OnOverrun != nil {
-		h.gate.OnOverrun(h.account, e.RequestID, h.amount, e.Cost)
+	// A store that counts the charge at once (store.LaterSettler) is
+	// waited on after the lock is released: calls of one account then
+	// share a commit instead of queueing behind each other's.
+	var wait func() (bool, error)
+	if later, ok := h.gate.Store.(store.LaterSettler); ok {
+		wait = later.SettleLater(ctx, e)
+	} else {
+		charged, err := h.gate.Store.Settle(ctx, e)
+		wait = func() (bool, error) { return charged, err }
 	}
+	h.done = true
 	_ = h.gate.Locks.Add(ctx, h.account, -h.amount)
+	unlock()
+	charged, err := wait()
 	if err != nil {
 		return false, unsettled()
+	}
+	if charged && e.Cost > h.amount && h.gate.OnOverrun != nil {
+		h.gate.OnOverrun(h.account, e.RequestID, h.amount, e.Cost)
 	}
 	return charged, nil
 }

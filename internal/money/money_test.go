@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -34,6 +35,22 @@ func newFixture(t *testing.T, p Policy) *fixture {
 	t.Cleanup(func() { db.Close() })
 	f := &fixture{store: &storetest.Faulty{Store: db}, now: t0}
 	f.gate = &Gate{Store: f.store, Locks: NewMemoryLocks(), Policy: p, Now: func() time.Time { return f.now }}
+	return f
+}
+
+// newCachedFixture is newFixture on the hot path's store: accounts and
+// totals in memory, charges group-committed and waited for after the
+// account's lock is released (store.LaterSettler).
+func newCachedFixture(t *testing.T, p Policy) *fixture {
+	t.Helper()
+	db, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cached.New(db)
+	t.Cleanup(func() { c.Close() })
+	f := &fixture{store: &storetest.Faulty{Store: c}, now: t0}
+	f.gate = &Gate{Store: c, Locks: NewMemoryLocks(), Policy: p, Now: func() time.Time { return f.now }}
 	return f
 }
 
@@ -295,15 +312,19 @@ func TestConcurrentCallsNeverOverdraw(t *testing.T) {
 	const n, k = 40, 13
 	cost := usd("0.37")
 	for _, tc := range []struct {
-		name string
-		acc  store.Account
+		name    string
+		acc     store.Account
+		fixture func(*testing.T, Policy) *fixture
 	}{
-		{"prepaid balance", store.Account{Balance: ptr(cost * k)}},
-		{"daily cap", store.Account{DailyCap: ptr(cost * k)}},
-		{"monthly cap", store.Account{MonthlyCap: ptr(cost * k)}},
+		{"prepaid balance", store.Account{Balance: ptr(cost * k)}, newFixture},
+		{"daily cap", store.Account{DailyCap: ptr(cost * k)}, newFixture},
+		{"monthly cap", store.Account{MonthlyCap: ptr(cost * k)}, newFixture},
+		{"prepaid balance, cached", store.Account{Balance: ptr(cost * k)}, newCachedFixture},
+		{"daily cap, cached", store.Account{DailyCap: ptr(cost * k)}, newCachedFixture},
+		{"monthly cap, cached", store.Account{MonthlyCap: ptr(cost * k)}, newCachedFixture},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, Policy{})
+			f := tc.fixture(t, Policy{})
 			tc.acc.ID, tc.acc.Plan, tc.acc.Cleared = "a", store.PlanPaid, true
 			f.account(t, tc.acc)
 			ctx := context.Background()

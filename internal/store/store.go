@@ -207,6 +207,23 @@ type Ledger interface {
 	CheckJournal(ctx context.Context) ([]JournalProblem, error)
 }
 
+// BatchSettler is a backend that can settle several entries in one
+// transaction (one commit, one fsync): the group commit of the hot path.
+type BatchSettler interface {
+	// SettleBatch settles entries in order, all or none; charged[i] is
+	// what Settle would report of entries[i].
+	SettleBatch(ctx context.Context, entries []Entry) (charged []bool, err error)
+}
+
+// LaterSettler is a backend that counts a charge at once and makes it
+// durable afterwards: SettleLater applies e to what Account and Spend
+// answer before it returns, and wait blocks until e is on disk (or failed,
+// and was taken back), reporting as Settle does. A caller may release its
+// locks between the two.
+type LaterSettler interface {
+	SettleLater(ctx context.Context, e Entry) (wait func() (bool, error))
+}
+
 // Store is a complete backend.
 type Store interface {
 	Accounts

@@ -545,68 +545,92 @@ func scanKey(row interface{ Scan(...any) error }) (store.Key, error) {
 // nothing when e.RequestID is already in the ledger; store.ErrNotFound if
 // the account does not exist. A zero e.Time is set to now.
 func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
-	if e.RequestID == "" {
-		return false, errors.New("sqlite: settle: empty request id")
-	}
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	at, err := nanos(e.Time)
+	charged, err := db.SettleBatch(ctx, []store.Entry{e})
 	if err != nil {
-		return false, fmt.Errorf("sqlite: settle %q: %w", e.RequestID, err)
+		return false, err
 	}
-	var inserted bool
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`,
-			e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
-		if err != nil {
-			return classify(err)
+	return charged[0], nil
+}
+
+// SettleBatch settles entries in order in one transaction, so one commit
+// (one fsync) makes all of them durable; charged[i] is Settle's report of
+// entries[i]. Any entry's failure rolls the whole batch back.
+func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, error) {
+	charged := make([]bool, len(entries))
+	for i := range entries {
+		if entries[i].RequestID == "" {
+			return nil, errors.New("sqlite: settle: empty request id")
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
+		if entries[i].Time.IsZero() {
+			entries[i].Time = time.Now()
 		}
-		if n == 0 {
-			return nil // already settled
+		if _, err := nanos(entries[i].Time); err != nil {
+			return nil, fmt.Errorf("sqlite: settle %q: %w", entries[i].RequestID, err)
 		}
-		day, _ := store.DayOf(e.Time)
-		month, _ := store.MonthOf(e.Time)
-		draw := e.Cost
-		if e.FreeMonthlyCredit > 0 {
-			var before int64
-			err := tx.QueryRowContext(ctx, `SELECT cost FROM spend WHERE account_id = ? AND period = ? AND start = ?`,
-				e.AccountID, periodMonth, month.UnixNano()).Scan(&before)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
+	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		for i, e := range entries {
+			ok, err := settleTx(ctx, tx, e)
+			if err != nil {
+				return fmt.Errorf("settle %q: %w", e.RequestID, err)
 			}
-			draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
+			charged[i] = ok
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
-			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`,
-			e.AccountID, periodTotal, int64(e.Cost),
-			e.AccountID, periodDay, day.UnixNano(), int64(e.Cost),
-			e.AccountID, periodMonth, month.UnixNano(), int64(e.Cost)); err != nil {
-			return err
-		}
-		var after sql.NullInt64
-		if err := tx.QueryRowContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ? RETURNING balance`,
-			int64(draw), e.AccountID).Scan(&after); err != nil {
-			return err
-		}
-		if after.Valid && draw > 0 {
-			if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
-				Balance: pricing.Money(after.Int64), RequestID: e.RequestID}); err != nil {
-				return err
-			}
-		}
-		inserted = true
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("sqlite: settle %q: %w", e.RequestID, err)
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	return inserted, nil
+	return charged, nil
+}
+
+// settleTx is one entry of SettleBatch inside tx.
+func settleTx(ctx context.Context, tx *sql.Tx, e store.Entry) (bool, error) {
+	at, _ := nanos(e.Time)
+	res, err := tx.ExecContext(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`,
+		e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
+	if err != nil {
+		return false, classify(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	if n == 0 {
+		return false, nil // already settled
+	}
+	day, _ := store.DayOf(e.Time)
+	month, _ := store.MonthOf(e.Time)
+	draw := e.Cost
+	if e.FreeMonthlyCredit > 0 {
+		var before int64
+		err := tx.QueryRowContext(ctx, `SELECT cost FROM spend WHERE account_id = ? AND period = ? AND start = ?`,
+			e.AccountID, periodMonth, month.UnixNano()).Scan(&before)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return false, err
+		}
+		draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
+		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`,
+		e.AccountID, periodTotal, int64(e.Cost),
+		e.AccountID, periodDay, day.UnixNano(), int64(e.Cost),
+		e.AccountID, periodMonth, month.UnixNano(), int64(e.Cost)); err != nil {
+		return false, err
+	}
+	var after sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ? RETURNING balance`,
+		int64(draw), e.AccountID).Scan(&after); err != nil {
+		return false, classify(err)
+	}
+	if after.Valid && draw > 0 {
+		if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
+			Balance: pricing.Money(after.Int64), RequestID: e.RequestID}); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // Entries returns an account's newest entries first, at most limit (100 when

@@ -1,0 +1,246 @@
+package cached
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+func open(t *testing.T) (*Store, *sqlite.DB, string) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(db)
+	t.Cleanup(func() { s.Close() })
+	return s, db, dir
+}
+
+func usd(s string) pricing.Money {
+	m, err := pricing.ParseUSD(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func ptr(m pricing.Money) *pricing.Money { return &m }
+
+// The wrapper passes the suite every backend shares.
+func TestConformance(t *testing.T) {
+	storetest.Conformance(t, func(t *testing.T) store.Store {
+		s, _, _ := open(t)
+		return s
+	})
+}
+
+// A revoked key is refused from the moment DeleteKey returns, although it
+// was answered from memory before.
+func TestRevocationAtOnce(t *testing.T) {
+	s, db, _ := open(t)
+	ctx := context.Background()
+	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateKey(ctx, store.Key{ID: "k1", AccountID: "a", Hash: "h1", Models: []string{"m"}}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := s.KeyByHash(ctx, "h1")
+	if err != nil || k.ID != "k1" {
+		t.Fatalf("key %+v %v", k, err)
+	}
+	// Memory answers now: the caller's copy cannot change it.
+	k.Models[0] = "changed"
+	if k, _ := s.KeyByHash(ctx, "h1"); k.Models[0] != "m" {
+		t.Fatalf("memory shares the caller's slice: %+v", k)
+	}
+	if err := s.DeleteKey(ctx, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.KeyByHash(ctx, "h1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("revoked key: %v", err)
+	}
+	if _, err := db.KeyByHash(ctx, "h1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("revoked key on disk: %v", err)
+	}
+}
+
+// Memory and disk agree after many concurrent charges of one account,
+// top-ups in between, and a restart: the balance, the running totals and
+// the ledger.
+func TestChargesMatchDisk(t *testing.T) {
+	s, _, dir := open(t)
+	ctx := context.Background()
+	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Balance: ptr(usd("100"))}); err != nil {
+		t.Fatal(err)
+	}
+	// Load the account into memory first.
+	if _, err := s.Account(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	cost := usd("0.013")
+	var wg sync.WaitGroup
+	var charged atomic.Int64
+	for i := range n {
+		wg.Go(func() {
+			ok, err := s.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", Cost: cost, Unit: "token",
+				FreeMonthlyCredit: usd("1")})
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				charged.Add(1)
+			}
+			if i%50 == 0 {
+				if _, err := s.UpdateAccount(ctx, "a", func(a *store.Account) error { *a.Balance += usd("1"); return nil },
+					store.Movement{Kind: store.JournalTopUp}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The same request again charges nothing and changes nothing.
+	if ok, err := s.Settle(ctx, store.Entry{RequestID: "r0", AccountID: "a", Cost: cost}); ok || err != nil {
+		t.Fatalf("second settlement of r0: %v %v", ok, err)
+	}
+	if charged.Load() != n {
+		t.Fatalf("%d charged, want %d", charged.Load(), n)
+	}
+	// 400 × 0.013 = 5.2 spent; the first 1.00 is free credit; 8 top-ups.
+	want := usd("100") - (usd("5.2") - usd("1")) + 8*usd("1")
+	mem, err := s.Account(ctx, "a")
+	if err != nil || *mem.Balance != want {
+		t.Fatalf("balance in memory %v (%v), want %s", mem.Balance, err, want)
+	}
+	sp, _ := s.Spend(ctx, "a", time.Now())
+	if sp.Total != usd("5.2") || sp.Month != usd("5.2") || sp.Today != usd("5.2") {
+		t.Fatalf("spend in memory %+v", sp)
+	}
+	if problems, err := s.CheckJournal(ctx); err != nil || len(problems) != 0 {
+		t.Fatalf("journal %+v %v", problems, err)
+	}
+	// After a restart the disk says the same.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	disk, _ := db.Account(ctx, "a")
+	dsp, _ := db.Spend(ctx, "a", time.Now())
+	if *disk.Balance != want || dsp != sp {
+		t.Fatalf("disk: balance %s spend %+v; memory %s %+v", disk.Balance, dsp, want, sp)
+	}
+}
+
+// failing fails SettleBatch of any batch holding a request id starting
+// with "bad".
+type failing struct {
+	*sqlite.DB
+	batches atomic.Int64
+}
+
+func (f *failing) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, error) {
+	f.batches.Add(1)
+	for _, e := range entries {
+		if len(e.RequestID) >= 3 && e.RequestID[:3] == "bad" {
+			return nil, errors.New("disk full")
+		}
+	}
+	return f.DB.SettleBatch(ctx, entries)
+}
+
+// A charge the disk refuses fails alone and is taken back out of memory;
+// the others in its batch are recorded.
+func TestFailedChargeTakenBack(t *testing.T) {
+	db, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &failing{DB: db}
+	// The writer starts only once the three charges are queued, so they
+	// make one batch.
+	s := &Store{Backend: f, keys: map[string]store.Key{}, accounts: map[string]*account{},
+		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Balance: ptr(usd("10"))}); err != nil {
+		t.Fatal(err)
+	}
+	var waits []func() (bool, error)
+	for _, id := range []string{"ok1", "bad", "ok2"} {
+		waits = append(waits, s.SettleLater(ctx, store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}))
+	}
+	if acc, _ := s.Account(ctx, "a"); *acc.Balance != usd("7") {
+		t.Fatalf("balance in memory with three charges in flight %s, want 7", acc.Balance)
+	}
+	go s.write()
+	var results []string
+	for _, w := range waits {
+		ok, err := w()
+		results = append(results, fmt.Sprintf("%v/%v", ok, err))
+	}
+	if fmt.Sprint(results) != "[true/<nil> false/disk full true/<nil>]" {
+		t.Fatalf("results %v", results)
+	}
+	if f.batches.Load() != 4 {
+		t.Fatalf("%d batches, want the failed one and one per charge", f.batches.Load())
+	}
+	acc, _ := s.Account(ctx, "a")
+	if *acc.Balance != usd("8") {
+		t.Fatalf("balance in memory %s, want 8", acc.Balance)
+	}
+	disk, _ := db.Account(ctx, "a")
+	if *disk.Balance != usd("8") {
+		t.Fatalf("balance on disk %s, want 8", disk.Balance)
+	}
+}
+
+// Close lets every queued charge reach the disk; a charge after Close is
+// refused, not lost silently.
+func TestCloseDrains(t *testing.T) {
+	s, _, dir := open(t)
+	ctx := context.Background()
+	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	var waits []func() (bool, error)
+	for i := range 100 {
+		waits = append(waits, s.SettleLater(ctx, store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", Cost: usd("0.01")}))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range waits {
+		if ok, err := w(); !ok || err != nil {
+			t.Fatalf("charge %d: %v %v", i, ok, err)
+		}
+	}
+	if _, err := s.SettleLater(ctx, store.Entry{RequestID: "late", AccountID: "a", Cost: 1})(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("charge after close: %v", err)
+	}
+	db, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sp, _ := db.Spend(ctx, "a", time.Now())
+	if sp.Total != usd("1") {
+		t.Fatalf("on disk %s, want 1.00", sp.Total)
+	}
+}
