@@ -9,7 +9,9 @@ package integration
 //	go test -run '^$' -bench . -benchtime 2000x ./integration
 //
 // or scripts/bench.sh. TestBenchReport is skipped unless GW_BENCH=1. Its
-// knobs: GW_BENCH_N (requests per target and scenario, 2000),
+// knobs: GW_BENCH_SCENARIOS (a comma-separated subset of the scenario
+// names), GW_BENCH_GATEWAY_CPUS (pin bin/caddy to these CPUs with
+// taskset), GW_BENCH_N (requests per target and scenario, 2000),
 // GW_BENCH_CONC (concurrent clients, 8), GW_BENCH_ACCOUNTS (how many
 // fresh accounts carry the gateway's load of a scenario, 1),
 // GW_BENCH_BATCH (requests per interleaved batch, 100), GW_BENCH_BUDGET
@@ -72,6 +74,9 @@ type benchTarget struct {
 	stream bool
 	// want must occur in every answer's body.
 	want string
+	// bare marks a baseline target standing in for the gateway (the A/A
+	// scenario): it gets no gateway accounts.
+	bare bool
 }
 
 // benchScenario pairs a gateway request with the equivalent request sent
@@ -150,7 +155,13 @@ http://%s {
 	gwURL := g.BaseURL + "/v1/chat/completions"
 	body := func(model, rest string) []byte { return []byte(`{"model":"` + model + `",` + rest + `}`) }
 	env := &benchEnv{g: g, oa: oa, an: an, client: client, accounts: benchEnvInt(tb, "GW_BENCH_ACCOUNTS", 1)}
+	aa := benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader, body: body("gpt-4.1-mini", chatMsgs), want: benchText, bare: true}
 	env.scenarios = []benchScenario{
+		{
+			// A/A: the bare proxy against itself, so the noise of the
+			// machine shows beside the real ratios.
+			name: "aa-bare-vs-bare", gw: aa, base: aa,
+		},
 		{
 			name: "same-format",
 			gw:   benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-gpt-4.1-mini", chatMsgs), want: benchText},
@@ -186,6 +197,15 @@ http://%s {
 				body: body("claude-sonnet-4-5", msgsMsgs+msgsStream), stream: true, want: "event: message_stop"},
 		},
 	}
+	if only := os.Getenv("GW_BENCH_SCENARIOS"); only != "" {
+		var kept []benchScenario
+		for _, sc := range env.scenarios {
+			if slices.Contains(strings.Split(only, ","), sc.name) {
+				kept = append(kept, sc)
+			}
+		}
+		env.scenarios = kept
+	}
 	return env
 }
 
@@ -205,6 +225,9 @@ var decideBenchBody = func() string {
 func (e *benchEnv) withFreshAccounts(tb testing.TB, t benchTarget) benchTarget {
 	tb.Helper()
 	t.keys = nil
+	if t.bare {
+		return t
+	}
 	for range e.accounts {
 		e.made++
 		t.keys = append(t.keys, e.g.newAccountKey(tb, map[string]any{

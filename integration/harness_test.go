@@ -237,7 +237,12 @@ func freePorts(t testing.TB, n int) []string {
 // start runs the binary and waits for readyMsg on its stderr.
 func (g *gateway) start(t testing.TB) {
 	t.Helper()
-	cmd := exec.Command(caddyBin, "run", "--config", g.ConfigPath, "--adapter", "caddyfile")
+	args := []string{caddyBin, "run", "--config", g.ConfigPath, "--adapter", "caddyfile"}
+	if cpus := os.Getenv("GW_BENCH_GATEWAY_CPUS"); cpus != "" {
+		// The benchmarks pin the gateway to its own CPUs (scripts/hotpath.sh).
+		args = append([]string{"taskset", "-c", cpus}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = g.env
 	cmd.Dir = g.dir
 	cmd.Stdout = g.log
@@ -289,6 +294,17 @@ func (g *gateway) start(t testing.TB) {
 
 // stop sends SIGINT and waits for the process to exit, killing it after
 // stopTimeout. It is a no-op when the process is not running.
+// pid is the running process's id.
+func (g *gateway) pid(t testing.TB) int {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.proc == nil {
+		t.Fatal("the gateway is not running")
+	}
+	return g.proc.cmd.Process.Pid
+}
+
 func (g *gateway) stop(t testing.TB) {
 	t.Helper()
 	g.mu.Lock()

@@ -122,8 +122,11 @@ type relay struct {
 	gone      bool // the client stopped reading
 	// delivered counts the output tokens relayed so far (text, reasoning
 	// and tool-call arguments, with the o200k tokenizer): what a stream
-	// that fails is billed for when its provider reported no output.
-	delivered int64
+	// that fails is billed for when its provider reported no output. The
+	// text is counted only when that happens, or a piece of
+	// uncountedLimit at a time: undelivered holds what is not counted yet.
+	delivered   int64
+	undelivered []byte
 	// seq is the sequence_number after the last event sent on a responses
 	// stream: an event the gateway adds continues the numbering.
 	seq int64
@@ -156,7 +159,9 @@ func (s *relay) write(evs []sse.Event) bool {
 				ev.Data = data
 			}
 		}
-		s.delivered += int64(countTokens(deltaText(s.format, ev)))
+		if s.undelivered = append(s.undelivered, deltaText(s.format, ev)...); len(s.undelivered) >= uncountedLimit {
+			s.countDelivered()
+		}
 		if n := gjson.GetBytes(ev.Data, "sequence_number"); s.format == Responses && n.Type == gjson.Number {
 			s.seq = n.Int() + 1
 		}
@@ -172,11 +177,23 @@ func (s *relay) write(evs []sse.Event) bool {
 	return true
 }
 
+// uncountedLimit bounds the delivered text a stream keeps uncounted.
+const uncountedLimit = 256 << 10
+
+// countDelivered adds the uncounted delivered text to delivered.
+func (s *relay) countDelivered() {
+	if len(s.undelivered) > 0 {
+		s.delivered += int64(countTokens(string(s.undelivered)))
+		s.undelivered = s.undelivered[:0]
+	}
+}
+
 // billDelivered charges a stream that failed for what it delivered: the
 // usage the provider reported so far, with the delivered output counted
 // where it reported less, and the prompt counted locally where it
 // reported none. Nothing delivered, nothing billed.
 func (s *relay) billDelivered() {
+	s.countDelivered()
 	if s.settled || s.delivered == 0 {
 		return
 	}

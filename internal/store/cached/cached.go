@@ -26,8 +26,10 @@ package cached
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/store"
@@ -53,6 +55,9 @@ type Store struct {
 	keyGen   uint64               // bumped by every key write
 	accounts map[string]*account
 
+	// batches and charges count the commits and the charges they held.
+	batches, charges atomic.Int64
+
 	qmu     sync.Mutex
 	queue   []*charge
 	closed  bool
@@ -66,6 +71,10 @@ type account struct {
 	mu     sync.Mutex
 	loaded bool
 	acc    store.Account
+	// spLoaded: sp holds the running totals; flight is the cost of the
+	// charges in flight.
+	spLoaded bool
+	flight   pricing.Money
 	// day and month are the starts (UTC) of the periods Today and Month
 	// count; sp the running totals.
 	day, month time.Time
@@ -120,6 +129,10 @@ func (s *Store) signal() {
 	default:
 	}
 }
+
+// Batches reports how many commits the writer made and how many charges
+// they held in all.
+func (s *Store) Batches() (commits, charges int64) { return s.batches.Load(), s.charges.Load() }
 
 // Keys
 
@@ -196,23 +209,33 @@ func (s *Store) entry(id string) *account {
 	return a
 }
 
-// load reads the account and its totals from the backend when memory has
-// nothing (or a stale copy and no charge in flight). Called under a.mu.
-func (s *Store) load(ctx context.Context, a *account, id string, now time.Time) error {
-	if a.loaded && !(a.stale && a.pending == 0) {
-		return nil
+// load reads the account from the backend when memory has nothing (or a
+// stale copy and no charge in flight), and its running totals relative to
+// now when spend is set. Called under a.mu.
+func (s *Store) load(ctx context.Context, a *account, id string, now time.Time, spend bool) error {
+	if a.stale && a.pending == 0 {
+		a.loaded, a.spLoaded, a.stale = false, false, false
 	}
-	acc, err := s.Backend.Account(ctx, id)
-	if err != nil {
-		return err
+	if !a.loaded {
+		acc, err := s.Backend.Account(ctx, id)
+		if err != nil {
+			return err
+		}
+		a.acc, a.loaded = copyAccount(acc), true
 	}
-	sp, err := s.Backend.Spend(ctx, id, now)
-	if err != nil {
-		return err
+	if spend && !a.spLoaded {
+		sp, err := s.Backend.Spend(ctx, id, now)
+		if err != nil {
+			return err
+		}
+		// Charges in flight are in memory but not yet on disk.
+		sp.Total += a.flight
+		sp.Today += a.flight
+		sp.Month += a.flight
+		a.sp, a.spLoaded = sp, true
+		a.day, _ = store.DayOf(now)
+		a.month, _ = store.MonthOf(now)
 	}
-	a.acc, a.sp, a.loaded, a.stale = copyAccount(acc), sp, true, false
-	a.day, _ = store.DayOf(now)
-	a.month, _ = store.MonthOf(now)
 	return nil
 }
 
@@ -234,7 +257,7 @@ func (s *Store) Account(ctx context.Context, id string) (store.Account, error) {
 	a := s.entry(id)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := s.load(ctx, a, id, time.Now()); err != nil {
+	if err := s.load(ctx, a, id, time.Time{}, false); err != nil {
 		return store.Account{}, err
 	}
 	return copyAccount(a.acc), nil
@@ -246,14 +269,21 @@ func (s *Store) Spend(ctx context.Context, id string, now time.Time) (store.Spen
 	a := s.entry(id)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := s.load(ctx, a, id, now); err != nil {
+	if err := s.load(ctx, a, id, now, true); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return s.Backend.Spend(ctx, id, now)
 		}
 		return store.Spend{}, err
 	}
 	if day, _ := store.DayOf(now); day.Before(a.day) {
-		return s.Backend.Spend(ctx, id, now)
+		// A time before the periods memory counts: the disk's totals,
+		// with every charge still in flight counted in each, so a check
+		// never misses one.
+		sp, err := s.Backend.Spend(ctx, id, now)
+		sp.Total += a.flight
+		sp.Today += a.flight
+		sp.Month += a.flight
+		return sp, err
 	}
 	a.roll(now)
 	return a.sp, nil
@@ -331,7 +361,7 @@ func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bo
 	}
 	a := s.entry(e.AccountID)
 	a.mu.Lock()
-	if err := s.load(ctx, a, e.AccountID, e.Time); err != nil {
+	if err := s.load(ctx, a, e.AccountID, e.Time, true); err != nil {
 		a.mu.Unlock()
 		return func() (bool, error) { return false, err }
 	}
@@ -350,6 +380,7 @@ func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bo
 	}
 	a.apply(c, 1)
 	a.pending++
+	a.flight += e.Cost
 
 	s.qmu.Lock()
 	closed := s.closed
@@ -360,6 +391,7 @@ func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bo
 	if closed {
 		a.apply(c, -1)
 		a.pending--
+		a.flight -= e.Cost
 		a.mu.Unlock()
 		return func() (bool, error) { return false, ErrClosed }
 	}
@@ -392,6 +424,10 @@ func (a *account) apply(c *charge, sign pricing.Money) {
 func (s *Store) write() {
 	defer close(s.stopped)
 	for {
+		// Let every goroutine that can run first reach its own charge:
+		// on a busy node that grows the batch at no cost, on an idle one
+		// it returns at once.
+		runtime.Gosched()
 		s.qmu.Lock()
 		n := min(len(s.queue), MaxBatch)
 		batch := slices.Clone(s.queue[:n])
@@ -400,6 +436,8 @@ func (s *Store) write() {
 		s.qmu.Unlock()
 		if len(batch) > 0 {
 			s.commit(batch)
+			s.batches.Add(1)
+			s.charges.Add(int64(len(batch)))
 		}
 		if more {
 			continue
@@ -442,6 +480,7 @@ func (s *Store) commit(batch []*charge) {
 		a := c.acc
 		a.mu.Lock()
 		a.pending--
+		a.flight -= c.e.Cost
 		if c.err != nil || !c.charged {
 			a.apply(c, -1)
 			// Later charges of the account drew against a month that

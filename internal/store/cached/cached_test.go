@@ -244,3 +244,30 @@ func TestCloseDrains(t *testing.T) {
 		t.Fatalf("on disk %s, want 1.00", sp.Total)
 	}
 }
+
+// A check for a time before the periods memory counts (a clock set back)
+// still counts every charge in flight.
+func TestEarlierSpendCountsFlight(t *testing.T) {
+	db, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No writer yet: the charges stay in flight.
+	s := &Store{Backend: db, keys: map[string]store.Key{}, accounts: map[string]*account{},
+		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	ctx := context.Background()
+	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	w := s.SettleLater(ctx, store.Entry{RequestID: "r1", AccountID: "a", Cost: usd("2"), Time: now})
+	sp, err := s.Spend(ctx, "a", now.Add(-72*time.Hour))
+	if err != nil || sp.Today != usd("2") || sp.Total != usd("2") {
+		t.Fatalf("earlier spend %+v %v, want the 2.00 in flight counted", sp, err)
+	}
+	go s.write()
+	if ok, err := w(); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	s.Close()
+}

@@ -132,6 +132,35 @@ INSERT INTO spend (account_id, period, start, cost)
 type DB struct {
 	w *sql.DB // one connection: every write transaction
 	r *sql.DB // read-only connections
+	// settle holds Settle's statements, prepared once on w.
+	settle settleStmts
+}
+
+// settleStmts are the statements of one settlement.
+type settleStmts struct {
+	ledger, month, spend, balance, journal *sql.Stmt
+}
+
+// prepare readies Settle's statements on w.
+func (db *DB) prepare() error {
+	var err error
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&db.settle.ledger, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`},
+		{&db.settle.month, `SELECT cost FROM spend WHERE account_id = ? AND period = ? AND start = ?`},
+		{&db.settle.spend, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
+			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
+		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? RETURNING balance`},
+		{&db.settle.journal, journalInsert},
+	} {
+		if *p.stmt, err = db.w.Prepare(p.sql); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var _ store.Store = (*DB)(nil)
@@ -188,7 +217,13 @@ func Open(dir string) (*DB, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &DB{w: w, r: r}, nil
+	db := &DB{w: w, r: r}
+	if err := db.prepare(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // dsn builds the driver's data source name for the database file at the
@@ -569,14 +604,7 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 		}
 	}
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		for i, e := range entries {
-			ok, err := settleTx(ctx, tx, e)
-			if err != nil {
-				return fmt.Errorf("settle %q: %w", e.RequestID, err)
-			}
-			charged[i] = ok
-		}
-		return nil
+		return db.settleTx(ctx, tx, entries, charged)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
@@ -584,53 +612,113 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 	return charged, nil
 }
 
-// settleTx is one entry of SettleBatch inside tx.
-func settleTx(ctx context.Context, tx *sql.Tx, e store.Entry) (bool, error) {
-	at, _ := nanos(e.Time)
-	res, err := tx.ExecContext(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`,
-		e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
-	if err != nil {
-		return false, classify(err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, err
-	}
-	if n == 0 {
-		return false, nil // already settled
-	}
-	day, _ := store.DayOf(e.Time)
-	month, _ := store.MonthOf(e.Time)
-	draw := e.Cost
-	if e.FreeMonthlyCredit > 0 {
-		var before int64
-		err := tx.QueryRowContext(ctx, `SELECT cost FROM spend WHERE account_id = ? AND period = ? AND start = ?`,
-			e.AccountID, periodMonth, month.UnixNano()).Scan(&before)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return false, err
+// settleGroup is the charged entries of a batch that share an account, a
+// UTC day and a UTC month: their running totals move by one statement.
+type settleGroup struct {
+	account    string
+	day, month time.Time
+	entries    []store.Entry
+}
+
+// settleTx is SettleBatch inside tx: a ledger row per entry (charged[i]
+// says whether it was new), then per account, day and month one update
+// of the running totals and one of the balance, and a journal row per
+// charge that drew on a prepaid balance. The balance each draw left is
+// worked out from the balance after the last.
+func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool) error {
+	st := func(s *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, s) }
+	ledger := st(db.settle.ledger)
+	var groups []*settleGroup
+	for i, e := range entries {
+		at, _ := nanos(e.Time)
+		res, err := ledger.ExecContext(ctx, e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
+		if err != nil {
+			return fmt.Errorf("settle %q: %w", e.RequestID, classify(err))
 		}
-		draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if charged[i] = n > 0; !charged[i] {
+			continue // already settled
+		}
+		day, _ := store.DayOf(e.Time)
+		month, _ := store.MonthOf(e.Time)
+		var g *settleGroup
+		for _, x := range groups {
+			if x.account == e.AccountID && x.day.Equal(day) && x.month.Equal(month) {
+				g = x
+			}
+		}
+		if g == nil {
+			g = &settleGroup{account: e.AccountID, day: day, month: month}
+			groups = append(groups, g)
+		}
+		g.entries = append(g.entries, e)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
-		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`,
-		e.AccountID, periodTotal, int64(e.Cost),
-		e.AccountID, periodDay, day.UnixNano(), int64(e.Cost),
-		e.AccountID, periodMonth, month.UnixNano(), int64(e.Cost)); err != nil {
-		return false, err
+	for _, g := range groups {
+		if err := db.settleGroup(ctx, tx, g); err != nil {
+			return fmt.Errorf("settle %q: %w", g.entries[0].RequestID, err)
+		}
+	}
+	return nil
+}
+
+// settleGroup moves one group's running totals and balance and journals
+// its draws.
+func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error {
+	st := func(s *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, s) }
+	var monthBefore pricing.Money
+	for _, e := range g.entries {
+		if e.FreeMonthlyCredit > 0 {
+			var before int64
+			err := st(db.settle.month).QueryRowContext(ctx, g.account, periodMonth, g.month.UnixNano()).Scan(&before)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			monthBefore = pricing.Money(before)
+			break
+		}
+	}
+	draws := make([]pricing.Money, len(g.entries))
+	var cost, drawn pricing.Money
+	for i, e := range g.entries {
+		draws[i] = e.Cost
+		if e.FreeMonthlyCredit > 0 {
+			draws[i] = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, monthBefore)
+		}
+		monthBefore += e.Cost
+		cost += e.Cost
+		drawn += draws[i]
+	}
+	if _, err := st(db.settle.spend).ExecContext(ctx,
+		g.account, periodTotal, int64(cost),
+		g.account, periodDay, g.day.UnixNano(), int64(cost),
+		g.account, periodMonth, g.month.UnixNano(), int64(cost)); err != nil {
+		return err
 	}
 	var after sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `UPDATE accounts SET balance = balance - ? WHERE id = ? RETURNING balance`,
-		int64(draw), e.AccountID).Scan(&after); err != nil {
-		return false, classify(err)
+	if err := st(db.settle.balance).QueryRowContext(ctx, int64(drawn), g.account).Scan(&after); err != nil {
+		return classify(err)
 	}
-	if after.Valid && draw > 0 {
-		if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
-			Balance: pricing.Money(after.Int64), RequestID: e.RequestID}); err != nil {
-			return false, err
+	if !after.Valid {
+		return nil // billed afterwards: no balance to journal
+	}
+	// The balance before the group is the final one plus what it drew;
+	// each draw's journal row records the balance it left.
+	left := pricing.Money(after.Int64) + drawn
+	journal := st(db.settle.journal)
+	for i, e := range g.entries {
+		if draws[i] <= 0 {
+			continue
+		}
+		left -= draws[i]
+		if _, err := journal.ExecContext(ctx, journalArgs(g.account, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge,
+			Amount: -draws[i], Balance: left, RequestID: e.RequestID})...); err != nil {
+			return err
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // Entries returns an account's newest entries first, at most limit (100 when
@@ -699,13 +787,19 @@ func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store
 
 // journal writes one balance movement inside tx.
 func journal(ctx context.Context, tx *sql.Tx, account string, e store.JournalEntry) error {
+	_, err := tx.ExecContext(ctx, journalInsert, journalArgs(account, e)...)
+	return err
+}
+
+const journalInsert = `INSERT INTO journal (account_id, time, kind, amount, balance, request_id, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+// journalArgs are journalInsert's arguments for e.
+func journalArgs(account string, e store.JournalEntry) []any {
 	at, err := nanos(e.Time)
 	if err != nil {
 		at = time.Now().UnixNano()
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO journal (account_id, time, kind, amount, balance, request_id, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		account, at, e.Kind, int64(e.Amount), int64(e.Balance), e.RequestID, e.Reason)
-	return err
+	return []any{account, at, e.Kind, int64(e.Amount), int64(e.Balance), e.RequestID, e.Reason}
 }
 
 // Journal returns an account's balance movements, newest first, at most

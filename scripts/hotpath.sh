@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The hot path's measurements (issue "Hot path"), in one run: bin/caddy
+# pinned to CPU 0 with taskset, the load generator and the zero-latency
+# fake upstreams on CPU 1, a bare Caddy reverse_proxy to the same fakes in
+# the same process as the baseline, and an A/A row (the bare proxy against
+# itself) so the noise shows. Prints Markdown; asserts nothing.
+#
+#   scripts/hotpath.sh            all of it (a few minutes)
+#
+# Knobs: GW_BENCH_N (requests per target and scenario, 4000),
+# HOTPATH_OUT (folder for the tables, default .cache/hotpath).
+# Needs two CPUs or more; on one CPU nothing is pinned.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+out=${HOTPATH_OUT:-.cache/hotpath}
+mkdir -p "$out"
+export GW_BENCH=1 GW_BENCH_N=${GW_BENCH_N:-4000} GW_BENCH_BATCH=${GW_BENCH_BATCH:-200}
+pin=()
+if [[ $(nproc) -ge 2 ]]; then
+	export GW_BENCH_GATEWAY_CPUS=0
+	pin=(taskset -c 1-$(($(nproc) - 1)))
+fi
+
+go run ./cmd/gwbuild >/dev/null
+go test -c -o "$out/integration.test" ./integration
+run() { # name, test, then env assignments
+	local name=$1 test=$2
+	shift 2
+	echo "## $name"
+	(cd integration && env "$@" "${pin[@]}" "../$out/integration.test" -test.count=1 -test.timeout=30m \
+		-test.run "^$test\$" | grep -v '^        {' | grep -E '^\||^fsync|concurrent streams|^[0-9]+ requests|^Latencies' || true)
+	echo
+}
+{
+	run "fsync of one durable charge" TestFsyncReport
+	run "32 connections, one account" TestBenchReport GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=1 \
+		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated,same-format-stream
+	run "32 connections, 32 accounts" TestBenchReport GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=32 \
+		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated
+	run "one connection" TestBenchReport GW_BENCH_CONC=1 GW_BENCH_ACCOUNTS=1 GW_BENCH_N=$((GW_BENCH_N / 2)) \
+		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated,same-format-stream
+	run "1,000 concurrent streams" TestStreamsRSSReport
+} | tee "$out/hotpath.md"
