@@ -15,6 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 out=${HOTPATH_OUT:-.cache/hotpath}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 export GW_BENCH=1 GW_BENCH_N=${GW_BENCH_N:-4000} GW_BENCH_BATCH=${GW_BENCH_BATCH:-200}
 pin=()
 if [[ $(nproc) -ge 2 ]]; then
@@ -28,7 +29,7 @@ run() { # name, test, then env assignments
 	local name=$1 test=$2
 	shift 2
 	echo "## $name"
-	(cd integration && env "$@" "${pin[@]}" "../$out/integration.test" -test.count=1 -test.timeout=30m \
+	(cd integration && env "$@" "${pin[@]}" "$out/integration.test" -test.count=1 -test.timeout=30m \
 		-test.run "^$test\$" | grep -v '^        {' | grep -E '^\||^fsync|concurrent streams|^[0-9]+ requests|^Latencies' || true)
 	echo
 }

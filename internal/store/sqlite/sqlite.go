@@ -231,7 +231,7 @@ func Open(dir string) (*DB, error) {
 // as '?', '#' or '%' in it survive.
 func dsn(path string, readOnly bool) string {
 	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path)}
-	q := "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	q := "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	if readOnly {
 		q += "&_pragma=query_only(1)"
 	}
