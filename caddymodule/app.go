@@ -340,8 +340,15 @@ func (a *App) openStore() (store.Store, error) {
 				return nil, err
 			}
 			// Only this process writes the embedded store: keys, accounts
-			// and totals are kept in memory, charges group-committed.
-			return pooledStore{cached.New(db)}, nil
+			// and totals are kept in memory, charges made durable in a
+			// group-committed charge log beside it.
+			c, err := cached.New(db, dir)
+			if err != nil {
+				db.Close()
+				return nil, err
+			}
+			c.OnError = func(err error) { a.logger.Error("charge log", zap.Error(err)) }
+			return pooledStore{c}, nil
 		})
 		if err != nil {
 			a.storeKey = ""

@@ -47,7 +47,10 @@ func newCachedFixture(t *testing.T, p Policy) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cached.New(db)
+	c, err := cached.New(db, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	f := &fixture{store: &storetest.Faulty{Store: c}, now: t0}
 	f.gate = &Gate{Store: c, Locks: NewMemoryLocks(), Policy: p, Now: func() time.Time { return f.now }}

@@ -26,6 +26,7 @@ package cached
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -39,23 +40,34 @@ import (
 // MaxBatch bounds how many charges one commit takes.
 const MaxBatch = 512
 
+// MaxApply bounds how many logged charges one backend transaction takes.
+const MaxApply = 4096
+
 // Backend is what the wrapper needs of its store.
 type Backend interface {
 	store.Store
 	store.BatchSettler
+	// HasEntry reports whether the ledger holds requestID.
+	HasEntry(ctx context.Context, requestID string) (bool, error)
 }
 
 // Store is the caching, group-committing wrapper. Methods it does not
 // override go straight to the backend.
 type Store struct {
 	Backend
+	// OnError, when set, hears of charges that were answered (logged) but
+	// that the backend then refused; they stay in the charge log, which
+	// is applied again at the next start.
+	OnError func(error)
 
 	mu       sync.Mutex
 	keys     map[string]store.Key // by hash: active keys seen
 	keyGen   uint64               // bumped by every key write
 	accounts map[string]*account
+	ids      map[string]struct{} // request ids on their way to the backend
 
-	// batches and charges count the commits and the charges they held.
+	// batches and charges count the writer's commits (log appends) and
+	// the charges they held.
 	batches, charges atomic.Int64
 
 	qmu     sync.Mutex
@@ -63,6 +75,18 @@ type Store struct {
 	closed  bool
 	wake    chan struct{}
 	stopped chan struct{}
+
+	// The charge log (nil: each batch is committed to the backend
+	// directly) and the charges logged but not yet in the backend.
+	log          *chargeLog
+	amu          sync.Mutex
+	acond        *sync.Cond
+	applyQ       []*charge
+	logged       int64 // charges logged since start
+	applied      int64 // of which the backend has
+	applyFailed  bool  // a logged charge the backend refused: keep the log
+	applyClosed  bool
+	applyStopped chan struct{}
 }
 
 // account is an account's state in memory: the backend's state plus the
@@ -72,15 +96,15 @@ type account struct {
 	loaded bool
 	acc    store.Account
 	// spLoaded: sp holds the running totals; flight is the cost of the
-	// charges in flight.
+	// charges in flight (not yet in the backend).
 	spLoaded bool
 	flight   pricing.Money
 	// day and month are the starts (UTC) of the periods Today and Month
 	// count; sp the running totals.
 	day, month time.Time
 	sp         store.Spend
-	// pending counts charges applied in memory and not yet finished by
-	// the writer; stale asks for a reload from the backend once none is.
+	// pending counts charges applied in memory and not yet in the
+	// backend; stale asks for a reload from the backend once none is.
 	pending int
 	stale   bool
 }
@@ -92,25 +116,73 @@ type charge struct {
 	draw pricing.Money // what it took from the balance in memory
 	// counted: whether the charge was added to the day and month totals.
 	inDay, inMonth bool
-	charged        bool
-	err            error
-	done           chan struct{}
+	// charged and err are the caller's answer, set before done closes.
+	charged bool
+	err     error
+	done    chan struct{}
+	// inBackend and backendErr are what the backend made of it.
+	inBackend  bool
+	backendErr error
 }
 
 var _ store.Store = (*Store)(nil)
 
-// New wraps b and starts its writer. Close drains the writer, then closes b.
-func New(b Backend) *Store {
-	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{},
-		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+// New wraps b and starts its writer. With dir set, charges are made
+// durable in a charge log there (one append and one fsync a batch) and
+// applied to b behind the answers; whatever the log holds from an earlier
+// run is applied first. Close drains both, then closes b.
+func New(b Backend, dir string) (*Store, error) {
+	s, err := newStore(b, dir)
+	if err != nil {
+		return nil, err
+	}
+	s.start()
+	return s, nil
+}
+
+// newStore is New without its goroutines (start starts them).
+func newStore(b Backend, dir string) (*Store, error) {
+	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[string]struct{}{},
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}), applyStopped: make(chan struct{})}
+	s.acond = sync.NewCond(&s.amu)
+	if dir == "" {
+		return s, nil
+	}
+	l, entries, err := openLog(dir)
+	if err != nil {
+		return nil, err
+	}
+	for len(entries) > 0 {
+		n := min(len(entries), MaxApply)
+		if _, err := b.SettleBatch(context.Background(), entries[:n]); err != nil {
+			l.close()
+			return nil, fmt.Errorf("%w: %w", errReplay, err)
+		}
+		entries = entries[n:]
+	}
+	if err := l.truncate(); err != nil {
+		l.close()
+		return nil, fmt.Errorf("charge log: %w", err)
+	}
+	s.log = l
+	return s, nil
+}
+
+// start starts the writer and, with a charge log, the applier.
+func (s *Store) start() {
+	if s.log != nil {
+		go s.apply()
+	} else {
+		close(s.applyStopped)
+	}
 	go s.write()
-	return s
 }
 
 // ErrClosed is the answer of a charge after Close.
 var ErrClosed = errors.New("cached: store closed")
 
-// Close lets every queued charge reach the disk, then closes the backend.
+// Close lets every queued charge reach the disk and the backend, then
+// closes the backend.
 func (s *Store) Close() error {
 	s.qmu.Lock()
 	already := s.closed
@@ -120,7 +192,19 @@ func (s *Store) Close() error {
 		s.signal()
 	}
 	<-s.stopped
-	return s.Backend.Close()
+	s.amu.Lock()
+	s.applyClosed = true
+	s.acond.Broadcast()
+	s.amu.Unlock()
+	<-s.applyStopped
+	var err error
+	if s.log != nil && !already {
+		if !s.applyFailed {
+			err = s.log.truncate()
+		}
+		err = errors.Join(err, s.log.close())
+	}
+	return errors.Join(err, s.Backend.Close())
 }
 
 func (s *Store) signal() {
@@ -130,9 +214,40 @@ func (s *Store) signal() {
 	}
 }
 
-// Batches reports how many commits the writer made and how many charges
-// they held in all.
+// Batches reports how many batches the writer made durable and how many
+// charges they held in all.
 func (s *Store) Batches() (commits, charges int64) { return s.batches.Load(), s.charges.Load() }
+
+// flush waits until the backend holds every charge answered so far, so a
+// read of the backend sees them.
+func (s *Store) flush() {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	for target := s.logged; s.applied < target; {
+		s.acond.Wait()
+	}
+}
+
+// Entries lists the ledger once the backend holds every answered charge.
+func (s *Store) Entries(ctx context.Context, accountID string, limit int) ([]store.Entry, error) {
+	s.flush()
+	return s.Backend.Entries(ctx, accountID, limit)
+}
+
+// Journal lists balance movements once the backend holds every answered
+// charge.
+func (s *Store) Journal(ctx context.Context, accountID string, limit int) ([]store.JournalEntry, error) {
+	s.flush()
+	return s.Backend.Journal(ctx, accountID, limit)
+}
+
+// CheckJournal checks the backend once it holds every answered charge.
+func (s *Store) CheckJournal(ctx context.Context) ([]store.JournalProblem, error) {
+	s.flush()
+	return s.Backend.CheckJournal(ctx)
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 // Keys
 
@@ -304,6 +419,8 @@ func (s *Store) CreateAccount(ctx context.Context, acc store.Account) error {
 // field as stored, the prepaid balance by the change made, so that charges
 // still on their way to the disk stay counted.
 func (s *Store) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error, why ...store.Movement) (store.Account, error) {
+	// The change applies to the balance with every answered charge in it.
+	s.flush()
 	var before, after *pricing.Money
 	res, err := s.Backend.UpdateAccount(ctx, id, func(acc *store.Account) error {
 		before = store.CopyMoney(acc.Balance)
@@ -351,18 +468,35 @@ func (s *Store) Settle(ctx context.Context, e store.Entry) (bool, error) {
 }
 
 // SettleLater applies e to the account in memory at once (its balance and
-// running totals) and queues it for the writer; wait blocks until it is on
-// disk and reports as Settle does. A charge the backend refuses or already
-// has is taken back out of memory. The caller may drop its own locks
-// before waiting: memory already counts the charge.
+// running totals) and queues it for the writer; wait blocks until it is
+// durable and reports as Settle does. A charge the disk refuses is taken
+// back out of memory. The caller may drop its own locks before waiting:
+// memory already counts the charge.
 func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bool, error)) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
+	}
+	if e.RequestID == "" {
+		return func() (bool, error) { return false, errors.New("cached: settle: empty request id") }
+	}
+	s.qmu.Lock()
+	closed := s.closed
+	s.qmu.Unlock()
+	if closed {
+		return func() (bool, error) { return false, ErrClosed }
+	}
+	if s.log != nil {
+		// The log takes any line: a request id settled before must be
+		// told here, as the backend would.
+		if known, err := s.claim(ctx, e.RequestID); known || err != nil {
+			return func() (bool, error) { return false, err }
+		}
 	}
 	a := s.entry(e.AccountID)
 	a.mu.Lock()
 	if err := s.load(ctx, a, e.AccountID, e.Time, true); err != nil {
 		a.mu.Unlock()
+		s.release(e.RequestID)
 		return func() (bool, error) { return false, err }
 	}
 	c := &charge{e: e, acc: a, done: make(chan struct{})}
@@ -383,24 +517,47 @@ func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bo
 	a.flight += e.Cost
 
 	s.qmu.Lock()
-	closed := s.closed
+	closed = s.closed
 	if !closed {
 		s.queue = append(s.queue, c)
 	}
 	s.qmu.Unlock()
+	a.mu.Unlock()
 	if closed {
-		a.apply(c, -1)
-		a.pending--
-		a.flight -= e.Cost
-		a.mu.Unlock()
+		c.backendErr = ErrClosed
+		s.finish(c)
 		return func() (bool, error) { return false, ErrClosed }
 	}
-	a.mu.Unlock()
 	s.signal()
 	return func() (bool, error) {
 		<-c.done
 		return c.charged, c.err
 	}
+}
+
+// claim marks requestID as on its way to the backend; known is true when
+// it already is, or the backend has it.
+func (s *Store) claim(ctx context.Context, requestID string) (known bool, err error) {
+	s.mu.Lock()
+	_, known = s.ids[requestID]
+	if !known {
+		s.ids[requestID] = struct{}{}
+	}
+	s.mu.Unlock()
+	if known {
+		return true, nil
+	}
+	has, err := s.Backend.HasEntry(ctx, requestID)
+	if has || err != nil {
+		s.release(requestID)
+	}
+	return has, err
+}
+
+func (s *Store) release(requestID string) {
+	s.mu.Lock()
+	delete(s.ids, requestID)
+	s.mu.Unlock()
 }
 
 // apply adds (sign 1) or takes back (sign -1) c's effect. Called under
@@ -419,8 +576,29 @@ func (a *account) apply(c *charge, sign pricing.Money) {
 	}
 }
 
-// write is the writer: it takes every queued charge (at most MaxBatch) into
-// one transaction, until Close has been called and the queue is empty.
+// finish closes c's account bookkeeping once the backend has decided on
+// it (c.inBackend, c.backendErr): a charge it did not take is taken back
+// out of memory.
+func (s *Store) finish(c *charge) {
+	a := c.acc
+	a.mu.Lock()
+	a.pending--
+	a.flight -= c.e.Cost
+	if c.backendErr != nil || !c.inBackend {
+		a.apply(c, -1)
+		// Later charges of the account drew against a month that
+		// counted this one: read the disk again once they are done.
+		a.stale = true
+	}
+	a.mu.Unlock()
+	if s.log != nil {
+		s.release(c.e.RequestID)
+	}
+}
+
+// write is the writer: it takes every queued charge (at most MaxBatch) and
+// makes them durable at once, until Close has been called and the queue is
+// empty.
 func (s *Store) write() {
 	defer close(s.stopped)
 	for {
@@ -435,7 +613,16 @@ func (s *Store) write() {
 		closed, more := s.closed, len(s.queue) > 0
 		s.qmu.Unlock()
 		if len(batch) > 0 {
-			s.commit(batch)
+			if s.log != nil {
+				s.logBatch(batch)
+			} else {
+				s.commit(batch)
+				for _, c := range batch {
+					c.charged, c.err = c.inBackend, c.backendErr
+					s.finish(c)
+					close(c.done)
+				}
+			}
 			s.batches.Add(1)
 			s.charges.Add(int64(len(batch)))
 		}
@@ -451,8 +638,78 @@ func (s *Store) write() {
 	}
 }
 
-// commit settles a batch in one transaction; when that fails, each charge
-// alone, so one bad entry fails only itself.
+// logBatch appends a batch to the charge log and syncs it; its callers
+// are answered then, and the batch goes on to the backend.
+func (s *Store) logBatch(batch []*charge) {
+	entries := make([]store.Entry, len(batch))
+	for i, c := range batch {
+		entries[i] = c.e
+	}
+	s.amu.Lock()
+	err := s.log.append(entries)
+	if err == nil {
+		s.applyQ = append(s.applyQ, batch...)
+		s.logged += int64(len(batch))
+		s.acond.Broadcast()
+	}
+	s.amu.Unlock()
+	for _, c := range batch {
+		if err != nil {
+			c.err, c.backendErr = err, err
+			s.finish(c)
+		} else {
+			c.charged = true
+		}
+		close(c.done)
+	}
+}
+
+// apply is the applier: it brings the backend up to date with the charge
+// log in large transactions, and empties the log once it is all in the
+// backend and has grown past LogTruncateSize.
+func (s *Store) apply() {
+	defer close(s.applyStopped)
+	for {
+		s.amu.Lock()
+		for len(s.applyQ) == 0 && !s.applyClosed {
+			s.acond.Wait()
+		}
+		if len(s.applyQ) == 0 {
+			s.amu.Unlock()
+			return
+		}
+		n := min(len(s.applyQ), MaxApply)
+		batch := slices.Clone(s.applyQ[:n])
+		s.applyQ = s.applyQ[n:]
+		s.amu.Unlock()
+
+		s.commit(batch)
+		failed := false
+		for _, c := range batch {
+			if c.backendErr != nil {
+				failed = true
+				if s.OnError != nil {
+					s.OnError(fmt.Errorf("charge %s of %s is in the charge log but not in the store: %w", c.e.RequestID, c.e.AccountID, c.backendErr))
+				}
+			}
+			s.finish(c)
+		}
+		s.amu.Lock()
+		s.applied += int64(n)
+		s.applyFailed = s.applyFailed || failed
+		if s.applied == s.logged && !s.applyFailed && s.log.size >= LogTruncateSize {
+			if err := s.log.truncate(); err != nil && s.OnError != nil {
+				s.OnError(fmt.Errorf("emptying the charge log: %w", err))
+			}
+		}
+		s.acond.Broadcast()
+		s.amu.Unlock()
+	}
+}
+
+// commit settles a batch in the backend in one transaction; when that
+// fails, each charge alone, so one bad entry fails only itself. It sets
+// each charge's inBackend and backendErr.
 func (s *Store) commit(batch []*charge) {
 	ctx := context.Background()
 	entries := make([]store.Entry, len(batch))
@@ -462,32 +719,20 @@ func (s *Store) commit(batch []*charge) {
 	charged, err := s.Backend.SettleBatch(ctx, entries)
 	if err == nil {
 		for i, c := range batch {
-			c.charged = charged[i]
+			c.inBackend = charged[i]
 		}
-	} else if len(batch) == 1 {
-		batch[0].err = err
-	} else {
-		for _, c := range batch {
-			ch, err := s.Backend.SettleBatch(ctx, []store.Entry{c.e})
-			if err != nil {
-				c.err = err
-			} else {
-				c.charged = ch[0]
-			}
-		}
+		return
+	}
+	if len(batch) == 1 {
+		batch[0].backendErr = err
+		return
 	}
 	for _, c := range batch {
-		a := c.acc
-		a.mu.Lock()
-		a.pending--
-		a.flight -= c.e.Cost
-		if c.err != nil || !c.charged {
-			a.apply(c, -1)
-			// Later charges of the account drew against a month that
-			// counted this one: read the disk again once they are done.
-			a.stale = true
+		ch, err := s.Backend.SettleBatch(ctx, []store.Entry{c.e})
+		if err != nil {
+			c.backendErr = err
+		} else {
+			c.inBackend = ch[0]
 		}
-		a.mu.Unlock()
-		close(c.done)
 	}
 }

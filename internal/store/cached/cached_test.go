@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +26,10 @@ func open(t *testing.T) (*Store, *sqlite.DB, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(db)
+	s, err := New(db, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Close() })
 	return s, db, dir
 }
@@ -175,8 +182,10 @@ func TestFailedChargeTakenBack(t *testing.T) {
 	f := &failing{DB: db}
 	// The writer starts only once the three charges are queued, so they
 	// make one batch.
-	s := &Store{Backend: f, keys: map[string]store.Key{}, accounts: map[string]*account{},
-		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	s, err := newStore(f, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	ctx := context.Background()
 	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Balance: ptr(usd("10"))}); err != nil {
@@ -189,7 +198,7 @@ func TestFailedChargeTakenBack(t *testing.T) {
 	if acc, _ := s.Account(ctx, "a"); *acc.Balance != usd("7") {
 		t.Fatalf("balance in memory with three charges in flight %s, want 7", acc.Balance)
 	}
-	go s.write()
+	s.start()
 	var results []string
 	for _, w := range waits {
 		ok, err := w()
@@ -253,8 +262,10 @@ func TestEarlierSpendCountsFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No writer yet: the charges stay in flight.
-	s := &Store{Backend: db, keys: map[string]store.Key{}, accounts: map[string]*account{},
-		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	s, err := newStore(db, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
 		t.Fatal(err)
@@ -265,9 +276,75 @@ func TestEarlierSpendCountsFlight(t *testing.T) {
 	if err != nil || sp.Today != usd("2") || sp.Total != usd("2") {
 		t.Fatalf("earlier spend %+v %v, want the 2.00 in flight counted", sp, err)
 	}
-	go s.write()
+	s.start()
 	if ok, err := w(); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	s.Close()
+}
+
+// A charge answered from the log but refused by the backend stays in the
+// log and reaches the store at the next start; a torn last line (a write
+// a crash cut short, never answered) is dropped.
+func TestLogReplayedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &failing{DB: db}
+	s, err := New(f, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported []error
+	var mu sync.Mutex
+	s.OnError = func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }
+	ctx := context.Background()
+	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Balance: ptr(usd("10"))}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ok1", "bad1"} {
+		if ok, err := s.Settle(ctx, store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}); !ok || err != nil {
+			t.Fatalf("%s: %v %v (answered once logged)", id, ok, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "bad1") {
+		t.Fatalf("reported %v", reported)
+	}
+	// A torn line after the kept log.
+	lf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf.WriteString(`{"id":"torn","a":"a","c":1000`)
+	lf.Close()
+
+	db, err = sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = New(db, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	entries, _ := s.Entries(ctx, "a", 10)
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, e.RequestID)
+	}
+	slices.Sort(ids)
+	if fmt.Sprint(ids) != "[bad1 ok1]" {
+		t.Fatalf("ledger after the restart %v", ids)
+	}
+	if acc, _ := s.Account(ctx, "a"); *acc.Balance != usd("8") {
+		t.Fatalf("balance %s, want 8", acc.Balance)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, LogFile)); err != nil || fi.Size() != 0 {
+		t.Fatalf("log after replay: %v %v", fi.Size(), err)
+	}
 }
