@@ -332,6 +332,24 @@ func (g *gateway) stop(t testing.TB) {
 	}
 }
 
+// kill ends the process with SIGKILL: no shutdown, no draining, as a
+// crash would.
+func (g *gateway) kill(t testing.TB) {
+	t.Helper()
+	g.mu.Lock()
+	p := g.proc
+	g.proc = nil
+	g.mu.Unlock()
+	if p == nil {
+		return
+	}
+	defer g.client.CloseIdleConnections()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatalf("killing caddy: %v", err)
+	}
+	<-p.exited
+}
+
 // restart stops the process and starts it again on the same config, data
 // folder and ports.
 func (g *gateway) restart(t testing.TB) {

@@ -1,6 +1,6 @@
 // Package cached is the hot path's store: a backend of one node with its
 // keys, accounts and running totals held in memory, and its charges made
-// durable by a group commit.
+// durable by a group-committed charge log.
 //
 // Reads of keys, accounts and spend are answered from memory after the
 // first; every write the gateway makes goes through this wrapper, which
@@ -11,15 +11,19 @@
 //   - A settled charge is applied to the account's balance and running
 //     totals in memory at once (so a concurrent call's check sees it while
 //     it is still on its way to the disk), then queued for the writer. The
-//     writer takes every charge queued at that moment into one transaction
-//     (one commit, one fsync); each caller waits only for the batch its
-//     charge is in, and its answer completes only once the charge is
-//     durable. A charge that fails is taken back out of memory.
-//   - UpdateAccount applies the change to the backend, then to memory as a
-//     difference, so charges still in flight are not lost from the
-//     in-memory balance.
+//     writer takes every charge queued at that moment, appends them to the
+//     charge log in one write and syncs it with one fsync; each caller
+//     waits only for the batch its charge is in, so its answer completes
+//     only once the charge is durable. The applier then brings the backend
+//     up to date in large transactions, behind the answers; whatever the
+//     log holds is applied again at start. A charge that fails is taken
+//     back out of memory.
+//   - UpdateAccount and the ledger's reads first wait for the backend to
+//     hold every answered charge; UpdateAccount then applies the change to
+//     memory as a difference, so charges still in flight stay counted.
 //
-// It is for a store only this process writes (the embedded SQLite); several
+// Without a log folder each batch is one backend transaction instead. It
+// is for a store only this process writes (the embedded SQLite); several
 // nodes share a store other nodes write, which memory here cannot follow.
 package cached
 
