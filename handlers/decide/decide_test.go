@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,9 +17,9 @@ import (
 )
 
 var (
-	pngBytes  = append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 32)...)
-	jpegBytes = append([]byte{0xFF, 0xD8, 0xFF, 0xE0}, make([]byte, 32)...)
-	webpBytes = append([]byte("RIFF\x20\x00\x00\x00WEBPVP8 "), make([]byte, 32)...)
+	pngBytes  = mustRead("../../internal/imagetype/testdata/red.png")
+	jpegBytes = mustRead("../../internal/imagetype/testdata/blue.jpg")
+	webpBytes = mustRead("../../internal/imagetype/testdata/green.webp")
 )
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -248,4 +249,13 @@ func TestServeWithoutModel(t *testing.T) {
 	if e := gwerr.As(err); e.Kind != gwerr.Unavailable || gwerr.Decide.Code(e) != "capability_unavailable" || gwerr.Decide.Status(e) != http.StatusServiceUnavailable {
 		t.Fatalf("err %v", err)
 	}
+}
+
+// mustRead reads a fixture (a real image made with ffmpeg).
+func mustRead(path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

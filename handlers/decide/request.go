@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/imagetype"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 )
 
@@ -232,26 +232,6 @@ func parseQuestion(id string, q gjson.Result) (question, error) {
 // tokenizer (and the providers') writes numbers up to 999 as one token.
 func labelFor(n int) string { return strconv.Itoa(n) }
 
-// imageTypes are the image formats decision mode takes, by their magic.
-var imageTypes = []struct {
-	contentType string
-	match       func([]byte) bool
-}{
-	{"image/png", func(b []byte) bool { return bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) }},
-	{"image/jpeg", func(b []byte) bool { return bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}) }},
-	{"image/webp", func(b []byte) bool { return len(b) >= 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP" }},
-}
-
-// sniff returns the content type the bytes are, or "".
-func sniff(b []byte) string {
-	for _, t := range imageTypes {
-		if t.match(b) {
-			return t.contentType
-		}
-	}
-	return ""
-}
-
 func parseImages(imgs gjson.Result) ([]image, error) {
 	bad := func(msg string) ([]image, error) { return nil, invalid("images", msg) }
 	if !imgs.IsArray() {
@@ -294,7 +274,7 @@ func parseImages(imgs gjson.Result) ([]image, error) {
 		if total += len(data); total > MaxImagesBytes {
 			return bad("the images are at most 8 MiB in all.")
 		}
-		got := sniff(data)
+		got := imagetype.Sniff(data)
 		if got == "" || !strings.EqualFold(declared, got) {
 			return bad("images must be PNG, JPEG or WebP, as their content type says.")
 		}
