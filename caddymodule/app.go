@@ -19,6 +19,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
 	"github.com/caddy-gw/caddy-gw/handlers/fetch"
+	"github.com/caddy-gw/caddy-gw/handlers/images"
 	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
@@ -84,6 +85,8 @@ type App struct {
 	// Audio sets the configurable parts of transcription and speech (the
 	// voices are declared in the speech ability blocks).
 	Audio *AudioConfig `json:"audio,omitempty"`
+	// Images is the configurable part of image generation and edits.
+	Images *ImagesConfig `json:"images,omitempty"`
 	// FetchAllow lists hosts (host or host:port, comma-separated; expanded
 	// from {env.GW_FETCH_ALLOW}) exempt from page reading's address guard,
 	// for internal sites.
@@ -290,6 +293,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
 		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
+	if opts.Images, err = a.imagesHandler(cat); err != nil {
+		return err
+	}
 	if opts.Audio, err = a.audioHandler(cat); err != nil {
 		return err
 	}
@@ -396,6 +402,23 @@ type AudioConfig struct {
 	// GapTimeout bounds a gap between two chunks of speech audio; a longer
 	// one ends the stream. Default: 30s (the spec's).
 	GapTimeout caddy.Duration `json:"gap_timeout,omitempty"`
+}
+
+// ImagesConfig is the configurable part of image generation and edits.
+type ImagesConfig struct {
+	// GenerateTimeout bounds a generation. Default: 60s (the spec's).
+	GenerateTimeout caddy.Duration `json:"generate_timeout,omitempty"`
+	// EditTimeout bounds an edit. Default: 90s (the spec's).
+	EditTimeout caddy.Duration `json:"edit_timeout,omitempty"`
+}
+
+// imagesHandler builds image generation and edits.
+func (a *App) imagesHandler(cat *catalog.Catalog) (*images.Handler, error) {
+	var cfg images.Config
+	if c := a.Images; c != nil {
+		cfg = images.Config{GenerateTimeout: time.Duration(c.GenerateTimeout), EditTimeout: time.Duration(c.EditTimeout)}
+	}
+	return images.New(upstreams, cat, cfg)
 }
 
 // audioHandler builds transcription, speech and the voice list.

@@ -220,6 +220,25 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.Audio = ac
+		case "images":
+			ic := &ImagesConfig{}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				opt := d.Val()
+				target := map[string]*caddy.Duration{"generate_timeout": &ic.GenerateTimeout, "edit_timeout": &ic.EditTimeout}[opt]
+				if target == nil {
+					return d.Errf("unknown images option %q", opt)
+				}
+				var v string
+				if err := oneArg(d, &v); err != nil {
+					return err
+				}
+				dur, err := caddy.ParseDuration(v)
+				if err != nil || dur <= 0 {
+					return d.Errf("%s: want a duration, got %q", opt, v)
+				}
+				*target = caddy.Duration(dur)
+			}
+			a.Images = ic
 		case "fetch_timeout":
 			var v string
 			if err := oneArg(d, &v); err != nil {
@@ -451,6 +470,17 @@ func parseAbility(d *caddyfile.Dispenser) (catalog.Ability, error) {
 				return a, d.ArgErr()
 			}
 			a.VoiceSubset = append(a.VoiceSubset, ids...)
+		case "category":
+			cats := d.RemainingArgs()
+			if len(cats) == 0 {
+				return a, d.ArgErr()
+			}
+			a.Categories = append(a.Categories, cats...)
+		case "previews":
+			if d.NextArg() {
+				return a, d.ArgErr()
+			}
+			a.Previews = true
 		default:
 			return a, d.Errf("unknown ability option %q", opt)
 		}

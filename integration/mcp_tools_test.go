@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-gw/caddy-gw/integration/fake"
 )
 
 func toolNames(t *testing.T, s *sdk.ClientSession) string {
@@ -40,8 +42,10 @@ func TestMCPTools(t *testing.T) {
 	appSrv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return app }, nil))
 	t.Cleanup(appSrv.Close)
 
+	oa := fake.NewOpenAI()
+	t.Cleanup(oa.Close)
 	g := startGateway(t, gwOptions{BootstrapKey: "sk-bootstrap-tools-test-0123456789abcdef", Caddyfile: withGW(t, "\t\tbilling_url https://billing.example/upgrade\n\t\tapp_action_price_microcents 5000"),
-		Env: map[string]string{"GW_APPS": "tracker=" + appSrv.URL}})
+		Env: map[string]string{"GW_APPS": "tracker=" + appSrv.URL, "GW_OPENAI_BASE_URL": oa.URL}})
 	key := g.newAccountKey(t, map[string]any{"id": "toolsy", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
 	ctx := context.Background()
 	s := mcpSession(t, g.BaseURL+"/mcp-tools/", key)
@@ -60,13 +64,26 @@ func TestMCPTools(t *testing.T) {
 	if caps["tier"] != "paid" || caps["premium_unlocked"] != true || caps["enabled"].(map[string]any)["images"].(map[string]any)["est_microcents"] != float64(10000) {
 		t.Fatalf("list_capabilities %v", caps)
 	}
-	// A route not built yet: a tool result with the error object, never a
-	// protocol fault.
+	// image_generate calls the generation route with the caller's key: the
+	// generation response plus cost_microcents, billed as a direct call.
 	res, err = s.CallTool(ctx, &sdk.CallToolParams{Name: "image_generate", Arguments: map[string]any{"prompt": "a fox"}})
-	if err != nil || !res.IsError {
+	if err != nil || res.IsError {
 		t.Fatalf("image_generate: %v %+v", err, res)
 	}
-	if obj := structured(t, res); obj["error"] != "capability_unavailable" || obj["capability"] != "images" || obj["retryable"] != false {
+	if obj := structured(t, res); obj["cost_microcents"] != float64(10000) || obj["created"] == nil ||
+		obj["data"].([]any)[0].(map[string]any)["b64_json"] == "" {
+		t.Fatalf("image_generate result %v", obj)
+	}
+	if l := g.ledger(t, "toolsy"); len(l) != 1 || l[0].Unit != "image" || l[0].Cost != "0.01" || l[0].Endpoint != "images" {
+		t.Fatalf("image_generate ledger %+v", l)
+	}
+	// A route's refusal: a tool result with the error object, never a
+	// protocol fault.
+	res, err = s.CallTool(ctx, &sdk.CallToolParams{Name: "image_generate", Arguments: map[string]any{"prompt": " "}})
+	if err != nil || !res.IsError {
+		t.Fatalf("image_generate without a prompt: %v %+v", err, res)
+	}
+	if obj := structured(t, res); obj["error"] != "invalid_request" || obj["capability"] != "images" || obj["retryable"] != false {
 		t.Fatalf("image_generate error object %v", obj)
 	}
 
@@ -95,14 +112,9 @@ func TestMCPTools(t *testing.T) {
 	if appCalls != 1 {
 		t.Fatalf("the app ran %d actions", appCalls)
 	}
-	l := ledgerOf(t, g, "toolsy")
-	if len(l) != 1 {
-		t.Fatalf("ledger %v", l)
-	}
-	for _, c := range l {
-		if c.String() != "0.005" {
-			t.Fatalf("action billed %v", c)
-		}
+	l := g.ledger(t, "toolsy")
+	if len(l) != 2 || l[0].Cost != "0.005" || l[0].Unit == "image" {
+		t.Fatalf("ledger (the action newest, then the image) %+v", l)
 	}
 
 	// The paid-tool states on a Free plan.

@@ -40,6 +40,17 @@ func serveOpenAI(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 			u.transcription(w, r, body)
 		}
 		return
+	case path == "/v1/images/generations", path == "/v1/images/edits":
+		if r.Method != http.MethodPost {
+			openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", nil, nil,
+				fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, path))
+			return
+		}
+		if !u.openAIAuth(w, r) {
+			return
+		}
+		u.images(w, r, body, path == "/v1/images/edits")
+		return
 	case path == "/v1/models", strings.HasPrefix(path, "/v1/models/"):
 		route = "/v1/models"
 		if r.Method != http.MethodGet {

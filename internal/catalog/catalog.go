@@ -175,6 +175,11 @@ type Ability struct {
 	// VoiceSubset, on gw-voice-speak-hd, lists the gw-voice-speak voices it
 	// takes (it has no rows of its own; default: the spec's subset).
 	VoiceSubset []string `json:"voice_subset,omitempty"`
+	// Categories, on an image alias, are the price classes (Standard,
+	// Plus, Pro, Ultra) a generation naming no model is sent to it for.
+	Categories []string `json:"categories,omitempty"`
+	// Previews, on an image alias, says its model streams partial images.
+	Previews bool `json:"previews,omitempty"`
 }
 
 // Voice is one voice of a speech alias, a row of GET /v1/audio/voices.

@@ -12,6 +12,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
 	"github.com/caddy-gw/caddy-gw/handlers/fetch"
+	"github.com/caddy-gw/caddy-gw/handlers/images"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
 	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -101,6 +102,9 @@ type Options struct {
 	// Audio serves transcription, speech and the voice list; nil leaves
 	// them answering 501.
 	Audio *audio.Handler
+	// Images serves image generation and edits; nil leaves them
+	// answering 501.
+	Images *images.Handler
 }
 
 // Billing kinds of the billed routes.
@@ -155,6 +159,11 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if a := opt.Audio; a != nil {
 		transcriptionEP.Handler, speechEP.Handler, voicesEP.Handler = a.Transcribe, a.Speech, a.Voices
 	}
+	imageGenEP := ability("images", store.AbilityImages, gwerr.Images, nil)
+	imageEditEP := ability("images", store.AbilityImages, gwerr.Images, nil)
+	if im := opt.Images; im != nil {
+		imageGenEP.Handler, imageEditEP.Handler = im.Generate, im.Edit
+	}
 	toolsEP := &pipeline.Endpoint{Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly}
 	if opt.Tools != nil {
 		toolsEP.Handler = opt.Tools.Serve
@@ -176,8 +185,8 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		PathTranscription: transcriptionEP,
 		PathSpeech:        speechEP,
 		PathVoices:        voicesEP,
-		PathImageGen:      ability("images", store.AbilityImages, gwerr.Images, nil),
-		PathImageEdit:     ability("images", store.AbilityImages, gwerr.Images, nil),
+		PathImageGen:      imageGenEP,
+		PathImageEdit:     imageEditEP,
 		PathSearch:        searchEP,
 		PathFetch:         fetchEP,
 		PathDecide:        decideEP,

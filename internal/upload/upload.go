@@ -224,3 +224,29 @@ func countRest(r io.Reader, read int64) (size int64, atLeast bool) {
 	}
 	return read + n, false
 }
+
+// OutFile is a file part of an outgoing body.
+type OutFile struct {
+	Field, Filename, ContentType string
+	Data                         []byte
+}
+
+// Body frames a multipart/form-data body of text fields (name, value
+// pairs) then files, for upstream.Request.Parts: the files' bytes are
+// referenced between small framing buffers, never copied.
+func Body(fields [][2]string, files []OutFile) (parts [][]byte, contentType string) {
+	boundary := multipart.NewWriter(io.Discard).Boundary()
+	var b bytes.Buffer
+	for _, f := range fields {
+		fmt.Fprintf(&b, "--%s\r\nContent-Disposition: form-data; name=%q\r\n\r\n%s\r\n", boundary, f[0], f[1])
+	}
+	for _, f := range files {
+		fmt.Fprintf(&b, "--%s\r\nContent-Disposition: form-data; name=%q; filename=%q\r\nContent-Type: %s\r\n\r\n", boundary, f.Field, f.Filename, f.ContentType)
+		parts = append(parts, bytes.Clone(b.Bytes()), f.Data)
+		b.Reset()
+		b.WriteString("\r\n")
+	}
+	fmt.Fprintf(&b, "--%s--\r\n", boundary)
+	parts = append(parts, b.Bytes())
+	return parts, "multipart/form-data; boundary=" + boundary
+}

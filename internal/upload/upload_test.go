@@ -3,6 +3,8 @@ package upload
 import (
 	"bytes"
 	"errors"
+	"io"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -154,4 +156,34 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Body frames fields and files that a multipart reader reads back exactly,
+// the files' bytes referenced rather than copied.
+func TestBody(t *testing.T) {
+	big := bytes.Repeat([]byte{0xAB}, 70_000)
+	files := []OutFile{{Field: "image[]", Filename: "image-1.png", ContentType: "image/png", Data: big},
+		{Field: "image[]", Filename: "image-2.jpeg", ContentType: "image/jpeg", Data: []byte("\r\n--x\r\n")}}
+	parts, ct := Body([][2]string{{"prompt", "make it\r\nnight"}, {"n", "1"}}, files)
+	if &parts[1][0] != &big[0] {
+		t.Error("the file's bytes were copied")
+	}
+	_, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, err := multipart.NewReader(bytes.NewReader(bytes.Join(parts, nil)), params["boundary"]).ReadForm(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form.Value["prompt"][0] != "make it\r\nnight" || form.Value["n"][0] != "1" || len(form.File["image[]"]) != 2 {
+		t.Fatalf("form %+v", form)
+	}
+	for i, fh := range form.File["image[]"] {
+		f, _ := fh.Open()
+		b, _ := io.ReadAll(f)
+		if fh.Filename != files[i].Filename || fh.Header.Get("Content-Type") != files[i].ContentType || !bytes.Equal(b, files[i].Data) {
+			t.Errorf("file %d: %s %s %d bytes", i, fh.Filename, fh.Header.Get("Content-Type"), len(b))
+		}
+	}
 }

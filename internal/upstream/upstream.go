@@ -181,6 +181,11 @@ func first(h http.Header, names ...string) string {
 type Error struct {
 	Err       *gwerr.Error
 	Retryable bool
+	// Status and ProviderCode are the provider's HTTP status and its
+	// error.code, when it answered with an error (never shown as they
+	// are: a handler maps the ones it knows).
+	Status       int
+	ProviderCode string
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -213,7 +218,7 @@ func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 		msg = fmt.Sprintf("provider %s answered %d", p.Name, resp.StatusCode)
 	}
 	g := &gwerr.Error{Message: msg}
-	e := &Error{Err: g}
+	e := &Error{Err: g, Status: resp.StatusCode, ProviderCode: gjson.GetBytes(body, "error.code").String()}
 	switch s := resp.StatusCode; {
 	case s == http.StatusBadRequest:
 		g.Kind = gwerr.Invalid

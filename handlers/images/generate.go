@@ -1,0 +1,446 @@
+package images
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
+	"github.com/caddy-gw/caddy-gw/internal/upstream"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// passOn are the request fields sent on to the provider as they are
+// (strings, or for output_compression a number); every other field the
+// gateway reads itself or ignores.
+var passOn = []string{"size", "quality", "response_format", "background", "output_format", "output_compression", "moderation", "user"}
+
+// request is a checked generation or edit.
+type request struct {
+	alias    string
+	n        int64
+	prompt   string
+	stream   bool
+	partial  int64 // previews asked (at most MaxPartialImages)
+	maxPrice *pricing.Money
+	pass     map[string]any
+}
+
+// pick resolves the alias: model when named, else category's alias, else
+// gw-image.
+func (h *Handler) pick(cat *catalog.Catalog, model, categoryName string) (string, error) {
+	if model != "" {
+		if !isImageAlias(cat, model) {
+			return "", invalid("model", "model %s is not an image model; image models are those with capability image in /v1/models", model)
+		}
+		return model, nil
+	}
+	if categoryName != "" {
+		c := category(categoryName)
+		if c == "" {
+			return "", invalid("category", "category must be one of %s", strings.Join(Categories, ", "))
+		}
+		alias, ok := h.byCategory[c]
+		if !ok {
+			return "", invalid("category", "no image model of category %s is offered on this gateway", c)
+		}
+		return alias, nil
+	}
+	return AliasImage, nil
+}
+
+// parseCommon reads what generations and edits share: model or category,
+// max_price and the fields passed on. field returns a field's raw JSON
+// value (a multipart field's text is quoted by the caller).
+func (h *Handler) parseCommon(cat *catalog.Catalog, get func(string) gjson.Result) (*request, error) {
+	r := &request{n: 1, pass: map[string]any{}}
+	str := func(name string) (string, error) {
+		v := get(name)
+		if !v.Exists() || v.Type == gjson.Null {
+			return "", nil
+		}
+		if v.Type != gjson.String {
+			return "", invalid(name, "%s must be a string", name)
+		}
+		return v.Str, nil
+	}
+	model, err := str("model")
+	if err != nil {
+		return nil, err
+	}
+	cname, err := str("category")
+	if err != nil {
+		return nil, err
+	}
+	if r.alias, err = h.pick(cat, model, cname); err != nil {
+		return nil, err
+	}
+	if v := get("max_price"); v.Exists() && v.Type != gjson.Null {
+		m, err := pricing.ParseUSD(strings.TrimSpace(v.Raw))
+		if v.Type == gjson.String {
+			m, err = pricing.ParseUSD(v.Str)
+		}
+		if err != nil || m < 0 {
+			return nil, invalid("max_price", "max_price must be an amount of US dollars, such as 0.05")
+		}
+		r.maxPrice = &m
+	}
+	if v := get("n"); v.Exists() && v.Type != gjson.Null {
+		n, ok := whole(v)
+		if !ok || n < 1 || n > MaxImages {
+			return nil, invalid("n", "n must be a whole number from 1 to %d", MaxImages)
+		}
+		r.n = n
+	}
+	for _, f := range passOn {
+		v := get(f)
+		switch {
+		case !v.Exists() || v.Type == gjson.Null:
+		case v.Type == gjson.String:
+			r.pass[f] = v.Str
+		case v.Type == gjson.Number && f == "output_compression":
+			if n, ok := whole(v); ok && n >= 0 && n <= 100 {
+				r.pass[f] = n
+				continue
+			}
+			return nil, invalid(f, "%s must be a whole number from 0 to 100", f)
+		default:
+			return nil, invalid(f, "%s must be a string", f)
+		}
+	}
+	return r, nil
+}
+
+// whole reads a whole number (a JSON number without a fraction, or its
+// text).
+func whole(v gjson.Result) (int64, bool) {
+	switch v.Type {
+	case gjson.Number:
+		n, err := strconv.ParseInt(strings.TrimSpace(v.Raw), 10, 64)
+		return n, err == nil
+	case gjson.String:
+		r := gjson.Parse(v.Str)
+		if r.Type != gjson.Number || r.Raw != strings.TrimSpace(v.Str) {
+			return 0, false
+		}
+		return whole(r)
+	}
+	return 0, false
+}
+
+// parseGenerate checks a generation body: the image fields, or the
+// chat-shaped body whose prompt is the last user message.
+func (h *Handler) parseGenerate(cat *catalog.Catalog, b []byte) (*request, error) {
+	root := gjson.ParseBytes(b)
+	if !root.IsObject() {
+		return nil, invalid("body", "the body must be a JSON object")
+	}
+	r, err := h.parseCommon(cat, root.Get)
+	if err != nil {
+		return nil, err
+	}
+	switch p := root.Get("prompt"); {
+	case p.Exists() && p.Type != gjson.Null:
+		if p.Type != gjson.String || strings.TrimSpace(p.Str) == "" {
+			return nil, invalid("prompt", "prompt is required and must be text")
+		}
+		r.prompt = p.Str
+	case root.Get("messages").Exists():
+		if r.prompt, err = chatPrompt(root); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, invalid("prompt", "prompt is required")
+	}
+	if s := root.Get("stream"); s.Exists() && s.Type != gjson.Null {
+		if !s.IsBool() {
+			return nil, invalid("stream", "stream must be true or false")
+		}
+		r.stream = s.Bool()
+	}
+	if p := root.Get("partial_images"); p.Exists() && p.Type != gjson.Null {
+		n, ok := whole(p)
+		if !ok || n < 0 {
+			return nil, invalid("partial_images", "partial_images must be a whole number from 0 to %d", MaxPartialImages)
+		}
+		r.partial = min(n, MaxPartialImages) // larger values are lowered, not refused
+	}
+	return r, nil
+}
+
+// chatPrompt takes the prompt of the chat-shaped body: messages plus a
+// tools entry of type image_generation; the last user message's text.
+func chatPrompt(root gjson.Result) (string, error) {
+	hasTool := false
+	root.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		hasTool = hasTool || t.Get("type").String() == "image_generation"
+		return !hasTool
+	})
+	if !hasTool {
+		return "", invalid("tools", "a chat-shaped body needs a tools entry of type image_generation (or send prompt)")
+	}
+	msgs := root.Get("messages")
+	if !msgs.IsArray() {
+		return "", invalid("messages", "messages must be an array")
+	}
+	list := msgs.Array()
+	for i := len(list) - 1; i >= 0; i-- {
+		m := list[i]
+		if m.Get("role").String() != "user" {
+			continue
+		}
+		var text []string
+		c := m.Get("content")
+		if c.Type == gjson.String {
+			text = append(text, c.Str)
+		} else {
+			c.ForEach(func(_, part gjson.Result) bool {
+				if t := part.Get("type").String(); t == "text" || t == "input_text" {
+					text = append(text, part.Get("text").String())
+				}
+				return true
+			})
+		}
+		prompt := strings.TrimSpace(strings.Join(text, "\n"))
+		if prompt == "" {
+			break
+		}
+		return prompt, nil
+	}
+	return "", invalid("messages", "the last user message has no text to draw")
+}
+
+// gate checks the key's list, prices the request and holds its cost:
+// over max_price is 402 price_exceeds_max_price before anything is made.
+func gate(c *pipeline.Call, r *request) (*catalog.Ability, *catalog.Provider, error) {
+	if err := c.AllowModel(r.alias); err != nil {
+		return nil, nil, err
+	}
+	cat := c.Gateway.Catalog
+	ab := cat.Abilities[r.alias]
+	p := cat.Providers[ab.Provider]
+	if p == nil {
+		return nil, nil, unavailable("images are not configured on this gateway")
+	}
+	cost, ok := c.AbilityCost(r.alias, r.n)
+	if !ok {
+		return nil, nil, unavailable("%s has no published price; it is not served", r.alias)
+	}
+	if r.maxPrice != nil && cost > *r.maxPrice {
+		return nil, nil, &gwerr.Error{Kind: gwerr.Payment, Code: CodePriceExceedsMaxPrice,
+			Message: "the price, " + cost.String() + " USD, is above max_price; nothing was made or charged"}
+	}
+	if err := c.Reserve(cost); err != nil {
+		return nil, nil, err
+	}
+	return ab, p, nil
+}
+
+// Generate serves POST /v1/images/generations.
+func (h *Handler) Generate(c *pipeline.Call) error {
+	b, err := jsonbody.Read(io.LimitReader(c.R.Body, MaxBody+1), MaxBody)
+	if err != nil {
+		return invalid("body", "the body must be one JSON object of at most 1 MiB")
+	}
+	cat := c.Gateway.Catalog
+	r, err := h.parseGenerate(cat, b)
+	if err != nil {
+		return err
+	}
+	ab, p, err := gate(c, r)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"model": ab.Model, "prompt": r.prompt, "n": r.n}
+	for k, v := range r.pass {
+		body[k] = v
+	}
+	if r.stream {
+		body["stream"] = true
+		if ab.Previews && r.partial > 0 {
+			body["partial_images"] = r.partial
+		}
+	}
+	raw, _ := json.Marshal(body)
+	ctx, cancel := context.WithTimeout(c.R.Context(), h.timeout(h.cfg.GenerateTimeout, GenerateTimeout))
+	defer cancel()
+	resp, err := h.Upstream.Do(ctx, upstream.Request{Provider: p, Path: PathGenerations, Body: raw})
+	if err != nil {
+		return failure(ctx, err)
+	}
+	defer resp.Body.Close()
+	if r.stream {
+		return h.relay(c, ctx, resp.Body, r, ab)
+	}
+	out, made, err := read(ctx, resp.Body, r.n)
+	if err != nil {
+		return err
+	}
+	cost, _ := c.AbilityCost(r.alias, made)
+	if _, err := c.Settle(made, pricing.UnitImage, ab.Model, cost); err != nil {
+		return err
+	}
+	c.Receipt(ab.Model, cost)
+	answer, _ := json.Marshal(map[string]any{"created": out.created, "data": out.data})
+	writeJSON(c.W, answer)
+	return nil
+}
+
+// made is what the provider answered: its images (at most n) and usage.
+type made struct {
+	created int64
+	data    []json.RawMessage
+	usage   json.RawMessage
+}
+
+// read takes the provider's answer: at most n images, each with b64_json
+// or url. None is 502 capability_unavailable.
+func read(ctx context.Context, body io.Reader, n int64) (*made, int64, error) {
+	b, err := io.ReadAll(io.LimitReader(body, MaxAnswer))
+	if err != nil {
+		return nil, 0, failure(ctx, err)
+	}
+	if !jsonbody.Valid(b) {
+		return nil, 0, unavailable("the image model gave an unreadable answer")
+	}
+	root := gjson.ParseBytes(b)
+	out := &made{created: root.Get("created").Int(), data: []json.RawMessage{}}
+	if out.created == 0 {
+		out.created = time.Now().Unix()
+	}
+	root.Get("data").ForEach(func(_, d gjson.Result) bool {
+		if int64(len(out.data)) >= n {
+			return false
+		}
+		img := map[string]any{}
+		if v := d.Get("b64_json"); v.Type == gjson.String && v.Str != "" {
+			img["b64_json"] = v.Str
+		} else if v := d.Get("url"); v.Type == gjson.String && v.Str != "" {
+			img["url"] = v.Str
+		} else {
+			return true
+		}
+		if v := d.Get("revised_prompt"); v.Type == gjson.String {
+			img["revised_prompt"] = v.Str
+		}
+		raw, _ := json.Marshal(img)
+		out.data = append(out.data, raw)
+		return true
+	})
+	if u := root.Get("usage"); u.IsObject() {
+		out.usage = json.RawMessage(u.Raw)
+	}
+	if len(out.data) == 0 {
+		return nil, 0, unavailable("the image model made no image")
+	}
+	return out, int64(len(out.data)), nil
+}
+
+func writeJSON(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// Stream event types (spec "Image generation stream").
+const (
+	EventPartial   = "image_generation.partial_image"
+	EventCompleted = "image_generation.completed"
+	EventError     = "error"
+)
+
+// relay turns the provider's image stream into the spec's: previews
+// (partial_image) as they come, one completed event per image with data
+// shaped like the normal response, an error event when something fails
+// after the stream began, and data: [DONE] last. The images are billed
+// before the last one asked for is relayed; a stream that ends with fewer
+// is billed for those it delivered, and one that delivered none is not
+// billed.
+func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, ab *catalog.Ability) error {
+	sse.StartStream(c.W)
+	c.W.Header().Set(pipeline.HeaderRoutedModel, ab.Model)
+	c.W.WriteHeader(http.StatusOK)
+	w := sse.NewWriter(c.W)
+	var delivered int64
+	settled := false
+	settle := func(k int64) bool {
+		if settled || k == 0 {
+			return true
+		}
+		settled = true
+		cost, _ := c.AbilityCost(r.alias, k)
+		_, err := c.Settle(k, pricing.UnitImage, ab.Model, cost)
+		return err == nil
+	}
+	fail := func(msg, code string) error {
+		ev, _ := json.Marshal(map[string]any{"type": EventError, "error": map[string]any{"message": msg, "type": "api_error", "code": code}})
+		_ = w.Write(sse.Event{Data: ev})
+		_ = w.WriteDone()
+		return nil
+	}
+	rd := sse.NewReader(body)
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if !settle(delivered) {
+				return fail("the images could not be billed; nothing more is sent", "settlement_unavailable")
+			}
+			if errors.Is(err, io.EOF) && delivered > 0 {
+				_ = w.WriteDone()
+				return nil
+			}
+			if ctx.Err() != nil && c.R.Context().Err() != nil {
+				return nil // the client left
+			}
+			return fail("the image could not be made", gwerr.CodeCapabilityUnavailable)
+		}
+		if sse.IsDone(ev) {
+			continue
+		}
+		d := gjson.ParseBytes(ev.Data)
+		created := d.Get("created_at").Int()
+		if created == 0 {
+			created = time.Now().Unix()
+		}
+		switch typ := d.Get("type").String(); typ {
+		case EventPartial:
+			out, _ := json.Marshal(map[string]any{"type": EventPartial, "created": created,
+				"partial_image_index": d.Get("partial_image_index").Int(), "b64_json": d.Get("b64_json").String()})
+			if w.Write(sse.Event{Data: out}) != nil {
+				settle(delivered)
+				return nil
+			}
+		case EventCompleted:
+			img := d.Get("b64_json").String()
+			if img == "" || delivered >= r.n {
+				continue
+			}
+			if delivered+1 == r.n && !settle(r.n) {
+				return fail("the image could not be billed; it is not sent", "settlement_unavailable")
+			}
+			out, _ := json.Marshal(map[string]any{"type": EventCompleted, "created": created,
+				"data": []any{map[string]any{"b64_json": img}}, "b64_json": img})
+			delivered++
+			if w.Write(sse.Event{Data: out}) != nil {
+				settle(delivered)
+				return nil
+			}
+		case EventError:
+			if !settle(delivered) {
+				return fail("the images could not be billed", "settlement_unavailable")
+			}
+			return fail("the image could not be made", gwerr.CodeCapabilityUnavailable)
+		}
+	}
+}
