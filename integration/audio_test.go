@@ -439,14 +439,25 @@ func TestAudioGates(t *testing.T) {
 	if r := e.upload(t, hours, "a.wav", wavOf(100, 35_000)); r.Status != 200 {
 		t.Fatalf("35,000 s: %d %s", r.Status, r.Body)
 	}
-	expectError(t, e.upload(t, hours, "a.wav", wavOf(100, 1_300)), 429, limited, "")
+	// 1,300 s more do not fit: the wait is what the bucket needs to refill
+	// them (10 s of audio a second), well over a second and at most the
+	// 130 s that refill all of them.
+	over := e.upload(t, hours, "a.wav", wavOf(100, 1_300))
+	expectError(t, over, 429, limited, "")
+	if ra, err := strconv.Atoi(over.Header.Get("Retry-After")); err != nil || ra < 2 || ra > 130 {
+		t.Errorf("audio budget Retry-After %q, want 2..130 s", over.Header.Get("Retry-After"))
+	}
 	e.OA.Push(fake.Script{Text: "short"})
 	if r := e.upload(t, hours, "a.wav", wav); r.Status != 200 {
 		t.Fatalf("tone after 35,000 s: %d %s", r.Status, r.Body)
 	}
 	// 4,096 characters at speed 0.25 are 1,093 s of speech: refused; 15
 	// characters (1 s) fit.
-	expectError(t, speech(hours, `{"input":"`+strings.Repeat("a", 4096)+`","voice":"alloy","speed":0.25}`), 429, limited, "")
+	long := speech(hours, `{"input":"`+strings.Repeat("a", 4096)+`","voice":"alloy","speed":0.25}`)
+	expectError(t, long, 429, limited, "")
+	if ra, err := strconv.Atoi(long.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 110 {
+		t.Errorf("speech audio budget Retry-After %q, want 1..110 s", long.Header.Get("Retry-After"))
+	}
 	e.OA.Push(fake.Script{})
 	if r := speech(hours, `{"input":"`+strings.Repeat("a", 15)+`","voice":"alloy"}`); r.Status != 200 {
 		t.Fatalf("short speech: %d %s", r.Status, r.Body)
