@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/zap"
@@ -40,7 +41,7 @@ type served struct {
 	store *storetest.Faulty
 	key   string
 	// uploads counts the provider's transcription requests.
-	uploads int
+	uploads atomic.Int64
 }
 
 func newServed(tb testing.TB) *served {
@@ -49,7 +50,7 @@ func newServed(tb testing.TB) *served {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/audio/transcriptions":
-			s.uploads++
+			s.uploads.Add(1)
 			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"text":"ok"}`)
@@ -240,8 +241,8 @@ func TestUploadHeldOnce(t *testing.T) {
 			t.Errorf("an upload of %d bytes allocated %d (%.2f×): the file is held more than once", len(file), n, ratio)
 		}
 	}
-	if s.uploads != 3 {
-		t.Fatalf("provider saw %d uploads, want 3", s.uploads)
+	if n := s.uploads.Load(); n != 3 {
+		t.Fatalf("provider saw %d uploads, want 3", n)
 	}
 }
 
