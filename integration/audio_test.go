@@ -457,6 +457,17 @@ func TestAudioGates(t *testing.T) {
 		t.Fatalf("allowed speech: %d %s", r.Status, r.Body)
 	}
 	_ = speakOnly
+	// Both ability routes read x-api-key too ("Authentication" 3).
+	xKey := e.account(t, "x-api-key", nil)
+	e.OA.Push(fake.Script{})
+	if r := e.do(t, http.MethodPost, "/v1/audio/speech", speak, apiKey(xKey)...); r.Status != 200 || r.Header.Get("X-Gw-Billed-Chars") != "2" {
+		t.Errorf("speech with x-api-key: %d %s", r.Status, r.Body)
+	}
+	e.OA.Push(fake.Script{Text: "ok"})
+	body, ct := multipartBody(t, "a.wav", wav)
+	if r := e.do(t, http.MethodPost, "/v1/audio/transcriptions", body, append(apiKey(xKey), "Content-Type", ct)...); r.Status != 200 || r.Header.Get("X-Gw-Billed-Seconds") != "10" {
+		t.Errorf("transcription with x-api-key: %d %s", r.Status, r.Body)
+	}
 
 	// 402 premium_locked: free, and paid but not cleared.
 	for _, id := range []string{"free", "uncleared"} {
@@ -743,7 +754,11 @@ func TestAudioSpeech(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				e.OA.Push(tc.script)
-				expectError(t, e.do(t, http.MethodPost, "/v1/audio/speech", `{"input":"hi","voice":"alloy"}`, bearer(key)...), tc.status, tc.want, "")
+				r := e.do(t, http.MethodPost, "/v1/audio/speech", `{"input":"hi","voice":"alloy"}`, bearer(key)...)
+				expectError(t, r, tc.status, tc.want, "")
+				if tc.status == 429 && r.Header.Get("Retry-After") == "" {
+					t.Errorf("a busy provider's 429 without Retry-After")
+				}
 			})
 		}
 		if n := len(e.ledger(t, "talker")); n != before {
