@@ -62,6 +62,12 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"bad cache ttl", "gw {\n cache_ttl soon\n}", "cache_ttl"},
 		{"bad second opinion concurrency", "gw {\n second_opinion_concurrency 0\n}", "second_opinion_concurrency"},
 		{"alias one arg", "gw {\n alias a\n}", "wrong argument count"},
+		{"audio bad duration", "gw {\n audio {\n gap_timeout soon\n }\n}", "gap_timeout"},
+		{"audio zero duration", "gw {\n audio {\n accurate_up_to 0s\n }\n}", "accurate_up_to"},
+		{"audio bad option", "gw {\n audio {\n colour x\n }\n}", `unknown audio option "colour"`},
+		{"audio model two args", "gw {\n audio {\n verbose_model a b\n }\n}", "wrong argument count"},
+		{"voice without id", "gw {\n ability gw-voice-speak {\n voice\n }\n}", "voice: want <id>"},
+		{"voices without ids", "gw {\n ability gw-voice-speak-hd {\n voices\n }\n}", "wrong argument count"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var app App

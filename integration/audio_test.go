@@ -286,6 +286,65 @@ func TestAudioTranscription(t *testing.T) {
 		}
 	})
 
+	// The same rows as the SDK sends them: every field of
+	// AudioTranscriptionNewParams, text through Client.Post with a string
+	// destination (the SDK's way), and its refusals as *openai.Error.
+	t.Run("sdk", func(t *testing.T) {
+		file := func() io.Reader { return bytes.NewReader(fixture(t, "tone.ogg")) }
+		e.OA.Reset()
+		e.OA.Push(fake.Script{Text: "bonjour"})
+		var resp *http.Response
+		tr, err := c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{
+			File: openai.File(file(), "voice.ogg", "audio/ogg"), Model: "gw-voice-fast", Language: openai.String("fr"),
+			Prompt: openai.String(strings.Repeat("ß", 2001)), Temperature: openai.Float(0.4),
+			ResponseFormat: openai.AudioResponseFormatJSON,
+		}, option.WithResponseInto(&resp))
+		if err != nil || tr.Text != "bonjour" {
+			t.Fatalf("transcription: %v %+v", err, tr)
+		}
+		expectReceipt(t, e.gateway, "listener", resp.Header, "gpt-4o-mini-transcribe", "X-Gw-Billed-Seconds", 10, "audio_second", abilityCost(voicePrice, 10))
+		f := e.OA.Requests()[0].Form()
+		if f.Value["model"][0] != "gpt-4o-mini-transcribe" || f.Value["language"][0] != "fr" || f.Value["temperature"][0] != "0.4" ||
+			f.Value["prompt"][0] != strings.Repeat("ß", 2000) || f.File["file"][0].Filename != "audio.ogg" {
+			t.Errorf("upstream form %v", f.Value)
+		}
+		e.OA.Push(fake.Script{Text: "plain words"})
+		var text string
+		err = c.Post(ctx, "audio/transcriptions", openai.AudioTranscriptionNewParams{
+			File: openai.File(file(), "voice.ogg", "audio/ogg"), Model: "gw-voice", ResponseFormat: openai.AudioResponseFormatText,
+		}, &text)
+		if err != nil || text != "plain words\n" {
+			t.Fatalf("text: %v %q", err, text)
+		}
+		for _, tc := range []struct {
+			name  string
+			p     openai.AudioTranscriptionNewParams
+			param string
+		}{
+			{"srt", openai.AudioTranscriptionNewParams{ResponseFormat: openai.AudioResponseFormatSRT}, "response_format"},
+			{"vtt", openai.AudioTranscriptionNewParams{ResponseFormat: openai.AudioResponseFormatVTT}, "response_format"},
+			{"diarized_json", openai.AudioTranscriptionNewParams{ResponseFormat: openai.AudioResponseFormatDiarizedJSON}, "response_format"},
+			{"language", openai.AudioTranscriptionNewParams{Language: openai.String("french")}, "language"},
+			{"temperature", openai.AudioTranscriptionNewParams{Temperature: openai.Float(1.5)}, "temperature"},
+			{"granularity", openai.AudioTranscriptionNewParams{ResponseFormat: openai.AudioResponseFormatVerboseJSON,
+				TimestampGranularities: []string{"sentence"}}, "timestamp_granularities[]"},
+		} {
+			tc.p.File, tc.p.Model = openai.File(file(), "voice.ogg", "audio/ogg"), "gw-voice"
+			_, err := c.Audio.Transcriptions.New(ctx, tc.p)
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != tc.param || apiErr.Type != "invalid_request_error" {
+				t.Errorf("%s: %v, want 400 param %s", tc.name, err, tc.param)
+			}
+		}
+		// Not audio, whatever its name says.
+		_, err = c.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{
+			File: openai.File(bytes.NewReader(fixture(t, "red.png")), "voice.mp3", "audio/mpeg"), Model: "gw-voice"})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_file_format" || apiErr.Param != "file" {
+			t.Errorf("png as mp3: %v", err)
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		before := len(e.ledger(t, "listener"))
 		const (
@@ -329,6 +388,19 @@ func TestAudioTranscription(t *testing.T) {
 				}
 				expectError(t, e.upload(t, key, tc.filename, tc.data, tc.fields...), tc.status, tc.want, "")
 			})
+		}
+		// The other fields are small: one over 64 KiB is refused naming it;
+		// a second file is refused naming file.
+		expectError(t, e.upload(t, key, "a.wav", wav, "prompt", strings.Repeat("x", 64<<10+1)), 400, bad("prompt"), "")
+		{
+			var b bytes.Buffer
+			mw := multipart.NewWriter(&b)
+			for range 2 {
+				fw, _ := mw.CreateFormFile("file", "a.wav")
+				fw.Write(wav)
+			}
+			mw.Close()
+			expectError(t, e.do(t, http.MethodPost, "/v1/audio/transcriptions", b.String(), append(bearer(key), "Content-Type", mw.FormDataContentType())...), 400, badFile, "")
 		}
 		// Not multipart at all.
 		expectError(t, e.do(t, http.MethodPost, "/v1/audio/transcriptions", `{"file":"x"}`, bearer(key)...), 400, badFile, "")
@@ -385,6 +457,17 @@ func TestAudioGates(t *testing.T) {
 		t.Fatalf("allowed speech: %d %s", r.Status, r.Body)
 	}
 	_ = speakOnly
+	// Both ability routes read x-api-key too ("Authentication" 3).
+	xKey := e.account(t, "x-api-key", nil)
+	e.OA.Push(fake.Script{})
+	if r := e.do(t, http.MethodPost, "/v1/audio/speech", speak, apiKey(xKey)...); r.Status != 200 || r.Header.Get("X-Gw-Billed-Chars") != "2" {
+		t.Errorf("speech with x-api-key: %d %s", r.Status, r.Body)
+	}
+	e.OA.Push(fake.Script{Text: "ok"})
+	body, ct := multipartBody(t, "a.wav", wav)
+	if r := e.do(t, http.MethodPost, "/v1/audio/transcriptions", body, append(apiKey(xKey), "Content-Type", ct)...); r.Status != 200 || r.Header.Get("X-Gw-Billed-Seconds") != "10" {
+		t.Errorf("transcription with x-api-key: %d %s", r.Status, r.Body)
+	}
 
 	// 402 premium_locked: free, and paid but not cleared.
 	for _, id := range []string{"free", "uncleared"} {
@@ -439,14 +522,25 @@ func TestAudioGates(t *testing.T) {
 	if r := e.upload(t, hours, "a.wav", wavOf(100, 35_000)); r.Status != 200 {
 		t.Fatalf("35,000 s: %d %s", r.Status, r.Body)
 	}
-	expectError(t, e.upload(t, hours, "a.wav", wavOf(100, 1_300)), 429, limited, "")
+	// 1,300 s more do not fit: the wait is what the bucket needs to refill
+	// them (10 s of audio a second), well over a second and at most the
+	// 130 s that refill all of them.
+	over := e.upload(t, hours, "a.wav", wavOf(100, 1_300))
+	expectError(t, over, 429, limited, "")
+	if ra, err := strconv.Atoi(over.Header.Get("Retry-After")); err != nil || ra < 2 || ra > 130 {
+		t.Errorf("audio budget Retry-After %q, want 2..130 s", over.Header.Get("Retry-After"))
+	}
 	e.OA.Push(fake.Script{Text: "short"})
 	if r := e.upload(t, hours, "a.wav", wav); r.Status != 200 {
 		t.Fatalf("tone after 35,000 s: %d %s", r.Status, r.Body)
 	}
 	// 4,096 characters at speed 0.25 are 1,093 s of speech: refused; 15
 	// characters (1 s) fit.
-	expectError(t, speech(hours, `{"input":"`+strings.Repeat("a", 4096)+`","voice":"alloy","speed":0.25}`), 429, limited, "")
+	long := speech(hours, `{"input":"`+strings.Repeat("a", 4096)+`","voice":"alloy","speed":0.25}`)
+	expectError(t, long, 429, limited, "")
+	if ra, err := strconv.Atoi(long.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 110 {
+		t.Errorf("speech audio budget Retry-After %q, want 1..110 s", long.Header.Get("Retry-After"))
+	}
 	e.OA.Push(fake.Script{})
 	if r := speech(hours, `{"input":"`+strings.Repeat("a", 15)+`","voice":"alloy"}`); r.Status != 200 {
 		t.Fatalf("short speech: %d %s", r.Status, r.Body)
@@ -465,6 +559,9 @@ func TestAudioGates(t *testing.T) {
 		}
 	}
 }
+
+// audioContentTypes are the spec's Content-Types of the speech formats.
+var audioContentTypes = map[string]string{"mp3": "audio/mpeg", "opus": "audio/ogg", "aac": "audio/aac", "flac": "audio/flac", "wav": "audio/wav", "pcm": "audio/pcm"}
 
 // speechParams is an SDK speech request.
 func speechParams(model, voice, input string) openai.AudioSpeechNewParams {
@@ -505,7 +602,7 @@ func TestAudioSpeech(t *testing.T) {
 	}
 
 	// Every format's Content-Type (spec table), on /audio/speech too.
-	for format, ctype := range map[string]string{"mp3": "audio/mpeg", "opus": "audio/ogg", "aac": "audio/aac", "flac": "audio/flac", "wav": "audio/wav", "pcm": "audio/pcm"} {
+	for format, ctype := range audioContentTypes {
 		e.OA.Push(fake.Script{Audio: []byte("sound")})
 		r := e.do(t, http.MethodPost, "/audio/speech", `{"input":"abc","voice":"alloy","response_format":"`+format+`"}`, bearer(key)...)
 		if r.Status != 200 || r.Header.Get("Content-Type") != ctype || string(r.Body) != "sound" {
@@ -535,6 +632,62 @@ func TestAudioSpeech(t *testing.T) {
 	if _, has := e.OA.Requests()[len(e.OA.Requests())-1].JSON()["instructions"]; has {
 		t.Errorf("empty instructions went to hd upstream")
 	}
+
+	// The SDK's own fields: every format, speed, and the refusals it can
+	// express, as *openai.Error naming the field.
+	t.Run("sdk", func(t *testing.T) {
+		for _, f := range []openai.AudioSpeechNewParamsResponseFormat{"mp3", "opus", "aac", "flac", "wav", "pcm"} {
+			e.OA.Reset()
+			e.OA.Push(fake.Script{Audio: []byte("sound of " + string(f))})
+			p := speechParams("gw-voice-speak-hd", "nova", "abcdefghij")
+			p.ResponseFormat, p.Speed, p.StreamFormat = f, openai.Float(0.5), openai.AudioSpeechNewParamsStreamFormatAudio
+			resp, err := c.Audio.Speech.New(ctx, p)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(got) != "sound of "+string(f) || resp.Header.Get("Content-Type") != audioContentTypes[string(f)] {
+				t.Errorf("%s: %q %q", f, got, resp.Header.Get("Content-Type"))
+			}
+			// hd bills the input length whatever the speed.
+			expectReceipt(t, e.gateway, "talker", resp.Header, "tts-1-hd", "X-Gw-Billed-Chars", 10, "character", abilityCost(speakHDPrice, 10))
+			if sent := e.OA.Requests()[0].JSON(); sent["response_format"] != string(f) || sent["speed"] != 0.5 || sent["model"] != "tts-1-hd" {
+				t.Errorf("%s: upstream %s", f, e.OA.Requests()[0].Body)
+			}
+		}
+		for _, tc := range []struct {
+			name  string
+			p     openai.AudioSpeechNewParams
+			param string
+		}{
+			{"sse", func() openai.AudioSpeechNewParams {
+				p := speechParams("gw-voice-speak", "alloy", "hi")
+				p.StreamFormat = openai.AudioSpeechNewParamsStreamFormatSSE
+				return p
+			}(), "stream_format"},
+			{"speed", func() openai.AudioSpeechNewParams {
+				p := speechParams("gw-voice-speak", "alloy", "hi")
+				p.Speed = openai.Float(4.01)
+				return p
+			}(), "speed"},
+			{"instructions on hd", func() openai.AudioSpeechNewParams {
+				p := speechParams("gw-voice-speak-hd", "alloy", "hi")
+				p.Instructions = openai.String("whisper")
+				return p
+			}(), "instructions"},
+			{"voice not of hd", speechParams("gw-voice-speak-hd", "marin", "hi"), "voice"},
+			{"unknown voice", speechParams("gw-voice-speak", "nobody", "hi"), "voice"},
+			{"model", speechParams("tts-1", "alloy", "hi"), "model"},
+			{"input too long", speechParams("gw-voice-speak", "alloy", strings.Repeat("日", 4097)), "input"},
+		} {
+			_, err := c.Audio.Speech.New(ctx, tc.p)
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != tc.param || apiErr.Type != "invalid_request_error" {
+				t.Errorf("%s: %v, want 400 param %s", tc.name, err, tc.param)
+			}
+		}
+	})
 
 	t.Run("field checks", func(t *testing.T) {
 		before := len(e.ledger(t, "talker"))
@@ -601,7 +754,11 @@ func TestAudioSpeech(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				e.OA.Push(tc.script)
-				expectError(t, e.do(t, http.MethodPost, "/v1/audio/speech", `{"input":"hi","voice":"alloy"}`, bearer(key)...), tc.status, tc.want, "")
+				r := e.do(t, http.MethodPost, "/v1/audio/speech", `{"input":"hi","voice":"alloy"}`, bearer(key)...)
+				expectError(t, r, tc.status, tc.want, "")
+				if tc.status == 429 && r.Header.Get("Retry-After") == "" {
+					t.Errorf("a busy provider's 429 without Retry-After")
+				}
 			})
 		}
 		if n := len(e.ledger(t, "talker")); n != before {

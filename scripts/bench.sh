@@ -2,7 +2,8 @@
 # Measures the gateway against a bare Caddy reverse_proxy to the same fake
 # upstream, in one bin/caddy process and one run, and prints a Markdown
 # table of p50/p99 latency and throughput with the ratios gateway/baseline
-# (integration/bench_test.go, TestBenchReport).
+# (integration/bench_test.go, TestBenchReport; page reading and audio in
+# fetch_bench_test.go and audio_bench_test.go).
 #
 #   scripts/bench.sh           build bin/caddy, print the table
 #   scripts/bench.sh -bench    also run the Go benchmarks (2000 requests each)
@@ -18,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 go run ./cmd/gwbuild
-GW_BENCH=1 go test -count=1 -timeout 30m -run '^(TestBenchReport|TestFetchBenchReport|TestToolsBenchReport)$' -v ./integration
+GW_BENCH=1 go test -count=1 -timeout 30m -run '^(TestBenchReport|TestFetchBenchReport|TestToolsBenchReport|TestAudioBenchReport)$' -v ./integration
 
 if [[ "${1:-}" == "-bench" ]]; then
 	go test -count=1 -timeout 30m -run '^$' -bench . -benchtime 2000x ./integration
