@@ -171,9 +171,7 @@ func TestAudioBenchReport(t *testing.T) {
 	}
 
 	// Memory of the gateway process per 8 MiB upload.
-	g.mu.Lock()
-	pid := g.proc.cmd.Process.Pid
-	g.mu.Unlock()
+	pid := g.pid(t)
 	big := wavOf(16000, 524) // 8,384,044 bytes, under 8 MiB
 	bigBody, bigType := multipartBody(t, "big.wav", big, "model", "gw-voice")
 	memKey := g.newAccountKey(t, map[string]any{"id": "bench-audio-memory", "plan": "paid", "cleared": true})

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +94,7 @@ func TestStreamsRSSReport(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	before := rssKB(t, pid)
+	before, _ := procMemKB(t, pid, "VmRSS", false)
 
 	var open, done sync.WaitGroup
 	errs := make(chan error, n)
@@ -132,38 +131,18 @@ func TestStreamsRSSReport(t *testing.T) {
 		}()
 	}
 	open.Wait()
-	peak := rssKB(t, pid)
+	peak, _ := procMemKB(t, pid, "VmRSS", false)
 	close(gate)
 	done.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
-	after := rssKB(t, pid)
+	after, _ := procMemKB(t, pid, "VmRSS", false)
 	line := fmt.Sprintf("%d concurrent streams: gateway RSS %d MB before, %d MB with all open (+%d MB), %d MB after they ended",
 		n, before/1024, peak/1024, (peak-before)/1024, after/1024)
 	fmt.Println("\n" + line + "\n")
 	if out := os.Getenv("GW_BENCH_OUT"); out != "" {
 		_ = os.WriteFile(out+".streams.md", []byte(line+"\n"), 0o644)
 	}
-}
-
-// rssKB is a process's resident set size in kB (Linux /proc).
-func rssKB(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
 }
