@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/handlers/audio"
@@ -32,6 +35,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/routes"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
+	"github.com/caddy-gw/caddy-gw/internal/store/postgres"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/mcp"
@@ -64,6 +68,12 @@ type App struct {
 	AltPrefix string `json:"alt_prefix,omitempty"`
 	// Store says where accounts, keys and the ledger live.
 	Store StoreConfig `json:"store,omitzero"`
+	// RedisURL, when not empty after placeholders are expanded
+	// ({env.GW_REDIS_URL}), is a redis:// (or unix://) URL: rate budgets,
+	// money holds and account locks, and the routing server's sessions are
+	// kept there, shared by every node that names it. Empty: in memory. It
+	// is never logged.
+	RedisURL string `json:"redis_url,omitempty"`
 	// BootstrapKey, when not empty after placeholders are expanded
 	// ({env.GW_BOOTSTRAP_KEY}), makes sure at start that an account
 	// "default" (paid, cleared) exists and holds this key.
@@ -125,6 +135,7 @@ type App struct {
 	admin    *admin.API
 	apps     *tools.Apps
 	storeKey string
+	redisKey string
 	logger   *zap.Logger
 }
 
@@ -135,6 +146,11 @@ type StoreConfig struct {
 	// Dir is the folder of the SQLite store. Default: ./data, or
 	// {env.GW_DATA_DIR} when set.
 	Dir string `json:"dir,omitempty"`
+	// DatabaseURL, when not empty after placeholders are expanded
+	// ({env.GW_DATABASE_URL}), is a postgres:// URL: accounts, keys, the
+	// ledger and every durable record live in PostgreSQL, shared by every
+	// node that names it (Dir is then unused). It is never logged.
+	DatabaseURL string `json:"database_url,omitempty"`
 }
 
 // MoneyConfig is the configurable part of the money rules (CONTRACT §5).
@@ -253,6 +269,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.BootstrapKey = repl.ReplaceAll(a.BootstrapKey, "")
 	a.Store.Dir = repl.ReplaceAll(a.Store.Dir, "")
+	a.Store.DatabaseURL = strings.TrimSpace(repl.ReplaceAll(a.Store.DatabaseURL, ""))
+	a.RedisURL = strings.TrimSpace(repl.ReplaceAll(a.RedisURL, ""))
 	if a.Store.Backend == "" {
 		a.Store.Backend = DefaultStoreBackend
 	}
@@ -270,6 +288,18 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	sh, err := a.openShared()
+	if err != nil {
+		return err
+	}
+	var (
+		locks    money.Locks    = memLocks
+		limiter  limits.Limiter = memLimits
+		sessions mcp.Sessions   = mcpSessions
+	)
+	if sh != nil {
+		locks, limiter, sessions = sh.locks, sh.limits, sh.sessions
+	}
 	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -282,7 +312,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
 	}
-	routing := &mcp.Routing{Sessions: mcpSessions, Decisions: decisions, AllowedHosts: a.MCPAllowedHosts}
+	routing := &mcp.Routing{Sessions: sessions, Decisions: decisions, AllowedHosts: a.MCPAllowedHosts}
 	toolSet, err := a.toolSet(cat)
 	if err != nil {
 		return err
@@ -311,7 +341,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	opts.CountTokensBudgets = []limits.Budget{{Name: CountTokensBudgetName, Limit: countTokens, Period: time.Minute}}
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics,
-		Money: &money.Gate{Store: st, Locks: memLocks, Policy: policy, OnOverrun: a.logOverrun}, Limits: memLimits,
+		Money: &money.Gate{Store: st, Locks: locks, Policy: policy, OnOverrun: a.logOverrun}, Limits: limiter,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight}
 	a.router = routes.New(a.gateway, opts)
 	routing.Invoker = a.router
@@ -333,6 +363,24 @@ func (a *App) Provision(ctx caddy.Context) error {
 }
 
 func (a *App) openStore() (store.Store, error) {
+	if url := a.Store.DatabaseURL; url != "" {
+		// The pool's name hides the URL (it may hold a password).
+		a.storeKey = "postgres:" + secretName(url)
+		v, _, err := stores.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			db, err := postgres.Open(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			return pooledStore{db}, nil
+		})
+		if err != nil {
+			a.storeKey = ""
+			return nil, fmt.Errorf("opening the PostgreSQL store: %w", err)
+		}
+		return v.(pooledStore).Store, nil
+	}
 	switch a.Store.Backend {
 	case "sqlite":
 		dir, err := filepath.Abs(a.Store.Dir)
@@ -363,6 +411,58 @@ func (a *App) openStore() (store.Store, error) {
 		return v.(pooledStore).Store, nil
 	}
 	return nil, fmt.Errorf("store backend %q: unknown (want sqlite)", a.Store.Backend)
+}
+
+// secretName is a stable name for a URL that may hold a password.
+func secretName(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return hex.EncodeToString(sum[:8])
+}
+
+// shared is what several nodes keep in one Redis: rate budgets, money
+// holds and locks, routing-server sessions. One per Redis URL and
+// process, kept across reloads.
+type shared struct {
+	client   *redis.Client
+	limits   *limits.Redis
+	locks    *money.RedisLocks
+	sessions *mcp.RedisSessions
+}
+
+func (s *shared) Destruct() error {
+	_ = s.locks.Destruct()
+	return s.client.Close()
+}
+
+var sharedPool = caddy.NewUsagePool()
+
+// openShared connects to the Redis of RedisURL (nil when it is empty).
+func (a *App) openShared() (*shared, error) {
+	url := a.RedisURL
+	if url == "" {
+		return nil, nil
+	}
+	a.redisKey = "redis:" + secretName(url)
+	v, _, err := sharedPool.LoadOrNew(a.redisKey, func() (caddy.Destructor, error) {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, errors.New("the Redis URL could not be parsed") // never repeat it
+		}
+		c := redis.NewClient(opt)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		locks, err := money.NewRedisLocks(ctx, c)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		return &shared{client: c, limits: &limits.Redis{Client: c}, locks: locks, sessions: &mcp.RedisSessions{Client: c}}, nil
+	})
+	if err != nil {
+		a.redisKey = ""
+		return nil, fmt.Errorf("opening Redis: %w", err)
+	}
+	return v.(*shared), nil
 }
 
 // BootstrapAccount is the account GW_BOOTSTRAP_KEY's key belongs to.
@@ -633,9 +733,9 @@ func (a *App) Stop() error {
 // config is still serving have finished; the store closes when no config
 // uses it any more.
 func (a *App) Cleanup() error {
-	key := a.storeKey
-	a.storeKey = ""
-	if key == "" {
+	key, rkey := a.storeKey, a.redisKey
+	a.storeKey, a.redisKey = "", ""
+	if key == "" && rkey == "" {
 		return nil
 	}
 	go func() {
@@ -643,8 +743,15 @@ func (a *App) Cleanup() error {
 		if a.apps != nil {
 			_ = a.apps.Close()
 		}
-		if _, err := stores.Delete(key); err != nil && a.logger != nil {
-			a.logger.Error("closing the store", zap.Error(err))
+		if key != "" {
+			if _, err := stores.Delete(key); err != nil && a.logger != nil {
+				a.logger.Error("closing the store", zap.Error(err))
+			}
+		}
+		if rkey != "" {
+			if _, err := sharedPool.Delete(rkey); err != nil && a.logger != nil {
+				a.logger.Error("closing Redis", zap.Error(err))
+			}
 		}
 	}()
 	return nil

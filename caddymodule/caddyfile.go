@@ -96,6 +96,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+		case "database_url":
+			if err := oneArg(d, &a.Store.DatabaseURL); err != nil {
+				return err
+			}
+		case "redis_url":
+			if err := oneArg(d, &a.RedisURL); err != nil {
+				return err
+			}
 		case "bootstrap_key", "alt_prefix", "decide_model":
 			opt := d.Val()
 			var v string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
+	"github.com/caddy-gw/caddy-gw/internal/testsvc"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -457,4 +459,79 @@ func TestOverrunRecordedAndRefusedNext(t *testing.T) {
 	if _, err := h.Settle(ctx, store.Entry{RequestID: "within", Cost: usd("1")}); err != nil || len(reported) != 2 {
 		t.Fatalf("within the hold: %v, reported %v", err, reported)
 	}
+}
+
+// Two nodes (two gates, each with its own RedisLocks) on one Redis and one
+// store: parallel calls split between them never pass a balance together,
+// and a node that dies stops holding.
+func TestRedisLocksAcrossNodes(t *testing.T) {
+	url := testsvc.Redis(t)
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	f := newFixture(t, Policy{})
+	var gates []*Gate
+	for range 2 {
+		l, err := NewRedisLocks(ctx, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Destruct() })
+		gates = append(gates, &Gate{Store: f.store, Locks: l, Now: func() time.Time { return f.now }})
+	}
+	const n, k = 40, 13
+	cost := usd("0.37")
+	f.account(t, store.Account{ID: "shared", Plan: store.PlanPaid, Cleared: true, Balance: ptr(cost * k)})
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			h, err := gates[i%2].Reserve(ctx, "shared", Ability, cost)
+			if err != nil {
+				if code(t, err) != gwerr.CodeCreditExhausted {
+					t.Errorf("refusal %v", err)
+				}
+				refused.Add(1)
+				return
+			}
+			if c, err := h.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("n%d", i), Cost: cost}); err != nil || !c {
+				t.Errorf("settle: %v %v", c, err)
+			}
+			ok.Add(1)
+		})
+	}
+	wg.Wait()
+	if ok.Load() != k || refused.Load() != n-k {
+		t.Fatalf("%d succeeded, %d refused; want %d and %d", ok.Load(), refused.Load(), k, n-k)
+	}
+	if acc, _ := f.store.Account(ctx, "shared"); *acc.Balance != 0 {
+		t.Fatalf("balance %s", acc.Balance)
+	}
+
+	// A node holding money dies: once its heartbeat is gone its hold no
+	// longer counts, and the other node's checks see the money again.
+	f.account(t, store.Account{ID: "orphan", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1"))})
+	dying, err := NewRedisLocks(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{Store: f.store, Locks: dying, Now: func() time.Time { return f.now }}
+	if _, err := g.Reserve(ctx, "orphan", Ability, usd("1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gates[0].Reserve(ctx, "orphan", Ability, usd("0.5")); code(t, err) != gwerr.CodeCreditExhausted {
+		t.Fatalf("while the other node holds it all: %v", err)
+	}
+	client.Del(ctx, nodeKey(dying.Node())) // the heartbeat's key expires
+	if held, _ := gates[0].Locks.Held(ctx, "orphan"); held != 0 {
+		t.Fatalf("a dead node's hold counts: %s", held)
+	}
+	if _, err := gates[0].Reserve(ctx, "orphan", Ability, usd("0.5")); err != nil {
+		t.Fatalf("after the node died: %v", err)
+	}
+	dying.Destruct()
 }
