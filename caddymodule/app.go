@@ -136,6 +136,10 @@ type App struct {
 	apps     *tools.Apps
 	storeKey string
 	redisKey string
+	// toolStates and appLinks are the tools server's paid-tool states and
+	// app links: in memory on one node, in Redis and PostgreSQL on several.
+	toolStates tools.States
+	appLinks   tools.Links
 	logger   *zap.Logger
 }
 
@@ -297,8 +301,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 		limiter  limits.Limiter = memLimits
 		sessions mcp.Sessions   = mcpSessions
 	)
+	a.toolStates, a.appLinks = paidToolStates, appLinks
 	if sh != nil {
 		locks, limiter, sessions = sh.locks, sh.limits, sh.sessions
+		a.toolStates = &tools.RedisStates{Client: sh.client}
+	}
+	if ls, ok := st.(tools.LinkStore); ok {
+		a.appLinks = tools.StoredLinks{Store: ls}
 	}
 	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
@@ -634,7 +643,7 @@ const DefaultAppActionPriceMicrocents = 1000
 // catalogue, the connected apps of a.Apps (name=url, comma-separated).
 func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 	guard := a.fetchHandler().Guard
-	s := &tools.Server{States: paidToolStates, UpgradeURL: a.BillingURL, Fetch: fetchAudio(guard),
+	s := &tools.Server{States: a.toolStates, UpgradeURL: a.BillingURL, Fetch: fetchAudio(guard),
 		Prices: func(alias string) (int64, bool) {
 			if ab := cat.Abilities[alias]; ab != nil && ab.PriceMicrocents != nil {
 				return *ab.PriceMicrocents, true
@@ -657,7 +666,7 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 		}
 		list = append(list, tools.App{Name: name, URL: url, PriceMicrocents: price})
 	}
-	s.Apps = &tools.Apps{List: list, Links: appLinks, Gateway: a.gateway}
+	s.Apps = &tools.Apps{List: list, Links: a.appLinks, Gateway: a.gateway}
 	return s, nil
 }
 

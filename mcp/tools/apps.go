@@ -448,3 +448,31 @@ func (s *Server) appsFor(ctx context.Context, c *pipeline.Call, t Tool, a gjson.
 	}
 	return Result{}, gwerr.New(gwerr.Internal, "%s", fmt.Sprint("unknown apps tool ", t.Name))
 }
+
+// LinkStore is a durable store of app links (PostgreSQL, for several
+// nodes).
+type LinkStore interface {
+	AddLink(ctx context.Context, account, app, alias string) (bool, error)
+	Links(ctx context.Context, account string) ([][2]string, error)
+}
+
+// StoredLinks are Links kept in a LinkStore.
+type StoredLinks struct{ Store LinkStore }
+
+// Add implements Links.
+func (l StoredLinks) Add(ctx context.Context, account string, link Link) (bool, error) {
+	return l.Store.AddLink(ctx, account, link.App, link.Alias)
+}
+
+// List implements Links.
+func (l StoredLinks) List(ctx context.Context, account string) ([]Link, error) {
+	rows, err := l.Store.Links(ctx, account)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Link, len(rows))
+	for i, r := range rows {
+		out[i] = Link{App: r[0], Alias: r[1]}
+	}
+	return out, nil
+}

@@ -93,6 +93,14 @@ CREATE TABLE journal (
 CREATE INDEX journal_account ON journal(account_id, seq);
 INSERT INTO journal (account_id, time, kind, amount, balance)
 	SELECT id, (EXTRACT(EPOCH FROM now()) * 1000000000)::BIGINT, 'set', balance, balance FROM accounts WHERE balance IS NOT NULL;`,
+	4: `
+CREATE TABLE app_links (
+	seq        BIGSERIAL,
+	account_id TEXT NOT NULL,
+	app        TEXT NOT NULL,
+	alias      TEXT NOT NULL,
+	PRIMARY KEY (account_id, app, alias)
+);`,
 }
 
 // Periods of the spend table (the embedded store's).
@@ -153,6 +161,34 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 		return nil
 	})
+}
+
+// AddLink records an account's link to an app under alias; false when that
+// link exists (the tools server's connected apps).
+func (db *DB) AddLink(ctx context.Context, account, app, alias string) (bool, error) {
+	tag, err := db.pool.Exec(ctx, `INSERT INTO app_links (account_id, app, alias) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, account, app, alias)
+	if err != nil {
+		return false, fmt.Errorf("postgres: add link: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Links lists an account's app links (app, alias), in the order made.
+func (db *DB) Links(ctx context.Context, account string) ([][2]string, error) {
+	rows, err := db.pool.Query(ctx, `SELECT app, alias FROM app_links WHERE account_id = $1 ORDER BY seq`, account)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: links: %w", err)
+	}
+	defer rows.Close()
+	var out [][2]string
+	for rows.Next() {
+		var l [2]string
+		if err := rows.Scan(&l[0], &l[1]); err != nil {
+			return nil, fmt.Errorf("postgres: links: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
 }
 
 // Close closes the pool.

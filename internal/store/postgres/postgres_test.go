@@ -63,3 +63,26 @@ func TestOpenBadURL(t *testing.T) {
 		t.Fatalf("Open = %v", err)
 	}
 }
+
+// App links are kept per account, once each, in the order made, and are
+// seen by every node (connection) on the database.
+func TestAppLinks(t *testing.T) {
+	url := testsvc.Postgres(t)
+	a, b := open(t, url), open(t, url)
+	ctx := context.Background()
+	for _, l := range [][2]string{{"tracker", ""}, {"tracker", "work"}, {"mail", ""}} {
+		if ok, err := a.AddLink(ctx, "acct", l[0], l[1]); !ok || err != nil {
+			t.Fatalf("add %v: %v %v", l, ok, err)
+		}
+	}
+	if ok, err := b.AddLink(ctx, "acct", "tracker", "work"); ok || err != nil {
+		t.Fatalf("second add: %v %v", ok, err)
+	}
+	got, err := b.Links(ctx, "acct")
+	if err != nil || len(got) != 3 || got[0] != [2]string{"tracker", ""} || got[1] != [2]string{"tracker", "work"} || got[2] != [2]string{"mail", ""} {
+		t.Fatalf("links %v %v", got, err)
+	}
+	if got, _ := a.Links(ctx, "other"); len(got) != 0 {
+		t.Fatalf("another account's links %v", got)
+	}
+}
