@@ -140,7 +140,7 @@ type App struct {
 	// app links: in memory on one node, in Redis and PostgreSQL on several.
 	toolStates tools.States
 	appLinks   tools.Links
-	logger   *zap.Logger
+	logger     *zap.Logger
 }
 
 // StoreConfig selects the store backend.
