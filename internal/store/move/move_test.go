@@ -1,0 +1,139 @@
+package move
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/cached"
+	"github.com/caddy-gw/caddy-gw/internal/store/postgres"
+	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/internal/testsvc"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+func usd(s string) pricing.Money {
+	m, err := pricing.ParseUSD(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func ptr(m pricing.Money) *pricing.Money { return &m }
+
+// An embedded store with accounts, keys (one revoked), charges (some still
+// only in the charge log) and balance movements is copied into an empty
+// PostgreSQL database, which then answers exactly as it did; a second
+// copy into the same database is refused.
+func TestCopy(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cached.New(db, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	accts := []store.Account{
+		{ID: "pre", Plan: store.PlanPaid, Cleared: true, PAYG: true, Balance: ptr(usd("10")), DailyCap: ptr(usd("3")), Abilities: []string{"images"}, CreatedAt: created},
+		{ID: "post", Plan: store.PlanFree, LaneBilling: true, MonthlyCap: ptr(usd("50")), CreatedAt: created},
+	}
+	for _, a := range accts {
+		if err := st.CreateAccount(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exp := created.Add(48 * time.Hour)
+	for _, k := range []store.Key{
+		{ID: "k1", AccountID: "pre", Name: "one", Hash: "h1", Models: []string{"gw-image"}, ExpiresAt: &exp, CreatedAt: created},
+		{ID: "k2", AccountID: "pre", Name: "two", Hash: "h2", CreatedAt: created},
+		{ID: "k3", AccountID: "post", Name: "three", Hash: "h3", CreatedAt: created},
+	} {
+		if err := st.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.DeleteKey(ctx, "k2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateAccount(ctx, "pre", func(a *store.Account) error { *a.Balance += usd("5"); return nil }, store.Movement{Kind: store.JournalTopUp}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: []string{"pre", "post"}[i%2], Endpoint: "chat",
+			Model: "m", Units: int64(i), Unit: "token", Cost: usd("0.25"), Time: time.Now(), FreeMonthlyCredit: usd("1")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stop without draining the charge log: the copy applies it.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	url := testsvc.Postgres(t)
+	counts, err := Copy(ctx, dir, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts["accounts"] != 2 || counts["keys"] != 3 || counts["ledger"] != 20 {
+		t.Fatalf("counts %v", counts)
+	}
+	src, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	pg, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	for _, id := range []string{"pre", "post"} {
+		a, _ := src.Account(ctx, id)
+		b, err := pg.Account(ctx, id)
+		if err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("account %s: %+v, copied %+v (%v)", id, a, b, err)
+		}
+		ea, _ := src.Entries(ctx, id, 100)
+		eb, _ := pg.Entries(ctx, id, 100)
+		if len(ea) != 10 || fmt.Sprint(ea) != fmt.Sprint(eb) {
+			t.Errorf("ledger of %s: %d entries, copied %d", id, len(ea), len(eb))
+		}
+		sa, _ := src.Spend(ctx, id, time.Now())
+		sb, _ := pg.Spend(ctx, id, time.Now())
+		if sa != sb || sa.Total != usd("2.50") {
+			t.Errorf("spend of %s: %+v, copied %+v", id, sa, sb)
+		}
+		ja, _ := src.Journal(ctx, id, 100)
+		jb, _ := pg.Journal(ctx, id, 100)
+		if fmt.Sprint(ja) != fmt.Sprint(jb) {
+			t.Errorf("journal of %s:\n%v\ncopied\n%v", id, ja, jb)
+		}
+	}
+	if k, err := pg.KeyByHash(ctx, "h1"); err != nil || k.ID != "k1" || k.Models[0] != "gw-image" || !k.ExpiresAt.Equal(exp) {
+		t.Errorf("key h1 %+v %v", k, err)
+	}
+	if _, err := pg.KeyByHash(ctx, "h2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("revoked key after the copy: %v", err)
+	}
+	if issued, _ := pg.KeyIssued(ctx, "h2"); !issued {
+		t.Error("the revoked key's secret could be issued again")
+	}
+	if p, err := pg.CheckJournal(ctx); err != nil || len(p) != 0 {
+		t.Errorf("journal check %v %v", p, err)
+	}
+	// The charges continue on PostgreSQL.
+	if ok, err := pg.Settle(ctx, store.Entry{RequestID: "after", AccountID: "pre", Cost: usd("1"), Time: time.Now()}); !ok || err != nil {
+		t.Fatalf("settle after the copy: %v %v", ok, err)
+	}
+	if _, err := Copy(ctx, dir, url); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("second copy: %v", err)
+	}
+}
