@@ -41,20 +41,48 @@ func need(t testing.TB, bin string) string {
 // (unix://<socket>). Nothing is persisted.
 func Redis(t testing.TB) string {
 	t.Helper()
-	bin := need(t, "redis-server")
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "redis.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
-		"--save", "", "--appendonly", "no", "--dir", dir)
-	start(t, cmd, cancel, "ready to accept connections")
-	return "unix://" + sock
+	return RedisServer(t).URL()
 }
+
+// RedisSrv is a redis-server a test may stop and start again on the same
+// socket (a fault and its end).
+type RedisSrv struct {
+	t        testing.TB
+	bin, dir string
+	cancel   func()
+}
+
+// RedisServer starts a redis-server for the test.
+func RedisServer(t testing.TB) *RedisSrv {
+	t.Helper()
+	r := &RedisSrv{t: t, bin: need(t, "redis-server"), dir: t.TempDir()}
+	r.Start()
+	return r
+}
+
+// URL is the server's address.
+func (r *RedisSrv) URL() string { return "unix://" + filepath.Join(r.dir, "redis.sock") }
+
+// Start starts the server (again).
+func (r *RedisSrv) Start() {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, r.bin, "--port", "0", "--unixsocket", filepath.Join(r.dir, "redis.sock"), "--unixsocketperm", "700",
+		"--save", "", "--appendonly", "no", "--dir", r.dir)
+	exited := start(r.t, cmd, cancel, "ready to accept connections")
+	r.cancel = func() {
+		cancel()
+		<-exited
+	}
+}
+
+// Stop kills the server (what it held is lost) and waits for it to exit.
+func (r *RedisSrv) Stop() { r.cancel() }
 
 // start runs cmd and waits until its output shows the line saying it is
 // ready (or it exits, or startWait passes). cancel stops it when the test
 // ends.
-func start(t testing.TB, cmd *exec.Cmd, cancel context.CancelFunc, ready string) {
+func start(t testing.TB, cmd *exec.Cmd, cancel context.CancelFunc, ready string) (exited <-chan struct{}) {
 	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -66,7 +94,8 @@ func start(t testing.TB, cmd *exec.Cmd, cancel context.CancelFunc, ready string)
 		cancel()
 		t.Fatalf("starting %s: %v", cmd.Path, err)
 	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
 	up := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -80,6 +109,8 @@ func start(t testing.TB, cmd *exec.Cmd, cancel context.CancelFunc, ready string)
 		if !said {
 			up <- false
 		}
+		_ = cmd.Wait() // after the last read of its output
+		close(done)
 	}()
 	select {
 	case ok := <-up:
@@ -89,6 +120,7 @@ func start(t testing.TB, cmd *exec.Cmd, cancel context.CancelFunc, ready string)
 	case <-time.After(startWait):
 		t.Fatalf("%s was not ready within %v", cmd.Path, startWait)
 	}
+	return done
 }
 
 // postgresBinDirs are where Debian installs the server's programs.
@@ -98,7 +130,15 @@ var postgresBinDirs = []string{"/usr/lib/postgresql/17/bin", "/usr/lib/postgresq
 type PG struct {
 	dir string
 	n   atomic.Int64
+	// start and stop run the server and stop it (a fault and its end).
+	start, stop func()
 }
+
+// Stop stops the server at once (pg_ctl -m immediate) and waits for it.
+func (pg *PG) Stop() { pg.stop() }
+
+// Start starts the stopped server again on the same data and socket.
+func (pg *PG) Start() { pg.start() }
 
 // URL is the address of database db on the server.
 func (pg *PG) URL(db string) string {
@@ -164,11 +204,17 @@ func PostgresServer(t testing.TB) *PG {
 	if out, err := run("initdb", "-D", data, "--auth=trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v: %s", err, out)
 	}
-	cmd := run("postgres", "-D", data, "-c", "listen_addresses=", "-c", "unix_socket_directories="+dir,
-		"-c", "fsync=off", "-c", "max_connections=200")
-	// runuser does not pass signals on: pg_ctl stops the server.
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-ctx.Done(); _ = run("pg_ctl", "stop", "-D", data, "-m", "immediate", "-w").Run() }()
-	start(t, cmd, cancel, "database system is ready to accept connections")
-	return &PG{dir: dir}
+	pg := &PG{dir: dir}
+	pg.start = func() {
+		cmd := run("postgres", "-D", data, "-c", "listen_addresses=", "-c", "unix_socket_directories="+dir,
+			"-c", "fsync=off", "-c", "max_connections=200")
+		// runuser does not pass signals on: pg_ctl stops the server.
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() { <-ctx.Done(); _ = run("pg_ctl", "stop", "-D", data, "-m", "immediate", "-w").Run(); close(stopped) }()
+		exited := start(t, cmd, cancel, "database system is ready to accept connections")
+		pg.stop = func() { cancel(); <-stopped; <-exited }
+	}
+	pg.start()
+	return pg
 }

@@ -1,0 +1,76 @@
+package integration
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/caddy-gw/caddy-gw/integration/fake"
+	"github.com/caddy-gw/caddy-gw/internal/testsvc"
+)
+
+// Faults of the shared servers, with real servers stopped and started
+// again: Redis down fails closed (billed calls 402 credit_unresolved, the
+// rate budget and the account's lock being unknowable; unbilled routes
+// still answer), PostgreSQL down refuses billed calls with 402
+// credit_unresolved and key checks elsewhere with 503, never a free pass;
+// both come back by themselves, and only answered calls are charged.
+func TestNodesFaults(t *testing.T) {
+	t.Parallel()
+	pg, rs := testsvc.PostgresServer(t), testsvc.RedisServer(t)
+	db := pg.NewDatabase(t)
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	oa.Default = fake.Script{Text: "ok", Usage: fake.Usage{Input: 10, Output: 100}}
+	g := startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: withGW(t, "\t\tlimits {\n\t\t\tchat_requests_per_minute 1000\n\t\t}"),
+		Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rs.URL()}})
+	key := g.newAccountKey(t, map[string]any{"id": "faulty", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+	chat := func() response { return g.do(t, http.MethodPost, "/v1/chat/completions", nodesChat, bearer(key)...) }
+	answered := 0
+	expectChat := func(status int, code string) {
+		t.Helper()
+		r := chat()
+		if r.Status != status || (code != "" && !strings.Contains(string(r.Body), `"`+code+`"`)) {
+			t.Fatalf("chat: %d %s, want %d %s", r.Status, r.Body, status, code)
+		}
+		if status == http.StatusOK {
+			answered++
+		} else if r.Header.Get("Retry-After") == "" {
+			t.Errorf("%d without Retry-After", r.Status)
+		}
+	}
+	// until retries a call a few times while a restarted server's
+	// connections are re-established.
+	until := func(what string) {
+		t.Helper()
+		for range 10 {
+			if r := chat(); r.Status == http.StatusOK {
+				answered++
+				return
+			}
+		}
+		t.Fatalf("no answer after %s came back", what)
+	}
+	expectChat(http.StatusOK, "")
+
+	rs.Stop()
+	expectChat(http.StatusPaymentRequired, "credit_unresolved")
+	if r := g.do(t, http.MethodGet, "/v1/models", "", bearer(key)...); r.Status != http.StatusOK {
+		t.Fatalf("models without Redis: %d %s", r.Status, r.Body)
+	}
+	rs.Start()
+	until("Redis")
+
+	pg.Stop()
+	expectChat(http.StatusPaymentRequired, "credit_unresolved")
+	if r := g.do(t, http.MethodGet, "/v1/models", "", bearer(key)...); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("models without PostgreSQL: %d %s", r.Status, r.Body)
+	}
+	pg.Start()
+	until("PostgreSQL")
+
+	if n := len(g.ledger(t, "faulty")); n != answered {
+		t.Fatalf("%d ledger entries, %d answered calls", n, answered)
+	}
+}
