@@ -211,7 +211,11 @@ func PostgresServer(t testing.TB) *PG {
 		// runuser does not pass signals on: pg_ctl stops the server.
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
-		go func() { <-ctx.Done(); _ = run("pg_ctl", "stop", "-D", data, "-m", "immediate", "-w").Run(); close(stopped) }()
+		go func() {
+			<-ctx.Done()
+			_ = run("pg_ctl", "stop", "-D", data, "-m", "immediate", "-w").Run()
+			close(stopped)
+		}()
 		exited := start(t, cmd, cancel, "database system is ready to accept connections")
 		pg.stop = func() { cancel(); <-stopped; <-exited }
 	}
