@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 go run ./cmd/gwbuild
-GW_BENCH=1 go test -count=1 -timeout 30m -run '^(TestBenchReport|TestFetchBenchReport|TestToolsBenchReport|TestAudioBenchReport|TestImagesBenchReport)$' -v ./integration
+GW_BENCH=1 go test -count=1 -timeout 30m -run '^(TestBenchReport|TestFetchBenchReport|TestToolsBenchReport|TestAudioBenchReport|TestImagesBenchReport|TestNodesBenchReport)$' -v ./integration
 
 if [[ "${1:-}" == "-bench" ]]; then
 	go test -count=1 -timeout 30m -run '^$' -bench . -benchtime 2000x ./integration
