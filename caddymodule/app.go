@@ -297,13 +297,15 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	var (
-		locks    money.Locks    = memLocks
-		limiter  limits.Limiter = memLimits
-		sessions mcp.Sessions   = mcpSessions
+		locks    money.Locks          = memLocks
+		limiter  limits.Limiter       = memLimits
+		sessions mcp.Sessions         = mcpSessions
+		records  router.DecisionStore = decisions
 	)
 	a.toolStates, a.appLinks = paidToolStates, appLinks
 	if sh != nil {
 		locks, limiter, sessions = sh.locks, sh.limits, sh.sessions
+		records = &router.RedisDecisions{Client: sh.client}
 		a.toolStates = &tools.RedisStates{Client: sh.client}
 	}
 	if ls, ok := st.(tools.LinkStore); ok {
@@ -316,12 +318,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if c := a.Money.Ceiling; c != nil {
 		policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
 	}
-	chatHandler := &chat.Handler{Router: &router.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: decisions,
+	chatHandler := &chat.Handler{Router: &router.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: records,
 		Opinions: chat.NewOpinions(a.SecondOpinionConcurrency)}
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
 	}
-	routing := &mcp.Routing{Sessions: sessions, Decisions: decisions, AllowedHosts: a.MCPAllowedHosts}
+	routing := &mcp.Routing{Sessions: sessions, Decisions: records, AllowedHosts: a.MCPAllowedHosts}
 	toolSet, err := a.toolSet(cat)
 	if err != nil {
 		return err

@@ -210,6 +210,17 @@ func TestNodesRoutingSession(t *testing.T) {
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), "flux_route") {
 		t.Fatalf("tools/list on another node: %d %s", r.Status, r.Body)
 	}
+	// A call routed on one node is explained on another.
+	r = rpc(e.nodes[1], session, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"flux_route","arguments":{"prompt":"hi","tier":"fast"}}}`)
+	i := strings.Index(string(r.Body), `req-`)
+	if r.Status != http.StatusOK || i < 0 {
+		t.Fatalf("flux_route: %d %s", r.Status, r.Body)
+	}
+	id := string(r.Body)[i : i+len("req-")+24]
+	r = rpc(e.nodes[2], session, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"flux_explain","arguments":{"decision_id":"`+id+`"}}}`)
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `gpt-4.1-mini`) || strings.Contains(string(r.Body), "unknown decision_id") {
+		t.Fatalf("flux_explain of %s on a third node: %d %s", id, r.Status, r.Body)
+	}
 	h := append(bearer(nodesBootstrapKey), "Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25")
 	if r := e.nodes[2].do(t, http.MethodDelete, "/mcp", "", h...); r.Status != http.StatusNoContent {
 		t.Fatalf("delete on a third node: %d %s", r.Status, r.Body)

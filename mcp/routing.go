@@ -40,7 +40,7 @@ type Invoker interface {
 type Routing struct {
 	Sessions  Sessions
 	Invoker   Invoker
-	Decisions *router.Decisions
+	Decisions router.DecisionStore
 	// AllowedHosts are the origins besides loopback names that browsers
 	// may call the server from (mcp_allowed_hosts).
 	AllowedHosts []string

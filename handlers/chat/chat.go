@@ -56,7 +56,7 @@ const (
 type Handler struct {
 	Router    *router.Router
 	Upstream  *upstream.Client
-	Decisions *router.Decisions
+	Decisions router.DecisionStore
 	// Cache, when set, answers repeated non-streaming temperature-0
 	// requests of one account (CONTRACT §6).
 	Cache *Cache

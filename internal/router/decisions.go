@@ -1,8 +1,12 @@
 package router
 
 import (
+	"context"
+	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -92,3 +96,61 @@ func (d *Decisions) Get(id string) (Decision, bool) {
 
 // Destruct lets Decisions live in a caddy.UsagePool.
 func (d *Decisions) Destruct() error { return nil }
+
+// DecisionStore keeps decision records: Decisions in memory on one node,
+// RedisDecisions shared by several.
+type DecisionStore interface {
+	Put(Decision)
+	Get(id string) (Decision, bool)
+}
+
+var (
+	_ DecisionStore = (*Decisions)(nil)
+	_ DecisionStore = (*RedisDecisions)(nil)
+)
+
+// RedisDecisions keeps decision records in Redis for DecisionTTL, so that
+// flux_explain on any node explains a call served by another.
+type RedisDecisions struct {
+	Client redis.UniversalClient
+}
+
+// redisTimeout bounds one record's write or read.
+const redisTimeout = 2 * time.Second
+
+// storedDecision is a record with the fields the JSON answer leaves out.
+type storedDecision struct {
+	Decision
+	AccountID string        `json:"account_id"`
+	Latency   time.Duration `json:"latency"`
+}
+
+func decisionKey(id string) string { return "gw:decision:" + id }
+
+// Put implements DecisionStore (a failed write loses only the record).
+func (d *RedisDecisions) Put(dec Decision) {
+	dec.LatencyMS = dec.Latency.Milliseconds()
+	b, err := json.Marshal(storedDecision{Decision: dec, AccountID: dec.AccountID, Latency: dec.Latency})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
+	defer cancel()
+	_ = d.Client.Set(ctx, decisionKey(dec.ID), b, DecisionTTL).Err()
+}
+
+// Get implements DecisionStore.
+func (d *RedisDecisions) Get(id string) (Decision, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
+	defer cancel()
+	b, err := d.Client.Get(ctx, decisionKey(id)).Bytes()
+	if err != nil {
+		return Decision{}, false
+	}
+	var s storedDecision
+	if json.Unmarshal(b, &s) != nil || s.ID != id {
+		return Decision{}, false
+	}
+	s.Decision.AccountID, s.Decision.Latency = s.AccountID, s.Latency
+	return s.Decision, true
+}
