@@ -47,6 +47,14 @@ const MaxBatch = 512
 // MaxApply bounds how many logged charges one backend transaction takes.
 const MaxApply = 4096
 
+// ApplyBatch and ApplyDelay: the applier waits up to ApplyDelay for
+// ApplyBatch charges to gather before a backend transaction (a read of the
+// ledger or a change of an account does not wait).
+const (
+	ApplyBatch = 512
+	ApplyDelay = 50 * time.Millisecond
+)
+
 // Backend is what the wrapper needs of its store.
 type Backend interface {
 	store.Store
@@ -90,6 +98,8 @@ type Store struct {
 	applied      int64 // of which the backend has
 	applyFailed  bool  // a logged charge the backend refused: keep the log
 	applyClosed  bool
+	flushing     int           // readers waiting for the backend to catch up
+	kick         chan struct{} // wakes the applier at once
 	applyStopped chan struct{}
 }
 
@@ -147,7 +157,7 @@ func New(b Backend, dir string) (*Store, error) {
 // newStore is New without its goroutines (start starts them).
 func newStore(b Backend, dir string) (*Store, error) {
 	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[string]struct{}{},
-		wake: make(chan struct{}, 1), stopped: make(chan struct{}), applyStopped: make(chan struct{})}
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}), applyStopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.acond = sync.NewCond(&s.amu)
 	if dir == "" {
 		return s, nil
@@ -200,6 +210,7 @@ func (s *Store) Close() error {
 	s.applyClosed = true
 	s.acond.Broadcast()
 	s.amu.Unlock()
+	s.nudge()
 	<-s.applyStopped
 	var err error
 	if s.log != nil && !already {
@@ -227,8 +238,23 @@ func (s *Store) Batches() (commits, charges int64) { return s.batches.Load(), s.
 func (s *Store) flush() {
 	s.amu.Lock()
 	defer s.amu.Unlock()
-	for target := s.logged; s.applied < target; {
+	target := s.logged
+	if s.applied >= target {
+		return
+	}
+	s.flushing++
+	defer func() { s.flushing-- }()
+	s.nudge()
+	for s.applied < target {
 		s.acond.Wait()
+	}
+}
+
+// nudge wakes the applier from its wait for more charges.
+func (s *Store) nudge() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -425,6 +451,11 @@ func (s *Store) CreateAccount(ctx context.Context, acc store.Account) error {
 func (s *Store) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error, why ...store.Movement) (store.Account, error) {
 	// The change applies to the balance with every answered charge in it.
 	s.flush()
+	// Memory is held while the backend changes, so no read of the backend
+	// in between (a load) can count the change before it is added below.
+	a := s.entry(id)
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	var before, after *pricing.Money
 	res, err := s.Backend.UpdateAccount(ctx, id, func(acc *store.Account) error {
 		before = store.CopyMoney(acc.Balance)
@@ -437,9 +468,6 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, fn func(*store.Acc
 	if err != nil {
 		return res, err
 	}
-	a := s.entry(id)
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if !a.loaded {
 		return res, nil
 	}
@@ -655,6 +683,9 @@ func (s *Store) logBatch(batch []*charge) {
 		s.applyQ = append(s.applyQ, batch...)
 		s.logged += int64(len(batch))
 		s.acond.Broadcast()
+		if len(s.applyQ) >= ApplyBatch {
+			s.nudge()
+		}
 	}
 	s.amu.Unlock()
 	for _, c := range batch {
@@ -681,6 +712,18 @@ func (s *Store) apply() {
 		if len(s.applyQ) == 0 {
 			s.amu.Unlock()
 			return
+		}
+		// The charges are durable in the log already: let more gather, so
+		// the backend's commits (and their fsyncs) are few and large.
+		if len(s.applyQ) < ApplyBatch && !s.applyClosed && s.flushing == 0 {
+			s.amu.Unlock()
+			t := time.NewTimer(ApplyDelay)
+			select {
+			case <-t.C:
+			case <-s.kick:
+				t.Stop()
+			}
+			s.amu.Lock()
 		}
 		n := min(len(s.applyQ), MaxApply)
 		batch := slices.Clone(s.applyQ[:n])
