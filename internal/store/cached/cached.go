@@ -44,6 +44,11 @@ import (
 // MaxBatch bounds how many charges one commit takes.
 const MaxBatch = 512
 
+// RecentIDs is how many request ids the backend took are remembered, so a
+// repeated settlement is reported as not charged without asking the
+// backend.
+const RecentIDs = 100_000
+
 // MaxApply bounds how many logged charges one backend transaction takes.
 const MaxApply = 4096
 
@@ -59,8 +64,6 @@ const (
 type Backend interface {
 	store.Store
 	store.BatchSettler
-	// HasEntry reports whether the ledger holds requestID.
-	HasEntry(ctx context.Context, requestID string) (bool, error)
 }
 
 // Store is the caching, group-committing wrapper. Methods it does not
@@ -77,6 +80,10 @@ type Store struct {
 	keyGen   uint64               // bumped by every key write
 	accounts map[string]*account
 	ids      map[string]struct{} // request ids on their way to the backend
+	// recent are the last RecentIDs request ids the backend took (a ring).
+	recent    []string
+	recentAt  int
+	recentSet map[string]struct{}
 
 	// batches and charges count the writer's commits (log appends) and
 	// the charges they held.
@@ -156,7 +163,7 @@ func New(b Backend, dir string) (*Store, error) {
 
 // newStore is New without its goroutines (start starts them).
 func newStore(b Backend, dir string) (*Store, error) {
-	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[string]struct{}{},
+	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[string]struct{}{}, recentSet: map[string]struct{}{},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), applyStopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.acond = sync.NewCond(&s.amu)
 	if dir == "" {
@@ -520,15 +527,15 @@ func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bo
 	if s.log != nil {
 		// The log takes any line: a request id settled before must be
 		// told here, as the backend would.
-		if known, err := s.claim(ctx, e.RequestID); known || err != nil {
-			return func() (bool, error) { return false, err }
+		if s.claim(e.RequestID) {
+			return func() (bool, error) { return false, nil }
 		}
 	}
 	a := s.entry(e.AccountID)
 	a.mu.Lock()
 	if err := s.load(ctx, a, e.AccountID, e.Time, true); err != nil {
 		a.mu.Unlock()
-		s.release(e.RequestID)
+		s.release(e.RequestID, false)
 		return func() (bool, error) { return false, err }
 	}
 	c := &charge{e: e, acc: a, done: make(chan struct{})}
@@ -568,28 +575,40 @@ func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bo
 }
 
 // claim marks requestID as on its way to the backend; known is true when
-// it already is, or the backend has it.
-func (s *Store) claim(ctx context.Context, requestID string) (known bool, err error) {
+// it already is, or is among the RecentIDs the backend took. (A repeat of
+// an older id is logged, then found in the ledger by the applier, which
+// takes it back out of memory: it is never charged twice, only reported
+// as charged.)
+func (s *Store) claim(requestID string) (known bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	_, known = s.ids[requestID]
+	if _, recent := s.recentSet[requestID]; recent {
+		known = true
+	}
 	if !known {
 		s.ids[requestID] = struct{}{}
 	}
-	s.mu.Unlock()
-	if known {
-		return true, nil
-	}
-	has, err := s.Backend.HasEntry(ctx, requestID)
-	if has || err != nil {
-		s.release(requestID)
-	}
-	return has, err
+	return known
 }
 
-func (s *Store) release(requestID string) {
+// release forgets a request id on its way; inBackend remembers it among
+// the RecentIDs the backend has.
+func (s *Store) release(requestID string, inBackend bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.ids, requestID)
-	s.mu.Unlock()
+	if !inBackend {
+		return
+	}
+	if len(s.recent) < RecentIDs {
+		s.recent = append(s.recent, requestID)
+	} else {
+		delete(s.recentSet, s.recent[s.recentAt])
+		s.recent[s.recentAt] = requestID
+		s.recentAt = (s.recentAt + 1) % RecentIDs
+	}
+	s.recentSet[requestID] = struct{}{}
 }
 
 // apply adds (sign 1) or takes back (sign -1) c's effect. Called under
@@ -624,7 +643,7 @@ func (s *Store) finish(c *charge) {
 	}
 	a.mu.Unlock()
 	if s.log != nil {
-		s.release(c.e.RequestID)
+		s.release(c.e.RequestID, c.backendErr == nil)
 	}
 }
 

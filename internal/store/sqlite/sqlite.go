@@ -721,19 +721,6 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 	return nil
 }
 
-// HasEntry reports whether the ledger holds requestID.
-func (db *DB) HasEntry(ctx context.Context, requestID string) (bool, error) {
-	var one int
-	err := db.r.QueryRowContext(ctx, `SELECT 1 FROM ledger WHERE request_id = ?`, requestID).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("sqlite: has entry: %w", err)
-	}
-	return true, nil
-}
-
 // Entries returns an account's newest entries first, at most limit (100 when
 // limit <= 0).
 func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store.Entry, error) {
