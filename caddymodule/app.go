@@ -308,7 +308,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		records = &router.RedisDecisions{Client: sh.client}
 		a.toolStates = &tools.RedisStates{Client: sh.client}
 	}
-	if ls, ok := st.(tools.LinkStore); ok {
+	backend := store.Store(st)
+	if b, ok := st.(*cached.Batched); ok {
+		backend = b.Unwrap()
+	}
+	if ls, ok := backend.(tools.LinkStore); ok {
 		a.appLinks = tools.StoredLinks{Store: ls}
 	}
 	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
@@ -384,7 +388,8 @@ func (a *App) openStore() (store.Store, error) {
 			if err != nil {
 				return nil, err
 			}
-			return pooledStore{db}, nil
+			// Concurrent charges share a transaction (group commit).
+			return pooledStore{cached.NewBatched(db)}, nil
 		})
 		if err != nil {
 			a.storeKey = ""

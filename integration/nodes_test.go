@@ -26,7 +26,7 @@ type nodesEnv struct {
 
 const nodesBootstrapKey = "sk-nodes-bootstrap-0123456789abcdefghijkl"
 
-func newNodes(t *testing.T, n int, gwLines string) *nodesEnv {
+func newNodes(t *testing.T, n int, gwLines string, extraEnv ...string) *nodesEnv {
 	t.Helper()
 	db, rd := testsvc.Postgres(t), testsvc.Redis(t)
 	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
@@ -42,8 +42,11 @@ func newNodes(t *testing.T, n int, gwLines string) *nodesEnv {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			g := startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg, Env: map[string]string{
-				"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rd}})
+			env := map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rd}
+			for i := 0; i+1 < len(extraEnv); i += 2 {
+				env[extraEnv[i]] = extraEnv[i+1]
+			}
+			g := startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg, Env: env})
 			mu.Lock()
 			e.nodes = append(e.nodes, g)
 			mu.Unlock()

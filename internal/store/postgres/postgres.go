@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -427,66 +429,94 @@ func scanKey(row pgx.Row) (store.Key, error) {
 // serialised across nodes. It reports false (and changes nothing) when
 // e.RequestID is in the ledger already.
 func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
-	if e.RequestID == "" {
-		return false, errors.New("postgres: settle: empty request id")
-	}
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	at, err := nanos(e.Time)
+	charged, err := db.SettleBatch(ctx, []store.Entry{e})
 	if err != nil {
-		return false, fmt.Errorf("postgres: settle %q: %w", e.RequestID, err)
+		return false, err
 	}
-	var inserted bool
-	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		var id string
-		if err := tx.QueryRow(ctx, `SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, e.AccountID).Scan(&id); err != nil {
-			return classify(err)
+	return charged[0], nil
+}
+
+// SettleBatch settles entries in one transaction (one commit for all);
+// charged[i] is Settle's report of entries[i]. Accounts are locked in the
+// order of their ids, so two nodes' batches never wait on each other in a
+// circle; one account's entries keep their order.
+func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, error) {
+	order := make([]int, len(entries))
+	for i := range entries {
+		if entries[i].RequestID == "" {
+			return nil, errors.New("postgres: settle: empty request id")
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (request_id) DO NOTHING`,
-			e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
-		if err != nil {
-			return classify(err)
+		if entries[i].Time.IsZero() {
+			entries[i].Time = time.Now()
 		}
-		if tag.RowsAffected() == 0 {
-			return nil // already settled
+		if _, err := nanos(entries[i].Time); err != nil {
+			return nil, fmt.Errorf("postgres: settle %q: %w", entries[i].RequestID, err)
 		}
-		day, _ := store.DayOf(e.Time)
-		month, _ := store.MonthOf(e.Time)
-		draw := e.Cost
-		if e.FreeMonthlyCredit > 0 {
-			var before int64
-			err := tx.QueryRow(ctx, `SELECT cost FROM spend WHERE account_id = $1 AND period = $2 AND start = $3`,
-				e.AccountID, periodMonth, month.UnixNano()).Scan(&before)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(entries[a].AccountID, entries[b].AccountID) })
+	charged := make([]bool, len(entries))
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		for _, i := range order {
+			ok, err := settleTx(ctx, tx, entries[i])
+			if err != nil {
+				return fmt.Errorf("settle %q: %w", entries[i].RequestID, err)
 			}
-			draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
+			charged[i] = ok
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO spend (account_id, period, start, cost) VALUES ($1, $2, 0, $3), ($1, $4, $5, $3), ($1, $6, $7, $3)
-			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost`,
-			e.AccountID, periodTotal, int64(e.Cost), periodDay, day.UnixNano(), periodMonth, month.UnixNano()); err != nil {
-			return err
-		}
-		var after *int64
-		if err := tx.QueryRow(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 RETURNING balance`,
-			int64(draw), e.AccountID).Scan(&after); err != nil {
-			return err
-		}
-		if after != nil && draw > 0 {
-			if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
-				Balance: pricing.Money(*after), RequestID: e.RequestID}); err != nil {
-				return err
-			}
-		}
-		inserted = true
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("postgres: settle %q: %w", e.RequestID, err)
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	return inserted, nil
+	return charged, nil
+}
+
+// settleTx is one entry of SettleBatch inside tx.
+func settleTx(ctx context.Context, tx pgx.Tx, e store.Entry) (bool, error) {
+	at, _ := nanos(e.Time)
+	var id string
+	if err := tx.QueryRow(ctx, `SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, e.AccountID).Scan(&id); err != nil {
+		return false, classify(err)
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (request_id) DO NOTHING`,
+		e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
+	if err != nil {
+		return false, classify(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil // already settled
+	}
+	day, _ := store.DayOf(e.Time)
+	month, _ := store.MonthOf(e.Time)
+	draw := e.Cost
+	if e.FreeMonthlyCredit > 0 {
+		var before int64
+		err := tx.QueryRow(ctx, `SELECT cost FROM spend WHERE account_id = $1 AND period = $2 AND start = $3`,
+			e.AccountID, periodMonth, month.UnixNano()).Scan(&before)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return false, err
+		}
+		draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO spend (account_id, period, start, cost) VALUES ($1, $2, 0, $3), ($1, $4, $5, $3), ($1, $6, $7, $3)
+		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost`,
+		e.AccountID, periodTotal, int64(e.Cost), periodDay, day.UnixNano(), periodMonth, month.UnixNano()); err != nil {
+		return false, err
+	}
+	var after *int64
+	if err := tx.QueryRow(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 RETURNING balance`,
+		int64(draw), e.AccountID).Scan(&after); err != nil {
+		return false, err
+	}
+	if after != nil && draw > 0 {
+		if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
+			Balance: pricing.Money(*after), RequestID: e.RequestID}); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // Entries returns an account's newest entries first, at most limit (100

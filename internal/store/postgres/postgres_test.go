@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/postgres"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/internal/testsvc"
@@ -85,4 +86,14 @@ func TestAppLinks(t *testing.T) {
 	if got, _ := a.Links(ctx, "other"); len(got) != 0 {
 		t.Fatalf("another account's links %v", got)
 	}
+}
+
+// Batched group-commits a PostgreSQL store's charges and passes the suite
+// every backend shares.
+func TestBatchedConformance(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	storetest.Conformance(t, func(t *testing.T) store.Store {
+		b := cached.NewBatched(open(t, pg.NewDatabase(t)))
+		return b
+	})
 }
