@@ -2,6 +2,7 @@ package integration
 
 import (
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -72,5 +73,32 @@ func TestNodesFaults(t *testing.T) {
 
 	if n := len(g.ledger(t, "faulty")); n != answered {
 		t.Fatalf("%d ledger entries, %d answered calls", n, answered)
+	}
+}
+
+// The database and Redis URLs carry passwords: a node that cannot reach
+// them fails to start, and nothing it prints holds them.
+func TestNodesURLsNotLogged(t *testing.T) {
+	t.Parallel()
+	for name, env := range map[string][]string{
+		"database": {"GW_DATABASE_URL=postgres://gw:pg-s3cret-pw@127.0.0.1:1/gw?connect_timeout=2"},
+		"redis":    {"GW_REDIS_URL=redis://:rd-s3cret-pw@127.0.0.1:1/0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(caddyBin, "run", "--config", "../Caddyfile.example", "--adapter", "caddyfile")
+			cmd.Env = append([]string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir, "GW_DATA_DIR=" + dir,
+				"GW_ADDRESS=127.0.0.1:" + freePorts(t, 1)[0], "GW_ADMIN=127.0.0.1:" + freePorts(t, 1)[0]}, env...)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("started without its %s:\n%s", name, out)
+			}
+			if strings.Contains(string(out), "s3cret") {
+				t.Fatalf("the password is in the output:\n%s", out)
+			}
+			if !strings.Contains(string(out), map[string]string{"database": "PostgreSQL", "redis": "Redis"}[name]) {
+				t.Errorf("the error does not say what failed:\n%s", out)
+			}
+		})
 	}
 }
