@@ -326,6 +326,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		Opinions: chat.NewOpinions(a.SecondOpinionConcurrency)}
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
+		if sh != nil {
+			chatHandler.Cache = chat.NewSharedCache(time.Duration(a.CacheTTL), sh.client)
+		}
 	}
 	routing := &mcp.Routing{Sessions: sessions, Decisions: records, AllowedHosts: a.MCPAllowedHosts}
 	toolSet, err := a.toolSet(cat)
@@ -338,6 +341,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
 		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
+	if sh != nil {
+		opts.Fetch.Shared = sh.client
+	}
 	if opts.Images, err = a.imagesHandler(cat); err != nil {
 		return err
 	}

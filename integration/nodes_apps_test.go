@@ -54,3 +54,31 @@ func TestNodesAppLinks(t *testing.T) {
 		t.Fatal("the listing after that (first node) still shows speak")
 	}
 }
+
+// The chat and page-reading caches are shared: an answer cached on one
+// node is a hit on another (not billed again).
+func TestNodesSharedCaches(t *testing.T) {
+	t.Parallel()
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(articleHTML))
+	}))
+	t.Cleanup(site.Close)
+	e := newNodes(t, 2, "\t\tcache_ttl 5m", "GW_FETCH_ALLOW", strings.TrimPrefix(site.URL, "http://"))
+	key := e.nodes[0].newAccountKey(t, map[string]any{"id": "cacher", "plan": "paid", "cleared": true})
+	body := `{"model":"gw-pinned-gpt-4.1-mini","temperature":0,"max_tokens":100,"messages":[{"role":"user","content":"cache me"}]}`
+	first := e.nodes[0].do(t, http.MethodPost, "/v1/chat/completions", body, bearer(key)...)
+	second := e.nodes[1].do(t, http.MethodPost, "/v1/chat/completions", body, bearer(key)...)
+	if first.Status != 200 || second.Status != 200 || second.Header.Get("X-Gw-Cache") != "hit" || string(first.Body) != string(second.Body) {
+		t.Fatalf("chat on the second node: %d %q %s", second.Status, second.Header.Get("X-Gw-Cache"), second.Body)
+	}
+	read := `{"url":"` + site.URL + `/article"}`
+	for i, g := range e.nodes {
+		if r := g.do(t, http.MethodPost, "/v1/fetch", read, bearer(key)...); r.Status != 200 {
+			t.Fatalf("read on node %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if l := e.nodes[1].ledger(t, "cacher"); len(l) != 2 {
+		t.Fatalf("ledger %+v: want the first chat call and the first read only", l)
+	}
+}

@@ -7,6 +7,8 @@ package fetch
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 
 	"codeberg.org/readeck/go-readability/v2"
 	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/html/charset"
 
@@ -66,6 +69,9 @@ type Handler struct {
 	Price, RenderPrice pricing.Money
 	// Timeout bounds a read (Timeout, the spec's 25 s, when 0).
 	Timeout time.Duration
+	// Shared, when set, keeps the cache in Redis, so every node serves
+	// a read any node made.
+	Shared redis.UniversalClient
 
 	once   sync.Once
 	client *http.Client
@@ -78,7 +84,7 @@ func (h *Handler) init() {
 			h.Timeout = Timeout
 		}
 		h.client = h.Guard.Client(h.Timeout)
-		h.cache = &cache{m: map[string]cached{}}
+		h.cache = &cache{m: map[string]cached{}, shared: h.Shared}
 	})
 }
 
@@ -259,8 +265,17 @@ func escape(s string) string {
 
 // cache keeps reads for CacheTTL, at most MaxCached (the oldest out first).
 type cache struct {
-	mu sync.Mutex
-	m  map[string]cached
+	mu     sync.Mutex
+	m      map[string]cached
+	shared redis.UniversalClient
+}
+
+// sharedTimeout bounds a shared cache's read or write (a miss, if slower).
+const sharedTimeout = 500 * time.Millisecond
+
+func sharedKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "gw:fetch:" + hex.EncodeToString(sum[:])
 }
 
 type cached struct {
@@ -269,6 +284,16 @@ type cached struct {
 }
 
 func (c *cache) get(key string) (page, bool) {
+	if c.shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		b, err := c.shared.Get(ctx, sharedKey(key)).Bytes()
+		var p page
+		if err != nil || json.Unmarshal(b, &p) != nil {
+			return page{}, false
+		}
+		return p, true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
@@ -280,6 +305,13 @@ func (c *cache) get(key string) (page, bool) {
 }
 
 func (c *cache) put(key string, p page) {
+	if c.shared != nil {
+		b, _ := json.Marshal(p)
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		_ = c.shared.Set(ctx, sharedKey(key), b, CacheTTL).Err()
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.m) >= MaxCached {
