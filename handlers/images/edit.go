@@ -15,7 +15,6 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/upload"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
-	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // Edit form fields.
@@ -104,15 +103,10 @@ func (h *Handler) Edit(c *pipeline.Call) error {
 		return failure(ctx, err)
 	}
 	defer resp.Body.Close()
-	got, made, err := read(ctx, resp.Body, 1)
+	got, cost, err := charge(c, ctx, resp.Body, r, ab)
 	if err != nil {
 		return err
 	}
-	cost, _ := c.AbilityCost(r.alias, made)
-	if _, err := c.Settle(made, pricing.UnitImage, ab.Model, cost); err != nil {
-		return err
-	}
-	c.Receipt(ab.Model, cost)
 	usage := map[string]any{}
 	if got.usage != nil {
 		_ = json.Unmarshal(got.usage, &usage)

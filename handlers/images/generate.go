@@ -283,18 +283,29 @@ func (h *Handler) Generate(c *pipeline.Call) error {
 	if r.stream {
 		return h.relay(c, ctx, resp.Body, r, ab)
 	}
-	out, made, err := read(ctx, resp.Body, r.n)
+	// A generation carries no cost; the receipt does.
+	out, _, err := charge(c, ctx, resp.Body, r, ab)
 	if err != nil {
 		return err
 	}
-	cost, _ := c.AbilityCost(r.alias, made)
-	if _, err := c.Settle(made, pricing.UnitImage, ab.Model, cost); err != nil {
-		return err
-	}
-	c.Receipt(ab.Model, cost)
 	answer, _ := json.Marshal(map[string]any{"created": out.created, "data": out.data})
 	writeJSON(c.W, answer)
 	return nil
+}
+
+// charge reads the provider's answer (at most r.n images), charges the
+// images made and sets the receipt.
+func charge(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, ab *catalog.Ability) (*made, pricing.Money, error) {
+	out, n, err := read(ctx, body, r.n)
+	if err != nil {
+		return nil, 0, err
+	}
+	cost, _ := c.AbilityCost(r.alias, n)
+	if _, err := c.Settle(n, pricing.UnitImage, ab.Model, cost); err != nil {
+		return nil, 0, err
+	}
+	c.Receipt(ab.Model, cost)
+	return out, cost, nil
 }
 
 // made is what the provider answered: its images (at most n) and usage.

@@ -102,27 +102,15 @@ func (s *Batched) write() {
 	}
 }
 
-// commit settles a batch in one transaction; when that fails, each charge
-// alone, so one bad entry fails only itself.
+// commit settles a batch (see settleEach) and wakes its callers.
 func (s *Batched) commit(batch []*shared) {
-	ctx := context.Background()
 	entries := make([]store.Entry, len(batch))
 	for i, c := range batch {
 		entries[i] = c.e
 	}
-	charged, err := s.SettleBatch(ctx, entries)
+	charged, errs := settleEach(s.SharedBackend, entries)
 	for i, c := range batch {
-		switch {
-		case err == nil:
-			c.charged = charged[i]
-		case len(batch) == 1:
-			c.err = err
-		default:
-			ch, err := s.SettleBatch(ctx, []store.Entry{c.e})
-			if c.err = err; err == nil {
-				c.charged = ch[0]
-			}
-		}
+		c.charged, c.err = charged[i], errs[i]
 		close(c.done)
 	}
 }

@@ -777,28 +777,36 @@ func (s *Store) apply() {
 // fails, each charge alone, so one bad entry fails only itself. It sets
 // each charge's inBackend and backendErr.
 func (s *Store) commit(batch []*charge) {
-	ctx := context.Background()
 	entries := make([]store.Entry, len(batch))
 	for i, c := range batch {
 		entries[i] = c.e
 	}
-	charged, err := s.Backend.SettleBatch(ctx, entries)
+	charged, errs := settleEach(s.Backend, entries)
+	for i, c := range batch {
+		c.inBackend, c.backendErr = charged[i], errs[i]
+	}
+}
+
+// settleEach settles entries in one transaction; when that fails, each
+// alone, so one bad entry fails only itself. It reports each entry's
+// charged and error.
+func settleEach(b store.BatchSettler, entries []store.Entry) ([]bool, []error) {
+	ctx := context.Background()
+	errs := make([]error, len(entries))
+	charged, err := b.SettleBatch(ctx, entries)
 	if err == nil {
-		for i, c := range batch {
-			c.inBackend = charged[i]
-		}
-		return
+		return charged, errs
 	}
-	if len(batch) == 1 {
-		batch[0].backendErr = err
-		return
+	charged = make([]bool, len(entries))
+	if len(entries) == 1 {
+		errs[0] = err
+		return charged, errs
 	}
-	for _, c := range batch {
-		ch, err := s.Backend.SettleBatch(ctx, []store.Entry{c.e})
-		if err != nil {
-			c.backendErr = err
-		} else {
-			c.inBackend = ch[0]
+	for i, e := range entries {
+		ch, err := b.SettleBatch(ctx, []store.Entry{e})
+		if errs[i] = err; err == nil {
+			charged[i] = ch[0]
 		}
 	}
+	return charged, errs
 }
