@@ -19,7 +19,8 @@ package integration
 // reports what it measured), GW_BENCH_OUT (also write the table to this
 // file) and GW_BENCH_PROFILE (after the report, load the gateway alone
 // and write the gateway process's CPU profile, from Caddy's admin
-// /debug/pprof/profile, to this file; GW_BENCH_PROFILE_SECONDS, 10). The
+// /debug/pprof/profile, to this file; GW_BENCH_PROFILE_SECONDS, 10;
+// GW_BENCH_PROFILE_KIND=allocs takes the allocations instead). The
 // benchmarks read GW_BENCH_CONC and GW_BENCH_ACCOUNTS.
 //
 // Each measured gateway load uses accounts made for it: the money gate
@@ -603,7 +604,11 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 	got := make(chan answer, 1)
 	go func() {
 		c := &http.Client{Timeout: time.Duration(seconds)*time.Second + 30*time.Second}
-		resp, err := c.Get(env.g.AdminURL + "/debug/pprof/profile?seconds=" + strconv.Itoa(seconds))
+		kind := "profile"
+		if os.Getenv("GW_BENCH_PROFILE_KIND") == "allocs" {
+			kind = "allocs" // the allocations made while loaded
+		}
+		resp, err := c.Get(env.g.AdminURL + "/debug/pprof/" + kind + "?seconds=" + strconv.Itoa(seconds))
 		if err != nil {
 			got <- answer{err: err}
 			return
