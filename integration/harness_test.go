@@ -217,15 +217,24 @@ func exampleCaddyfile(t testing.TB) string {
 // freePorts returns n distinct loopback ports that were free a moment ago.
 func freePorts(t testing.TB, n int) []string {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	var ports []string
 	var lns []net.Listener
-	for range n {
+	for len(ports) < n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		lns = append(lns, ln)
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		// Caddy listens with SO_REUSEPORT: two gateways given one port
+		// would both bind it and share its connections, so a port is
+		// handed out once per test process.
+		if portsGiven[port] {
+			continue
+		}
+		portsGiven[port] = true
 		ports = append(ports, port)
 	}
 	for _, ln := range lns {
@@ -233,6 +242,11 @@ func freePorts(t testing.TB, n int) []string {
 	}
 	return ports
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[string]bool{}
+)
 
 // start runs the binary and waits for readyMsg on its stderr.
 func (g *gateway) start(t testing.TB) {

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -271,7 +273,7 @@ func TestNodesKilledUnderLoad(t *testing.T) {
 					mu.Unlock()
 					answers <- struct{}{}
 				} else if w%3 != 2 {
-					t.Errorf("node %d: %d %s", w%3, resp.StatusCode, body)
+					t.Errorf("node %d (%s): %d %q %v", w%3, node.BaseURL, resp.StatusCode, body, resp.Header)
 					return
 				}
 			}
@@ -331,8 +333,10 @@ func rawPost(url, key, body string) (*http.Response, []byte, error) {
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	var b json.RawMessage
-	err = json.NewDecoder(resp.Body).Decode(&b)
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && !json.Valid(b) {
+		err = fmt.Errorf("the answer is not JSON: %.200q", b)
+	}
 	return resp, b, err
 }
 
