@@ -44,16 +44,13 @@ type audioEnv struct {
 
 func newAudioEnv(t *testing.T) *audioEnv {
 	t.Helper()
-	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
-	t.Cleanup(oa.Close)
-	t.Cleanup(an.Close)
 	cfg := exampleCaddyfile(t)
 	const marker = "verbose_model whisper-1"
 	if !strings.Contains(cfg, marker) {
 		t.Fatalf("Caddyfile.example has no %q line to add test time-outs to", marker)
 	}
 	cfg = strings.Replace(cfg, marker, marker+"\n\t\t\ttranscription_timeout 2s\n\t\t\tfirst_audio_timeout 1s\n\t\t\tgap_timeout 1s", 1)
-	g := startGateway(t, gwOptions{Caddyfile: cfg, Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}})
+	g, oa := startWithFakes(t, cfg)
 	return &audioEnv{gateway: g, OA: oa}
 }
 

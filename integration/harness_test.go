@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-gw/caddy-gw/integration/fake"
 )
 
 // Time limits of the harness. They bound waits; nothing sleeps.
@@ -212,6 +214,17 @@ func exampleCaddyfile(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// startWithFakes starts the two fake providers and a gateway on cfg
+// pointed at them; it returns the gateway and the chat-completions-style
+// fake (which also serves audio and images).
+func startWithFakes(t *testing.T, cfg string) (*gateway, *fake.Upstream) {
+	t.Helper()
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	return startGateway(t, gwOptions{Caddyfile: cfg, Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}}), oa
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.

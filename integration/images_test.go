@@ -39,11 +39,7 @@ type imageEnv struct {
 
 func newImageEnv(t *testing.T, gwLines string) *imageEnv {
 	t.Helper()
-	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
-	t.Cleanup(oa.Close)
-	t.Cleanup(an.Close)
-	cfg := withGW(t, "\t\timages {\n\t\t\tgenerate_timeout 1s\n\t\t\tedit_timeout 1s\n\t\t}\n"+gwLines)
-	g := startGateway(t, gwOptions{Caddyfile: cfg, Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}})
+	g, oa := startWithFakes(t, withGW(t, "\t\timages {\n\t\t\tgenerate_timeout 1s\n\t\t\tedit_timeout 1s\n\t\t}\n"+gwLines))
 	return &imageEnv{gateway: g, OA: oa}
 }
 

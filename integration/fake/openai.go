@@ -16,54 +16,34 @@ func NewOpenAI() *Upstream { return newUpstream(formatOpenAI, serveOpenAI) }
 func serveOpenAI(u *Upstream, w http.ResponseWriter, r *http.Request, body []byte) {
 	w.Header().Set("x-request-id", newHexID("req_", 32))
 	path := r.URL.Path
-	var route string
-	switch {
-	case path == "/v1/chat/completions", path == "/v1/responses":
-		route = path
-		if r.Method != http.MethodPost {
-			openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", nil, nil,
-				fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, path))
-			return
-		}
-	case path == "/v1/audio/transcriptions", path == "/v1/audio/speech":
-		if r.Method != http.MethodPost {
-			openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", nil, nil,
-				fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, path))
-			return
-		}
-		if !u.openAIAuth(w, r) {
-			return
-		}
-		if path == "/v1/audio/speech" {
-			u.speech(w, r, body)
-		} else {
-			u.transcription(w, r, body)
-		}
+	// ability answers the binary and image endpoints, which have their own
+	// handlers.
+	ability := map[string]func(){
+		"/v1/audio/transcriptions": func() { u.transcription(w, r, body) },
+		"/v1/audio/speech":         func() { u.speech(w, r, body) },
+		"/v1/images/generations":   func() { u.images(w, r, body, false) },
+		"/v1/images/edits":         func() { u.images(w, r, body, true) },
+	}
+	method, route := http.MethodPost, path
+	if path == "/v1/models" || strings.HasPrefix(path, "/v1/models/") {
+		method, route = http.MethodGet, "/v1/models"
+	}
+	known := path == "/v1/chat/completions" || path == "/v1/responses" || route == "/v1/models" || ability[path] != nil
+	if known && r.Method != method {
+		openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", nil, nil,
+			fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, path))
 		return
-	case path == "/v1/images/generations", path == "/v1/images/edits":
-		if r.Method != http.MethodPost {
-			openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", nil, nil,
-				fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, path))
-			return
-		}
-		if !u.openAIAuth(w, r) {
-			return
-		}
-		u.images(w, r, body, path == "/v1/images/edits")
-		return
-	case path == "/v1/models", strings.HasPrefix(path, "/v1/models/"):
-		route = "/v1/models"
-		if r.Method != http.MethodGet {
-			openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", nil, nil,
-				fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, path))
-			return
-		}
-	default:
+	}
+	if !known {
 		openAIError(w, http.StatusNotFound, "invalid_request_error", nil, nil,
 			fmt.Sprintf("Invalid URL (%s %s)", r.Method, path))
 		return
 	}
 	if !u.openAIAuth(w, r) {
+		return
+	}
+	if serve := ability[path]; serve != nil {
+		serve()
 		return
 	}
 	if route == "/v1/models" {
