@@ -398,6 +398,10 @@ func (g *gateway) reload(t testing.TB) {
 	g.waitLog(t, func(log string) bool {
 		return strings.Count(log, `"msg":"load complete"`) > loads
 	}, `"load complete"`)
+	// The old config's server closes its idle keep-alive connections as it
+	// stops; a request sent on one at that moment would be reset. Clients
+	// of a reloaded Caddy dial again, as this one does now.
+	g.client.CloseIdleConnections()
 }
 
 // load adapts the gateway's Caddyfile with env overriding its environment
