@@ -2,6 +2,7 @@ package pricing
 
 import (
 	"math"
+	"math/big"
 	"testing"
 )
 
@@ -154,4 +155,36 @@ func TestRateConstructors(t *testing.T) {
 	if PAYGMarkupPercent != 12 {
 		t.Errorf("PAYGMarkupPercent = %d, want 12", PAYGMarkupPercent)
 	}
+}
+
+// costBig is Cost with big numbers only, the reference costInt64 must
+// equal.
+func costBig(payg bool, lines []Line) Money {
+	num := new(big.Rat)
+	for _, l := range lines {
+		if l.Rate.Per <= 0 || l.Units == 0 {
+			continue
+		}
+		num.Add(num, new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(l.Units), big.NewInt(int64(l.Rate.Amount))), big.NewInt(l.Rate.Per)))
+	}
+	if payg {
+		num.Mul(num, big.NewRat(100+PAYGMarkupPercent, 100))
+	}
+	return Money(roundDiv(new(big.Int).Set(num.Num()), new(big.Int).Set(num.Denom())))
+}
+
+// The int64 path of Cost gives exactly the big-number result whenever it
+// answers, rounding ties away from zero included.
+func FuzzCostInt64(f *testing.F) {
+	f.Add(int64(1000), int64(400_000_000), int64(1_000_000), int64(200), int64(1_600_000_000), int64(1_000_000), true)
+	f.Add(int64(1), int64(5), int64(2), int64(-1), int64(5), int64(2), false)
+	f.Add(int64(math.MaxInt64), int64(2), int64(1), int64(1), int64(1), int64(3), true)
+	f.Fuzz(func(t *testing.T, u1, a1, p1, u2, a2, p2 int64, payg bool) {
+		lines := []Line{{Units: u1, Rate: Rate{Amount: Money(a1), Per: p1}}, {Units: u2, Rate: Rate{Amount: Money(a2), Per: p2}}}
+		if got, ok := costInt64(payg, lines); ok {
+			if want := costBig(payg, lines); got != want {
+				t.Fatalf("%+v payg %v: %d, want %d", lines, payg, got, want)
+			}
+		}
+	})
 }
