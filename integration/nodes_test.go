@@ -113,13 +113,27 @@ func TestNodesShareState(t *testing.T) {
 	_ = a
 }
 
-// 200 concurrent calls on one prepaid account spread over three nodes:
-// the balance never goes below zero, every answered call is in the ledger
-// once at its receipt's cost, and the ledger's sum is what the balance
-// lost.
+// loadBalancer starts a plain Caddy (the same binary, no gateway) whose
+// site spreads requests over the nodes round robin.
+func loadBalancer(t *testing.T, nodes []*gateway) *gateway {
+	t.Helper()
+	var upstreams []string
+	for _, g := range nodes {
+		upstreams = append(upstreams, g.Addr)
+	}
+	cfg := "{\n\tadmin {$GW_ADMIN}\n}\n\nhttp://{$GW_ADDRESS} {\n\treverse_proxy " + strings.Join(upstreams, " ") +
+		" {\n\t\tlb_policy round_robin\n\t}\n}\n"
+	return startGateway(t, gwOptions{Caddyfile: cfg})
+}
+
+// 200 concurrent calls on one prepaid account, through a Caddy load
+// balancer in front of three nodes: the balance never goes below zero,
+// every answered call is in the ledger once at its receipt's cost, and the
+// ledger's sum is what the balance lost.
 func TestNodesMoneyExact(t *testing.T) {
 	t.Parallel()
 	e := newNodes(t, 3, "\t\tlimits {\n\t\t\tmax_in_flight 1000\n\t\t}")
+	lb := loadBalancer(t, e.nodes)
 	const start = "0.05"
 	key := e.nodes[0].newAccountKey(t, map[string]any{"id": "crowd", "plan": "paid", "cleared": true, "balance_usd": start})
 	const calls = 200
@@ -127,9 +141,9 @@ func TestNodesMoneyExact(t *testing.T) {
 	receipts := map[string]pricing.Money{}
 	codes := map[int]int{}
 	var wg sync.WaitGroup
-	for i := range calls {
+	for range calls {
 		wg.Go(func() {
-			r := e.chat(t, i, key)
+			r := lb.do(t, http.MethodPost, "/v1/chat/completions", nodesChat, bearer(key)...)
 			mu.Lock()
 			defer mu.Unlock()
 			codes[r.Status]++
@@ -163,6 +177,11 @@ func TestNodesMoneyExact(t *testing.T) {
 	_, bal := e.nodes[2].accountMoney(t, "crowd")
 	if b := mustUSD(t, bal); b < 0 || b != mustUSD(t, start)-sum {
 		t.Fatalf("balance %s, start %s, charged %s", bal, start, sum)
+	}
+	for i, g := range e.nodes {
+		if g.log.count(`"uri":"/v1/chat/completions"`) == 0 {
+			t.Errorf("the load balancer sent node %d nothing", i)
+		}
 	}
 	t.Logf("answers %v, charged %s", codes, sum)
 }
