@@ -1,0 +1,113 @@
+package integration
+
+import (
+	"io"
+	"mime/multipart"
+	"net/http"
+	"testing"
+
+	"github.com/caddy-gw/caddy-gw/integration/fake"
+)
+
+// The image rows TestImagesEdit and TestImagesGates leave out: the edit
+// time-out, monthly_cap on both routes, and a 100 MB upload refused by the
+// bounded reader without the gateway holding it.
+func TestImagesLimits(t *testing.T) {
+	t.Parallel()
+	e := newImageEnv(t, "")
+	png := imageFixture(t, "red.png")
+
+	// monthly_cap refuses generations and edits in the detail wrapper,
+	// nothing made, nothing charged.
+	capped := e.newAccountKey(t, map[string]any{"id": "monthly-painter", "plan": "paid", "cleared": true, "monthly_cap_usd": "0.005"})
+	r := e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"p"}`, bearer(capped)...)
+	if r.Status != http.StatusPaymentRequired {
+		t.Fatalf("monthly cap, generation: %d %s", r.Status, r.Body)
+	}
+	matchJSON(t, r.Body, `{"detail":{"error":{"code":"monthly_cap","message":"<string>"}}}`)
+	body, ct := multipartImages(t, "image[]", [][]byte{png}, "prompt", "p")
+	r = e.do(t, http.MethodPost, "/v1/images/edits", body, append(bearer(capped), "Content-Type", ct)...)
+	if r.Status != http.StatusPaymentRequired {
+		t.Fatalf("monthly cap, edit: %d %s", r.Status, r.Body)
+	}
+	matchJSON(t, r.Body, `{"detail":{"error":{"code":"monthly_cap","message":"<string>"}}}`)
+	if n := len(e.OA.Requests()); n != 0 {
+		t.Fatalf("a capped call reached the provider %d times", n)
+	}
+	if n := len(e.ledger(t, "monthly-painter")); n != 0 {
+		t.Fatalf("a capped call was charged %d times", n)
+	}
+
+	key := e.newAccountKey(t, map[string]any{"id": "slow-editor", "plan": "paid", "cleared": true})
+
+	// An edit the provider does not answer within the edit time-out (90 s;
+	// 1 s here) is 502 capability_unavailable and not charged.
+	gate := make(chan struct{})
+	e.OA.Push(fake.Script{Gate: gate})
+	r = e.do(t, http.MethodPost, "/v1/images/edits", body, append(bearer(key), "Content-Type", ct)...)
+	close(gate)
+	expectError(t, r, http.StatusBadGateway, `{"error":{"message":"<string>","type":"<string>","code":"capability_unavailable"}}`, "req-")
+	if n := len(e.ledger(t, "slow-editor")); n != 0 {
+		t.Fatalf("a timed-out edit was charged %d times", n)
+	}
+
+	// A 100 MB reference (a real PNG followed by zeros), streamed so the
+	// test does not hold it either: 400 invalid_reference_image, the
+	// provider never called, and the gateway's peak memory grows by far
+	// less than the upload.
+	pid := e.gateway.pid(t)
+	before, measured := procMemKB(t, pid, "VmRSS", true)
+	const huge = 100 << 20
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		fw, err := mw.CreateFormFile("image[]", "huge.png")
+		if err == nil {
+			_, err = fw.Write(png)
+		}
+		zeros := make([]byte, 1<<20)
+		for sent := len(png); err == nil && sent < huge; sent += len(zeros) {
+			_, err = fw.Write(zeros)
+		}
+		if err == nil {
+			err = mw.WriteField("prompt", "p")
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/images/edits", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	pr.CloseWithError(io.ErrClosedPipe) // the writer stops if the gateway answered before reading it all
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("100 MB reference: %d %s", resp.StatusCode, got)
+	}
+	matchJSON(t, got, `{"error":{"message":"<string>","type":"<string>","param":"image","code":"invalid_reference_image"}}`)
+	if n := len(e.OA.Requests()); n != 1 { // the timed-out edit only
+		t.Fatalf("the provider saw %d requests, want 1", n)
+	}
+	if n := len(e.ledger(t, "slow-editor")); n != 0 {
+		t.Fatalf("a refused edit was charged %d times", n)
+	}
+	if !measured {
+		t.Log("no /proc: peak memory not measured")
+		return
+	}
+	peak, _ := procMemKB(t, pid, "VmHWM", false)
+	grew := peak - before // KiB
+	t.Logf("gateway peak memory grew %.1f MiB during a 100 MB upload", float64(grew)/1024)
+	if grew > 40<<10 { // a held upload would be 100 MiB
+		t.Fatalf("gateway peak memory grew %.1f MiB during a 100 MB upload", float64(grew)/1024)
+	}
+}
