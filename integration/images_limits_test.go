@@ -1,10 +1,14 @@
 package integration
 
 import (
+	"context"
 	"io"
 	"mime/multipart"
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/openai/openai-go/v3"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 )
@@ -109,5 +113,43 @@ func TestImagesLimits(t *testing.T) {
 	t.Logf("gateway peak memory grew %.1f MiB during a 100 MB upload", float64(grew)/1024)
 	if grew > 40<<10 { // a held upload would be 100 MiB
 		t.Fatalf("gateway peak memory grew %.1f MiB during a 100 MB upload", float64(grew)/1024)
+	}
+}
+
+// A stream is relayed as the provider sends it: the first preview reaches
+// the SDK while the provider still holds the rest back, and the stream then
+// completes. (A gateway that buffered would see nothing until its 60 s
+// time-out cut the provider off, and end with an error event instead.)
+func TestImagesStreamRelayed(t *testing.T) {
+	t.Parallel()
+	g, oa := startWithFakes(t, withGW(t, ""))
+	e := &imageEnv{gateway: g, OA: oa}
+	key := e.newAccountKey(t, map[string]any{"id": "watcher", "plan": "paid", "cleared": true})
+	gate := make(chan struct{})
+	e.OA.Push(fake.Script{Gate: gate})
+	c := e.client(key)
+	stream := c.Images.GenerateStreaming(context.Background(), openai.ImageGenerateParams{Prompt: "a slow kite", PartialImages: openai.Int(2)})
+	defer stream.Close()
+	if !stream.Next() {
+		close(gate)
+		t.Fatalf("no first event: %v", stream.Err())
+	}
+	first := stream.Current()
+	close(gate) // only now does the provider send the rest
+	if first.Type != "image_generation.partial_image" || first.B64JSON != fake.PartialData(0) {
+		t.Fatalf("first event %s", first.RawJSON())
+	}
+	types := []string{first.Type}
+	for stream.Next() {
+		types = append(types, stream.Current().Type)
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "image_generation.partial_image,image_generation.partial_image,image_generation.completed"; strings.Join(types, ",") != want {
+		t.Fatalf("events %v, want %s", types, want)
+	}
+	if n := len(e.ledger(t, "watcher")); n != 1 {
+		t.Fatalf("ledger has %d entries, want 1", n)
 	}
 }
