@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 )
@@ -151,5 +152,49 @@ func TestImagesStreamRelayed(t *testing.T) {
 	}
 	if n := len(e.ledger(t, "watcher")); n != 1 {
 		t.Fatalf("ledger has %d entries, want 1", n)
+	}
+}
+
+// partial_images asks for previews only of a model that has them: with
+// previews switched off for gw-image-pro in the Caddyfile, the provider is
+// not asked for any and the stream is the completed event alone.
+func TestImagesStreamNoPreviews(t *testing.T) {
+	t.Parallel()
+	const pro = "\t\t\tcategory Pro Ultra\n\t\t\tpreviews\n"
+	cfg := withGW(t, "")
+	if !strings.Contains(cfg, pro) {
+		t.Fatal("Caddyfile.example's gw-image-pro no longer ends with category Pro Ultra and previews")
+	}
+	g, oa := startWithFakes(t, strings.Replace(cfg, pro, "\t\t\tcategory Pro Ultra\n", 1))
+	e := &imageEnv{gateway: g, OA: oa}
+	key := e.newAccountKey(t, map[string]any{"id": "no-previews", "plan": "paid", "cleared": true})
+	c := e.client(key)
+	var resp *http.Response
+	stream := c.Images.GenerateStreaming(context.Background(), openai.ImageGenerateParams{Prompt: "p", Model: "gw-image-pro", PartialImages: openai.Int(2)},
+		option.WithResponseInto(&resp))
+	var types []string
+	for stream.Next() {
+		types = append(types, stream.Current().Type)
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(types, ",") != "image_generation.completed" {
+		t.Fatalf("events %v, want the completed event alone", types)
+	}
+	if sent := e.OA.Requests()[0].JSON(); sent["stream"] != true || sent["partial_images"] != nil {
+		t.Fatalf("upstream asked %v", sent)
+	}
+	e.expectLedger(t, "no-previews", ledgerEntry{RequestID: resp.Header.Get("X-Gw-Request-Id"), Endpoint: "images", Model: "gpt-image-1", Units: 1, Unit: "image",
+		Cost: imageCost(imageProPrice, 1).String()})
+
+	// gw-image still has previews in the same gateway.
+	types = nil
+	stream = c.Images.GenerateStreaming(context.Background(), openai.ImageGenerateParams{Prompt: "p", PartialImages: openai.Int(1)})
+	for stream.Next() {
+		types = append(types, stream.Current().Type)
+	}
+	if err := stream.Err(); err != nil || strings.Join(types, ",") != "image_generation.partial_image,image_generation.completed" {
+		t.Fatalf("gw-image events %v (%v)", types, err)
 	}
 }
