@@ -198,3 +198,46 @@ func TestImagesStreamNoPreviews(t *testing.T) {
 		t.Fatalf("gw-image events %v (%v)", types, err)
 	}
 }
+
+// Edits take category and max_price as generations do, and both routes
+// take the key in x-api-key as well as a bearer token.
+func TestImagesEditOptions(t *testing.T) {
+	t.Parallel()
+	e := newImageEnv(t, "")
+	key := e.newAccountKey(t, map[string]any{"id": "options-editor", "plan": "paid", "cleared": true})
+	png := imageFixture(t, "red.png")
+	edit := func(header []string, fields ...string) response {
+		body, ct := multipartImages(t, "image[]", [][]byte{png}, append([]string{"prompt", "p"}, fields...)...)
+		return e.do(t, http.MethodPost, "/v1/images/edits", body, append(header, "Content-Type", ct)...)
+	}
+
+	// category Pro picks gw-image-pro; the answer names it, with the
+	// provider's usage and the cost as charged.
+	r := edit(bearer(key), "category", "Pro")
+	cost := imageCost(imageProPrice, 1)
+	if r.Status != http.StatusOK {
+		t.Fatalf("category Pro: %d %s", r.Status, r.Body)
+	}
+	matchJSON(t, r.Body, `{"created":"<number>","data":[{"b64_json":"`+fake.ImageData(0)+`"}],"model":"gw-image-pro",`+
+		`"usage":{"cost":"`+cost.String()+`","input_tokens":12,"input_tokens_details":{"image_tokens":0,"text_tokens":12},"output_tokens":6,"total_tokens":18}}`)
+	imageReceipt(t, e.gateway, "options-editor", r.Header, "gpt-image-1", 1, cost)
+
+	// max_price under the final price: 402, the provider not called, nothing charged.
+	before, entries := len(e.OA.Requests()), len(e.ledger(t, "options-editor"))
+	r = edit(bearer(key), "model", "gw-image-pro", "max_price", "0.039")
+	expectError(t, r, http.StatusPaymentRequired, `{"error":{"message":"<string>","type":"<string>","code":"price_exceeds_max_price"}}`, "req-")
+	if len(e.OA.Requests()) != before || len(e.ledger(t, "options-editor")) != entries {
+		t.Fatal("an edit over max_price reached the provider or was charged")
+	}
+	if r := edit(bearer(key), "model", "gw-image-pro", "max_price", "0.04"); r.Status != http.StatusOK {
+		t.Fatalf("edit at max_price: %d %s", r.Status, r.Body)
+	}
+
+	// x-api-key works on both routes.
+	if r := edit([]string{"X-Api-Key", key}); r.Status != http.StatusOK || r.Header.Get("X-Gw-Cost-Usd") != imageCost(imagePrice, 1).String() {
+		t.Fatalf("edit with x-api-key: %d %s", r.Status, r.Body)
+	}
+	if r := e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"p"}`, "X-Api-Key", key); r.Status != http.StatusOK {
+		t.Fatalf("generation with x-api-key: %d %s", r.Status, r.Body)
+	}
+}
