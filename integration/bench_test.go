@@ -12,7 +12,9 @@ package integration
 // knobs: GW_BENCH_SCENARIOS (a comma-separated subset of the scenario
 // names), GW_BENCH_GATEWAY_CPUS (pin bin/caddy to these CPUs with
 // taskset), GW_BENCH_N (requests per target and scenario, 2000),
-// GW_BENCH_CONC (concurrent clients, 8), GW_BENCH_ACCOUNTS (how many
+// GW_BENCH_CONC (concurrent clients, 8), GW_BENCH_ACCESS_LOG (which sites
+// write Caddyfile.example's access log: both, the default, gateway or
+// none; see benchAccessLog), GW_BENCH_ACCOUNTS (how many
 // fresh accounts carry the gateway's load of a scenario, 1),
 // GW_BENCH_BATCH (requests per interleaved batch, 100), GW_BENCH_BUDGET
 // (the most time one scenario may take, 90s; a scenario cut short
@@ -100,6 +102,45 @@ type benchEnv struct {
 	made     int
 }
 
+// benchAccessLog sets up the access logs of the bench's sites as
+// GW_BENCH_ACCESS_LOG says: "both" (the default) gives the baseline sites
+// the very log block of Caddyfile.example's gateway site, so the sites
+// differ only in their handler; "gateway" leaves the baselines without
+// one (a bare reverse_proxy logs nothing unless told to); "none" takes the
+// block out of the gateway site too. It returns the Caddyfile and the
+// block to put in each baseline site.
+func benchAccessLog(tb testing.TB, example string) (config, baseLog string) {
+	tb.Helper()
+	start := strings.Index(example, "\tlog {\n")
+	end := strings.Index(example[max(start, 0):], "\n\t}\n")
+	if start < 0 || end < 0 {
+		tb.Fatal("Caddyfile.example: no access log block in the gateway site")
+	}
+	block := example[start : start+end+len("\n\t}\n")]
+	switch mode := os.Getenv("GW_BENCH_ACCESS_LOG"); mode {
+	case "", "both":
+		return example, block
+	case "gateway":
+		return example, ""
+	case "none":
+		return strings.Replace(example, block, "", 1), ""
+	default:
+		tb.Fatalf("GW_BENCH_ACCESS_LOG=%q: want both, gateway or none", mode)
+		return "", ""
+	}
+}
+
+// benchLogSites says in words which sites write the access log.
+func benchLogSites() string {
+	switch os.Getenv("GW_BENCH_ACCESS_LOG") {
+	case "gateway":
+		return "the gateway site only"
+	case "none":
+		return "no site"
+	}
+	return "both sites"
+}
+
 // startBenchEnv starts the fakes and one bin/caddy with the gateway site
 // (Caddyfile.example's global gw block, providers pointed at the fakes)
 // plus a bare `reverse_proxy` site per fake.
@@ -115,16 +156,17 @@ func startBenchEnv(tb testing.TB) *benchEnv {
 
 	ports := freePorts(tb, 2)
 	baseOA, baseAN := "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
-	config := exampleCaddyfile(tb) + fmt.Sprintf(`
+	example, baseLog := benchAccessLog(tb, exampleCaddyfile(tb))
+	config := example + fmt.Sprintf(`
 # Baselines: a bare reverse_proxy to the same fakes.
 http://%s {
-	reverse_proxy %s
+%s	reverse_proxy %s
 }
 
 http://%s {
-	reverse_proxy %s
+%s	reverse_proxy %s
 }
-`, baseOA, benchHostOf(tb, oa.URL), baseAN, benchHostOf(tb, an.URL))
+`, baseOA, baseLog, benchHostOf(tb, oa.URL), baseAN, baseLog, benchHostOf(tb, an.URL))
 
 	g := startGateway(tb, gwOptions{BootstrapKey: benchKey, Caddyfile: config, Env: map[string]string{
 		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
@@ -540,8 +582,8 @@ func TestBenchReport(t *testing.T) {
 	var md strings.Builder
 	fmt.Fprintf(&md, "### Gateway vs bare reverse_proxy (same fake upstream, same process, same run)\n\n")
 	fmt.Fprintf(&md, "%d requests per target and scenario, %d concurrent clients, interleaved in batches of %d; "+
-		"gateway calls spread over %d fresh account(s) per scenario; loopback; %s/%s, %d CPUs (GOMAXPROCS %d), %s.\n",
-		n, conc, batch, env.accounts, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+		"gateway calls spread over %d fresh account(s) per scenario; access log on %s (GW_BENCH_ACCESS_LOG); loopback; %s/%s, %d CPUs (GOMAXPROCS %d), %s.\n",
+		n, conc, batch, env.accounts, benchLogSites(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintf(&md, "Latencies in µs (streams: to the first and to the last body byte); ratio = gateway / baseline; "+
 		"added = gateway − baseline.\n\n")
 	fmt.Fprintf(&md, "| scenario | measure | baseline p50 | gateway p50 | ratio | added | baseline p99 | gateway p99 | ratio | added |\n")
@@ -597,9 +639,14 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 		body []byte
 		err  error
 	}
-	targets := make([]benchTarget, len(env.scenarios))
-	for i, sc := range env.scenarios {
-		targets[i] = env.withFreshAccounts(t, sc.gw)
+	var targets []benchTarget
+	for _, sc := range env.scenarios {
+		if !sc.gw.bare { // the A/A scenario loads no gateway
+			targets = append(targets, env.withFreshAccounts(t, sc.gw))
+		}
+	}
+	if len(targets) == 0 {
+		t.Fatal("GW_BENCH_PROFILE: no gateway scenario to load")
 	}
 	got := make(chan answer, 1)
 	go func() {
