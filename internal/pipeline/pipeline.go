@@ -7,6 +7,7 @@ package pipeline
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -414,13 +415,18 @@ func methodAllowed(methods []string, m string) bool {
 // DefaultRequestIDPrefix starts request ids unless an endpoint says otherwise.
 const DefaultRequestIDPrefix = "req-"
 
-// NewRequestID returns prefix followed by 24 random hex digits.
+// NewRequestID returns prefix followed by 32 hex digits: the time in
+// milliseconds since 1970 (12 digits), then 20 random ones. The ledger is
+// keyed by request id, so ids that grow with time are appended at the end
+// of its index instead of all over it, and a write touches few pages; 80
+// random bits keep ids of the same millisecond apart.
 func NewRequestID(prefix string) string {
 	if prefix == "" {
 		prefix = DefaultRequestIDPrefix
 	}
-	var b [12]byte
-	_, _ = rand.Read(b[:])
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
 	return prefix + hex.EncodeToString(b[:])
 }
 
