@@ -183,6 +183,7 @@ http://%s {
 	// The gateway's key is set per load (withFreshAccounts); the
 	// bootstrap key only serves warming up.
 	gwHeader := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + benchKey}}
+	gwAltHeader := http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {benchKey}, "Anthropic-Version": {"2023-06-01"}}
 	oaHeader := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer sk-upstream-openai-test"}}
 	anHeader := http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {"sk-upstream-anthropic-test"},
 		"Anthropic-Version": {"2023-06-01"}}
@@ -212,10 +213,19 @@ http://%s {
 				body: body("gpt-4.1-mini", chatMsgs), want: benchText},
 		},
 		{
-			name: "translated",
+			name: "translated-chat-in",
 			gw:   benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-claude-sonnet-4-5", chatMsgs), want: benchText},
 			base: benchTarget{url: "http://" + baseAN + "/v1/messages", header: anHeader,
 				body: body("claude-sonnet-4-5", msgsMsgs), want: benchText},
+		},
+		{
+			// The other direction: a messages client, a chat-completions
+			// model.
+			name: "translated-messages-in",
+			gw: benchTarget{url: g.BaseURL + "/alt/v1/messages", header: gwAltHeader,
+				body: body("gw-pinned-gpt-4.1-mini", msgsMsgs), want: benchText},
+			base: benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader,
+				body: body("gpt-4.1-mini", chatMsgs), want: benchText},
 		},
 		{
 			name: "same-format-stream",
@@ -302,7 +312,9 @@ func (e *benchEnv) do(ctx context.Context, t benchTarget, client int, buf *bytes
 	for k, vs := range t.header {
 		req.Header[k] = vs
 	}
-	if len(t.keys) > 0 {
+	if len(t.keys) > 0 && req.Header.Get("X-Api-Key") != "" {
+		req.Header.Set("X-Api-Key", t.keys[client%len(t.keys)]) // a messages client's header
+	} else if len(t.keys) > 0 {
 		req.Header.Set("Authorization", "Bearer "+t.keys[client%len(t.keys)])
 	}
 	buf.Reset()
@@ -668,10 +680,12 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 		got <- answer{body: b, err: err}
 	}()
 	var a answer
+	calls, start := 0, time.Now()
 	for i := 0; ; i++ {
 		select {
 		case a = <-got:
 		default:
+			calls += batch
 			if _, _, err := env.load(context.Background(), targets[i%len(targets)], batch, conc); err != nil {
 				t.Fatalf("profiling load: %v", err)
 			}
@@ -687,5 +701,6 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 	if err := os.WriteFile(out, a.body, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("gateway CPU profile (%ds, gateway load only): %s\n", seconds, out)
+	fmt.Printf("gateway CPU profile (%ds, gateway load only): %s; %d calls in %.1fs (the profile's CPU over the calls is the CPU per call)\n",
+		seconds, out, calls, time.Since(start).Seconds())
 }

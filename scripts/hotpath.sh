@@ -36,10 +36,10 @@ run() { # name, test, then env assignments
 {
 	run "fsync of one durable charge" TestFsyncReport
 	run "32 connections, one account" TestBenchReport GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=1 \
-		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated,same-format-stream
+		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated-messages-in,translated-chat-in,same-format-stream
 	run "32 connections, 32 accounts" TestBenchReport GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=32 \
-		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated
+		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated-messages-in,translated-chat-in
 	run "one connection" TestBenchReport GW_BENCH_CONC=1 GW_BENCH_ACCOUNTS=1 GW_BENCH_N=$((GW_BENCH_N / 2)) \
-		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated,same-format-stream
+		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated-messages-in,translated-chat-in,same-format-stream
 	run "1,000 concurrent streams" TestStreamsRSSReport
 } | tee "$out/hotpath.md"

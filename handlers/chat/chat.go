@@ -7,6 +7,7 @@
 package chat
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -214,12 +215,12 @@ func (cl *call) attempt(m *catalog.Model, escalated bool) error {
 	if cl.req.stream {
 		return cl.stream(resp.Body, m, target, escalated)
 	}
-	return cl.whole(resp.Body, m, target, escalated)
+	return cl.whole(resp.Body, resp.ContentLength, m, target, escalated)
 }
 
-// whole serves a non-streaming answer.
-func (cl *call) whole(r io.Reader, m *catalog.Model, from Format, escalated bool) error {
-	b, err := io.ReadAll(io.LimitReader(r, MaxResponse))
+// whole serves a non-streaming answer of size bytes (-1: unknown).
+func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, escalated bool) error {
+	b, err := readAll(io.LimitReader(r, MaxResponse), size)
 	if err != nil {
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s broke off", m.ID), Retryable: true}
 	}
@@ -386,9 +387,21 @@ func checkBetas(h http.Header) error {
 	return nil
 }
 
+// readAll is io.ReadAll with its buffer made once when the body's length
+// is known (size, a Content-Length, below MaxBody), rather than grown from
+// 512 bytes by doubling.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 || size > MaxBody {
+		return io.ReadAll(r)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
+}
+
 // readBody reads a request body of at most limit bytes.
 func readBody(c *pipeline.Call, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(c.W, c.R.Body, limit))
+	b, err := readAll(http.MaxBytesReader(c.W, c.R.Body, limit), c.R.ContentLength)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return nil, gwerr.New(gwerr.TooLarge, "the body is larger than %d bytes", limit)

@@ -91,6 +91,8 @@ package translate
 
 import (
 	"crypto/rand"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -342,6 +344,12 @@ func messagesStop(finish string) string {
 // cannot fail on it; a failure would leave b unchanged.
 
 func set(b []byte, path string, v any) []byte {
+	var val [64]byte
+	if raw, ok := appendValue(val[:0], v); ok {
+		if out, ok := appendMember(b, path, raw); ok {
+			return out
+		}
+	}
 	if out, err := sjson.SetBytes(b, path, v); err == nil {
 		return out
 	}
@@ -349,6 +357,9 @@ func set(b []byte, path string, v any) []byte {
 }
 
 func setRaw(b []byte, path, raw string) []byte {
+	if out, ok := appendMember(b, path, []byte(raw)); ok {
+		return out
+	}
 	if out, err := sjson.SetRawBytes(b, path, []byte(raw)); err == nil {
 		return out
 	}
@@ -356,10 +367,81 @@ func setRaw(b []byte, path, raw string) []byte {
 }
 
 func setRawB(b []byte, path string, raw []byte) []byte {
+	if out, ok := appendMember(b, path, raw); ok {
+		return out
+	}
 	if out, err := sjson.SetRawBytes(b, path, raw); err == nil {
 		return out
 	}
 	return b
+}
+
+// appendMember is the common case of the helpers above, without sjson's
+// path machinery: an object b gets a new member named by a plain key it
+// does not have yet, at its end, in a new slice (b is left alone). ok is
+// false for anything else (a nested path, a key b has, b not ending its
+// object), which sjson then handles. The bytes are the ones sjson writes.
+func appendMember(b []byte, key string, raw []byte) (out []byte, ok bool) {
+	if len(b) < 2 || b[len(b)-1] != '}' || !plainKey(key) {
+		return nil, false
+	}
+	last := len(b) - 2 // the last byte before the closing brace, past spaces
+	for last > 0 && (b[last] == ' ' || b[last] == '\t' || b[last] == '\n' || b[last] == '\r') {
+		last--
+	}
+	empty := b[last] == '{'
+	if !empty && gjson.GetBytes(b, key).Exists() {
+		return nil, false
+	}
+	out = make([]byte, 0, len(b)+len(key)+len(raw)+4)
+	out = append(out, b[:len(b)-1]...)
+	if !empty {
+		out = append(out, ',')
+	}
+	out = append(out, '"')
+	out = append(out, key...)
+	out = append(out, '"', ':')
+	out = append(out, raw...)
+	return append(out, '}'), true
+}
+
+// plainKey reports a key that means itself as an sjson path and needs no
+// escaping as a JSON string: letters, digits and underscores.
+func plainKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// appendValue renders v as sjson renders it, for the kinds this package
+// sets (strings, booleans, integers); ok is false for any other kind.
+func appendValue(b []byte, v any) ([]byte, bool) {
+	switch v := v.(type) {
+	case string:
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c < ' ' || c > 0x7f || c == '"' || c == '\\' {
+				q, err := json.Marshal(v) // sjson's escaping of such strings
+				return append(b, q...), err == nil
+			}
+		}
+		b = append(b, '"')
+		b = append(b, v...)
+		return append(b, '"'), true
+	case bool:
+		return strconv.AppendBool(b, v), true
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), true
+	case int64:
+		return strconv.AppendInt(b, v, 10), true
+	}
+	return nil, false
 }
 
 // rawArray joins raw JSON values into an array.
