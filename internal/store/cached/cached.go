@@ -89,6 +89,8 @@ type Store struct {
 	// the charges they held.
 	batches, charges atomic.Int64
 
+	// wmu is held by whoever writes a batch: the writer or a leader.
+	wmu     sync.Mutex
 	qmu     sync.Mutex
 	queue   []*charge
 	closed  bool
@@ -567,8 +569,8 @@ func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bo
 		s.finish(c)
 		return func() (bool, error) { return false, ErrClosed }
 	}
-	s.signal()
 	return func() (bool, error) {
+		s.lead(c)
 		<-c.done
 		return c.charged, c.err
 	}
@@ -649,7 +651,8 @@ func (s *Store) finish(c *charge) {
 
 // write is the writer: it takes every queued charge (at most MaxBatch) and
 // makes them durable at once, until Close has been called and the queue is
-// empty.
+// empty. A call waiting for its charge may write a batch itself instead
+// (lead); wmu keeps the two from writing at once.
 func (s *Store) write() {
 	defer close(s.stopped)
 	for {
@@ -657,26 +660,10 @@ func (s *Store) write() {
 		// on a busy node that grows the batch at no cost, on an idle one
 		// it returns at once.
 		runtime.Gosched()
-		s.qmu.Lock()
-		n := min(len(s.queue), MaxBatch)
-		batch := slices.Clone(s.queue[:n])
-		s.queue = s.queue[n:]
-		closed, more := s.closed, len(s.queue) > 0
-		s.qmu.Unlock()
-		if len(batch) > 0 {
-			if s.log != nil {
-				s.logBatch(batch)
-			} else {
-				s.commit(batch)
-				for _, c := range batch {
-					c.charged, c.err = c.inBackend, c.backendErr
-					s.finish(c)
-					close(c.done)
-				}
-			}
-			s.batches.Add(1)
-			s.charges.Add(int64(len(batch)))
-		}
+		s.wmu.Lock()
+		batch, closed, more := s.take()
+		s.writeBatch(batch)
+		s.wmu.Unlock()
 		if more {
 			continue
 		}
@@ -687,6 +674,59 @@ func (s *Store) write() {
 			<-s.wake
 		}
 	}
+}
+
+// lead is the group commit's leader: a call waiting for charge c writes
+// the batch that holds it itself when no batch is being written, so an
+// idle node's charge costs no hand-over to the writer and back; else the
+// writer is woken (it writes c's batch once the current one is done).
+func (s *Store) lead(c *charge) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	if !s.wmu.TryLock() {
+		s.signal()
+		return
+	}
+	batch, _, more := s.take()
+	s.writeBatch(batch)
+	s.wmu.Unlock()
+	if more {
+		s.signal()
+	}
+}
+
+// take takes the next batch off the queue; closed says Close has been
+// called, more that charges are left.
+func (s *Store) take() (batch []*charge, closed, more bool) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	n := min(len(s.queue), MaxBatch)
+	batch = slices.Clone(s.queue[:n])
+	s.queue = s.queue[n:]
+	return batch, s.closed, len(s.queue) > 0
+}
+
+// writeBatch makes a batch durable: in the charge log, else in the
+// backend; each of its charges is answered.
+func (s *Store) writeBatch(batch []*charge) {
+	if len(batch) == 0 {
+		return
+	}
+	if s.log != nil {
+		s.logBatch(batch)
+	} else {
+		s.commit(batch)
+		for _, c := range batch {
+			c.charged, c.err = c.inBackend, c.backendErr
+			s.finish(c)
+			close(c.done)
+		}
+	}
+	s.batches.Add(1)
+	s.charges.Add(int64(len(batch)))
 }
 
 // logBatch appends a batch to the charge log and syncs it; its callers
