@@ -594,7 +594,7 @@ func TestBenchReport(t *testing.T) {
 	var md strings.Builder
 	fmt.Fprintf(&md, "### Gateway vs bare reverse_proxy (same fake upstream, same process, same run)\n\n")
 	fmt.Fprintf(&md, "%d requests per target and scenario, %d concurrent clients, interleaved in batches of %d; "+
-		"gateway calls spread over %d fresh account(s) per scenario; access log on %s (GW_BENCH_ACCESS_LOG); loopback; %s/%s, %d CPUs (GOMAXPROCS %d), %s.\n",
+		"gateway calls spread over %d fresh account(s) per scenario; access log on %s (GW_BENCH_ACCESS_LOG); loopback; %s/%s, %d CPUs (the load generator's GOMAXPROCS %d), %s.\n",
 		n, conc, batch, env.accounts, benchLogSites(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintf(&md, "Latencies in µs (streams: to the first and to the last body byte); ratio = gateway / baseline; "+
 		"added = gateway − baseline.\n\n")

@@ -5,10 +5,12 @@
 # the same process as the baseline, and an A/A row (the bare proxy against
 # itself) so the noise shows. Prints Markdown; asserts nothing.
 #
-#   scripts/hotpath.sh            all of it (a few minutes)
+#   scripts/hotpath.sh            all of it (about two minutes)
 #
-# Knobs: GW_BENCH_N (requests per target and scenario, 4000),
-# HOTPATH_OUT (folder for the tables, default .cache/hotpath).
+# Knobs: GW_BENCH_N (requests per target and scenario, 16000),
+# HOTPATH_OUT (folder for the tables, default .cache/hotpath),
+# GW_BENCH_ACCESS_LOG (both, the default: both sites write the access log
+# of Caddyfile.example; gateway; none).
 # Needs two CPUs or more; on one CPU nothing is pinned.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,7 +18,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${HOTPATH_OUT:-.cache/hotpath}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-export GW_BENCH=1 GW_BENCH_N=${GW_BENCH_N:-4000} GW_BENCH_BATCH=${GW_BENCH_BATCH:-200}
+export GW_BENCH=1 GW_BENCH_N=${GW_BENCH_N:-16000} GW_BENCH_BATCH=${GW_BENCH_BATCH:-200}
 pin=()
 if [[ $(nproc) -ge 2 ]]; then
 	export GW_BENCH_GATEWAY_CPUS=0
