@@ -387,11 +387,15 @@ func checkBetas(h http.Header) error {
 	return nil
 }
 
+// presizeMost bounds the buffer readAll makes up front from a declared
+// length, so a length declared and never sent costs no more than this.
+const presizeMost = 64 << 10
+
 // readAll is io.ReadAll with its buffer made once when the body's length
-// is known (size, a Content-Length, below MaxBody), rather than grown from
-// 512 bytes by doubling.
+// is known (size, a Content-Length, up to presizeMost), rather than grown
+// from 512 bytes by doubling. A wrong size only costs a copy.
 func readAll(r io.Reader, size int64) ([]byte, error) {
-	if size <= 0 || size > MaxBody {
+	if size <= 0 || size > presizeMost {
 		return io.ReadAll(r)
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
