@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -236,11 +237,10 @@ func TestNodesRoutingSession(t *testing.T) {
 	}
 	// A call routed on one node is explained on another.
 	r = rpc(e.nodes[1], session, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"flux_route","arguments":{"prompt":"hi","tier":"fast"}}}`)
-	i := strings.Index(string(r.Body), `req-`)
-	if r.Status != http.StatusOK || i < 0 {
+	id := regexp.MustCompile(`req-[0-9a-f]+`).FindString(string(r.Body))
+	if r.Status != http.StatusOK || id == "" {
 		t.Fatalf("flux_route: %d %s", r.Status, r.Body)
 	}
-	id := string(r.Body)[i : i+len("req-")+24]
 	r = rpc(e.nodes[2], session, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"flux_explain","arguments":{"decision_id":"`+id+`"}}}`)
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `gpt-4.1-mini`) || strings.Contains(string(r.Body), "unknown decision_id") {
 		t.Fatalf("flux_explain of %s on a third node: %d %s", id, r.Status, r.Body)
