@@ -356,15 +356,7 @@ func set(b []byte, path string, v any) []byte {
 	return b
 }
 
-func setRaw(b []byte, path, raw string) []byte {
-	if out, ok := appendMember(b, path, []byte(raw)); ok {
-		return out
-	}
-	if out, err := sjson.SetRawBytes(b, path, []byte(raw)); err == nil {
-		return out
-	}
-	return b
-}
+func setRaw(b []byte, path, raw string) []byte { return setRawB(b, path, []byte(raw)) }
 
 func setRawB(b []byte, path string, raw []byte) []byte {
 	if out, ok := appendMember(b, path, raw); ok {
