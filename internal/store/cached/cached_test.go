@@ -1,6 +1,7 @@
 package cached
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -316,11 +317,15 @@ func TestLogReplayedAtStart(t *testing.T) {
 		t.Fatalf("reported %v", reported)
 	}
 	// A torn line after the kept log.
-	lf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_APPEND|os.O_WRONLY, 0)
+	logged, err := os.ReadFile(filepath.Join(dir, LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lf.WriteString(`{"id":"torn","a":"a","c":1000`)
+	lf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf.WriteAt([]byte(`{"id":"torn","a":"a","c":1000`), int64(bytes.IndexByte(logged, 0)))
 	lf.Close()
 
 	db, err = sqlite.Open(dir)
@@ -344,7 +349,7 @@ func TestLogReplayedAtStart(t *testing.T) {
 	if acc, _ := s.Account(ctx, "a"); *acc.Balance != usd("8") {
 		t.Fatalf("balance %s, want 8", acc.Balance)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, LogFile)); err != nil || fi.Size() != 0 {
-		t.Fatalf("log after replay: %v %v", fi.Size(), err)
+	if b, err := os.ReadFile(filepath.Join(dir, LogFile)); err != nil || len(bytes.Trim(b, "\x00")) != 0 {
+		t.Fatalf("log after replay: %q %v", bytes.Trim(b, "\x00"), err)
 	}
 }

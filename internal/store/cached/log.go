@@ -1,7 +1,7 @@
 package cached
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,19 +16,30 @@ import (
 // LogFile is the charge log's name in the store's folder.
 const LogFile = "charges.log"
 
-// LogTruncateSize is how large the charge log may grow before it is
-// emptied, once everything in it is in the backend.
-const LogTruncateSize = 1 << 20
+// LogPrealloc is how much of the charge log is written with zeros ahead
+// of the charges. A charge then overwrites blocks the file already has
+// and its batch is synced with fdatasync, which writes that data alone:
+// appending would change the file's size, and the file system's journal
+// commit for that waits for every other file's pending writes (the
+// access log's, the database's). The file grows by as much again when
+// the charges reach its end (the backend far behind).
+const LogPrealloc = 1 << 20
 
-// chargeLog is the append-only file that makes a charge durable before its
-// answer completes: one JSON line per charge, a batch written at once and
-// synced with one fsync. The backend is brought up to date from it behind
-// the answers; at start, whatever it holds is applied again (the backend
-// ignores a request id it already has), so a crash loses no charge whose
-// answer completed.
+// LogTruncateSize is how far the charge log may fill before it is emptied
+// (zeroed, and written again from its start), once everything in it is in
+// the backend.
+const LogTruncateSize = LogPrealloc / 4
+
+// chargeLog is the file that makes a charge durable before its answer
+// completes: one JSON line per charge, a batch written at once and synced
+// with one fsync, the lines followed by zeros to the end of the file. The
+// backend is brought up to date from it behind the answers; at start,
+// whatever it holds is applied again (the backend ignores a request id it
+// already has), so a crash loses no charge whose answer completed.
 type chargeLog struct {
 	f    *os.File
-	size int64
+	size int64 // where the next line goes; zeros from here on
+	cap  int64 // the file's length
 	buf  []byte
 }
 
@@ -47,43 +58,68 @@ type logLine struct {
 
 // openLog opens (creating) the log in dir and returns the charges it
 // holds. A last line cut short by a crash (its charge never answered) is
-// dropped.
+// dropped, and zeroed with whatever follows it, so no later start reads
+// it.
 func openLog(dir string) (*chargeLog, []store.Entry, error) {
 	path := filepath.Join(dir, LogFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("charge log: %w", err)
 	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("charge log: %w", err)
+	}
 	var entries []store.Entry
-	r := bufio.NewReader(f)
-	var good int64
+	var good int
 	for {
-		line, err := r.ReadBytes('\n')
-		if err == io.EOF {
+		n := bytes.IndexByte(data[good:], '\n')
+		if n < 0 {
 			break // a line without its newline was never synced whole
 		}
-		if err != nil {
-			f.Close()
-			return nil, nil, fmt.Errorf("charge log: %w", err)
-		}
 		var l logLine
-		if json.Unmarshal(line, &l) != nil || l.RequestID == "" || l.Account == "" {
+		if json.Unmarshal(data[good:good+n], &l) != nil || l.RequestID == "" || l.Account == "" {
 			break
 		}
-		good += int64(len(line))
+		good += n + 1
 		entries = append(entries, store.Entry{RequestID: l.RequestID, AccountID: l.Account, Endpoint: l.Endpoint, Model: l.Model,
 			Units: l.Units, Unit: l.Unit, Cost: pricing.Money(l.Cost), Time: fromNanos(l.Time), FreeMonthlyCredit: pricing.Money(l.Free)})
 	}
-	// Drop a torn tail, so the next append starts on a line of its own.
-	if err := f.Truncate(good); err != nil {
+	l := &chargeLog{f: f, size: int64(good), cap: int64(len(data))}
+	// Zero a torn tail, so the next line starts on a line of its own and
+	// no later start reads what was never answered.
+	dirty := int64(len(bytes.TrimRight(data, "\x00")))
+	if err := l.zero(l.size, max(dirty, l.size), LogPrealloc); err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("charge log: %w", err)
 	}
-	if _, err := f.Seek(good, io.SeekStart); err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("charge log: %w", err)
+	return l, entries, nil
+}
+
+// zero writes zeros from from to to, extends the file with zeros to at
+// least length, and syncs it when it wrote anything.
+func (l *chargeLog) zero(from, to, length int64) error {
+	if length > l.cap {
+		to = length
 	}
-	return &chargeLog{f: f, size: good}, entries, nil
+	if to <= from {
+		return nil
+	}
+	zeros := make([]byte, min(to-from, 64<<10))
+	for at := from; at < to; {
+		n, err := l.f.WriteAt(zeros[:min(int64(len(zeros)), to-at)], at)
+		if err != nil {
+			return err
+		}
+		at += int64(n)
+	}
+	grew := to > l.cap
+	l.cap = max(l.cap, to)
+	if grew {
+		return l.f.Sync()
+	}
+	return datasync(l.f)
 }
 
 // append writes the entries and syncs the file: when it returns nil they
@@ -98,30 +134,36 @@ func (l *chargeLog) append(entries []store.Entry) error {
 		}
 		l.buf = append(append(l.buf, b...), '\n')
 	}
-	n, err := l.f.Write(l.buf)
-	l.size += int64(n)
-	if err != nil {
+	end := l.size + int64(len(l.buf))
+	grow := end > l.cap
+	if grow {
+		// Zeros past the new lines first: the file's new length and its
+		// zeros are synced with them.
+		if err := l.zero(l.cap, l.cap, end+LogPrealloc); err != nil {
+			return fmt.Errorf("charge log: %w", err)
+		}
+	}
+	if _, err := l.f.WriteAt(l.buf, l.size); err != nil {
 		return fmt.Errorf("charge log: %w", err)
 	}
-	if err := l.f.Sync(); err != nil {
+	if err := datasync(l.f); err != nil {
 		return fmt.Errorf("charge log: %w", err)
 	}
+	l.size = end
 	return nil
 }
 
-// truncate empties the log (everything in it is in the backend).
+// truncate empties the log (everything in it is in the backend): its
+// lines are zeroed, and the next is written at its start.
 func (l *chargeLog) truncate() error {
 	if l.size == 0 {
 		return nil
 	}
-	if err := l.f.Truncate(0); err != nil {
-		return err
-	}
-	if _, err := l.f.Seek(0, io.SeekStart); err != nil {
+	if err := l.zero(0, l.size, 0); err != nil {
 		return err
 	}
 	l.size = 0
-	return l.f.Sync()
+	return nil
 }
 
 func (l *chargeLog) close() error {
