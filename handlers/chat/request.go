@@ -2,6 +2,7 @@ package chat
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -66,52 +67,53 @@ func parse(body []byte, f Format) (*request, error) {
 	if !root.IsObject() {
 		return nil, invalid("body", "the body must be a JSON object")
 	}
+	top := readMembers(root, f)
 	req := &request{}
-	if m := root.Get("model"); m.Exists() {
+	if m := top.model; m.Exists() {
 		if m.Type != gjson.String {
 			return nil, invalid("model", "model must be a string")
 		}
 		req.model = m.String()
 	}
-	if s := root.Get("stream"); s.Exists() {
+	if s := top.stream; s.Exists() {
 		if s.Type != gjson.True && s.Type != gjson.False {
 			return nil, invalid("stream", "stream must be a boolean")
 		}
 		req.stream = s.Bool()
 	}
-	if t := root.Get("temperature"); t.Exists() {
+	if t := top.temperature; t.Exists() {
 		if t.Type != gjson.Number {
 			return nil, invalid("temperature", "temperature must be a number")
 		}
 		req.temperatureZero = t.Float() == 0
 	}
-	req.secondOpinion = root.Get("second_opinion").Type == gjson.True
-	for _, f := range []string{"stop", "stop_sequences"} {
-		if v := root.Get(f); v.Type == gjson.String && v.Str != "" || len(v.Array()) > 0 && v.IsArray() {
+	req.secondOpinion = top.secondOpinion.Type == gjson.True
+	for _, v := range []gjson.Result{top.stop, top.stopSequences} {
+		if v.Type == gjson.String && v.Str != "" || v.IsArray() && len(v.Array()) > 0 {
 			req.stops = true
 		}
 	}
-	if err := unpriced(root, f); err != nil {
+	if err := unpriced(root, &top, f); err != nil {
 		return nil, err
 	}
 	n := &req.needs
 	n.PromptTokens = len(body) / charsPerToken
 	switch f {
 	case ChatCompletions, Messages:
-		msgs := root.Get("messages")
-		if !msgs.IsArray() || len(msgs.Array()) == 0 {
+		msgs := top.messages.Array()
+		if !top.messages.IsArray() || len(msgs) == 0 {
 			return nil, invalid("messages", "messages must be a non-empty array of messages")
 		}
-		for i, m := range msgs.Array() {
+		for i, m := range msgs {
 			if !m.IsObject() || m.Get("role").Type != gjson.String || !m.Get("content").Exists() && m.Get("tool_calls").Type == gjson.Null {
 				return nil, invalid("messages", "messages[%d] must be an object with a role and content", i)
 			}
 		}
 		if f == Messages {
-			if mt := root.Get("max_tokens"); !mt.Exists() || mt.Type == gjson.Null {
+			if mt := top.maxTokens; !mt.Exists() || mt.Type == gjson.Null {
 				return nil, invalid("max_tokens", "max_tokens is required: a whole number from 1 to %d", MaxOutputTokens)
 			}
-			mt, err := readOutputLimit(root, "max_tokens")
+			mt, err := readOutputLimit(top.maxTokens, "max_tokens")
 			if err != nil {
 				return nil, err
 			}
@@ -119,40 +121,42 @@ func parse(body []byte, f Format) (*request, error) {
 		} else {
 			// Both limits may be sent; the estimate takes the larger, so it
 			// bounds the call whichever one the provider honours.
-			for _, field := range []string{"max_completion_tokens", "max_tokens"} {
-				mt, err := readOutputLimit(root, field)
+			for _, l := range []struct {
+				v     gjson.Result
+				field string
+			}{{top.maxCompletionTokens, "max_completion_tokens"}, {top.maxTokens, "max_tokens"}} {
+				mt, err := readOutputLimit(l.v, l.field)
 				if err != nil {
 					return nil, err
 				}
 				n.MaxTokens = max(n.MaxTokens, mt)
 			}
-			if v := root.Get("n"); v.Exists() {
+			if v := top.n; v.Exists() {
 				if v.Type != gjson.Number || v.Num != float64(int64(v.Num)) || v.Num < 1 || v.Num > MaxAnswers {
 					return nil, invalid("n", "n must be a whole number from 1 to %d", MaxAnswers)
 				}
 				n.Answers = int(v.Num)
 			}
 		}
-		n.Tools = len(root.Get("tools").Array()) > 0
-		n.JSON = root.Get("response_format.type").String() == "json_object" || root.Get("response_format.type").String() == "json_schema"
-		last := msgs.Array()[len(msgs.Array())-1]
-		n.Text = text(last.Get("content"))
-		pics, data := images(msgs)
+		n.Tools = len(top.tools.Array()) > 0
+		n.JSON = jsonFormat(top.responseFormat.Get("type"))
+		n.Text = text(msgs[len(msgs)-1].Get("content"))
+		pics, data := images(top.messages)
 		n.Vision = pics > 0
 		n.PromptTokens += pics * ImageTokenCeiling
 		n.PromptBound = promptBound(len(body), pics, data, n.Tools)
 	case Responses:
-		in := root.Get("input")
+		in := top.input
 		if !in.Exists() || in.Type != gjson.String && !in.IsArray() {
 			return nil, invalid("input", "input must be a string or an array of input items")
 		}
-		mt, err := readOutputLimit(root, "max_output_tokens")
+		mt, err := readOutputLimit(top.maxOutputTokens, "max_output_tokens")
 		if err != nil {
 			return nil, err
 		}
 		n.MaxTokens = mt
-		n.Tools = len(root.Get("tools").Array()) > 0
-		n.JSON = root.Get("text.format.type").String() == "json_object" || root.Get("text.format.type").String() == "json_schema"
+		n.Tools = len(top.tools.Array()) > 0
+		n.JSON = jsonFormat(top.text.Get("format.type"))
 		n.PromptBound = promptBound(len(body), 0, 0, n.Tools)
 		if in.Type == gjson.String {
 			n.Text = in.String()
@@ -167,6 +171,73 @@ func parse(body []byte, f Format) (*request, error) {
 	return req, nil
 }
 
+// jsonFormat reports a structured output format type (JSON mode).
+func jsonFormat(typ gjson.Result) bool {
+	return typ.Str == "json_object" || typ.Str == "json_schema"
+}
+
+// members are the top-level members of a body that parse reads, found in
+// one pass over it (jsonbody.Check has refused a repeated key).
+type members struct {
+	model, stream, temperature, secondOpinion, stop, stopSequences gjson.Result
+	background, modalities, serviceTier, messages, input, tools    gjson.Result
+	maxTokens, maxCompletionTokens, maxOutputTokens, n             gjson.Result
+	responseFormat, text                                           gjson.Result
+	// unpriced are the members of unpricedFields[f] present and not null.
+	unpriced []string
+}
+
+// readMembers reads root's top-level members for a body of format f.
+func readMembers(root gjson.Result, f Format) members {
+	var m members
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			m.model = v
+		case "stream":
+			m.stream = v
+		case "temperature":
+			m.temperature = v
+		case "second_opinion":
+			m.secondOpinion = v
+		case "stop":
+			m.stop = v
+		case "stop_sequences":
+			m.stopSequences = v
+		case "background":
+			m.background = v
+		case "modalities":
+			m.modalities = v
+		case "service_tier":
+			m.serviceTier = v
+		case "messages":
+			m.messages = v
+		case "input":
+			m.input = v
+		case "tools":
+			m.tools = v
+		case "max_tokens":
+			m.maxTokens = v
+		case "max_completion_tokens":
+			m.maxCompletionTokens = v
+		case "max_output_tokens":
+			m.maxOutputTokens = v
+		case "n":
+			m.n = v
+		case "response_format":
+			m.responseFormat = v
+		case "text":
+			m.text = v
+		default:
+			if v.Type != gjson.Null && slices.Contains(unpricedFields[f], k.Str) {
+				m.unpriced = append(m.unpriced, k.Str)
+			}
+		}
+		return true
+	})
+	return m
+}
+
 // MaxAnswers bounds chat completions' n (the provider's own limit).
 const MaxAnswers = 128
 
@@ -176,11 +247,10 @@ const MaxAnswers = 128
 // overflow or be read one way here and another upstream.
 const MaxOutputTokens = 1_000_000
 
-// readOutputLimit reads the output limit field of root: 0 when absent or null
+// readOutputLimit reads the output limit v, the member field: 0 when absent or null
 // (the gateway then sends its own, router.DefaultMaxTokens), else a whole
 // number from 1 to MaxOutputTokens, or a 400 naming the field.
-func readOutputLimit(root gjson.Result, field string) (int, error) {
-	v := root.Get(field)
+func readOutputLimit(v gjson.Result, field string) (int, error) {
 	if !v.Exists() || v.Type == gjson.Null {
 		return 0, nil
 	}
@@ -243,35 +313,38 @@ var unpricedFields = map[Format][]string{
 // hosted and server tools, dearer service tiers, background runs, audio
 // output, stored conversations (whose ids would let one tenant read
 // another's, since the gateway sends responses with store false).
-func unpriced(root gjson.Result, f Format) error {
+func unpriced(root gjson.Result, m *members, f Format) error {
 	for _, field := range unpricedFields[f] {
-		if v := root.Get(field); v.Exists() && v.Type != gjson.Null {
+		if slices.Contains(m.unpriced, field) {
 			return invalid(field, "%s is not supported through the gateway (it cannot be priced or is not kept)", field)
 		}
 	}
-	if b := root.Get("background"); b.Type == gjson.True {
+	if m.background.Type == gjson.True {
 		return invalid("background", "background responses are not supported through the gateway")
 	}
-	if m := root.Get("modalities"); m.IsArray() {
-		for _, x := range m.Array() {
+	if m.modalities.IsArray() {
+		for _, x := range m.modalities.Array() {
 			if x.String() != "text" {
 				return invalid("modalities", "only text output is supported through the gateway")
 			}
 		}
 	}
-	if st := root.Get("service_tier"); st.Exists() && st.Type != gjson.Null && !serviceTiers[f][st.String()] {
+	if st := m.serviceTier; st.Exists() && st.Type != gjson.Null && !serviceTiers[f][st.String()] {
 		return invalid("service_tier", "service_tier %q is not supported through the gateway", shorten(st.String()))
 	}
-	for _, list := range []string{"messages", "input"} {
-		if audioInput(root.Get(list)) {
-			return invalid(list, "audio input is billed at audio prices the gateway cannot price; send text")
+	for _, list := range []struct {
+		v    gjson.Result
+		name string
+	}{{m.messages, "messages"}, {m.input, "input"}} {
+		if audioInput(list.v) {
+			return invalid(list.name, "audio input is billed at audio prices the gateway cannot price; send text")
 		}
 	}
 	if longCache(root) {
 		return invalid("cache_control", "a prompt cache lifetime other than 5m costs more than the gateway can price; omit ttl or send \"5m\"")
 	}
 	var err error
-	root.Get("tools").ForEach(func(_, tool gjson.Result) bool {
+	m.tools.ForEach(func(_, tool gjson.Result) bool {
 		typ := tool.Get("type").String()
 		if pricedTools[f][typ] {
 			return true
