@@ -45,36 +45,45 @@ const (
 // TLSHandshakeTimeout bounds a provider's TLS handshake.
 const TLSHandshakeTimeout = 10 * time.Second
 
-// Client holds one HTTP client per provider.
+// Client holds one HTTP transport per provider. Calls go to the
+// transport directly: a provider's redirect is not followed (it answers
+// as the provider's failure), and no per-call redirect bookkeeping is
+// paid.
 type Client struct {
-	mu      sync.Mutex
-	clients map[string]*http.Client
+	mu         sync.Mutex
+	transports map[transportKey]*http.Transport
+}
+
+// transportKey names a provider's transport. The time-outs are part of
+// it: a reload that changes them gets a transport with the new ones
+// (in-flight calls keep the old one).
+type transportKey struct {
+	name, baseURL         string
+	dial, responseHeaders time.Duration
 }
 
 // New returns a client; transports are made per provider on first use.
-func New() *Client { return &Client{clients: map[string]*http.Client{}} }
+func New() *Client { return &Client{transports: map[transportKey]*http.Transport{}} }
 
-func (c *Client) httpClient(p *catalog.Provider) *http.Client {
+func (c *Client) transport(p *catalog.Provider) *http.Transport {
+	key := transportKey{p.Name, p.BaseURL, time.Duration(p.DialTimeout), time.Duration(p.HeaderTimeout)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// The time-outs are part of the key: a reload that changes them gets a
-	// client with the new ones (in-flight calls keep the old client).
-	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", p.Name, p.BaseURL, p.DialTimeout, p.HeaderTimeout)
-	if hc, ok := c.clients[key]; ok {
-		return hc
+	if t, ok := c.transports[key]; ok {
+		return t
 	}
-	d := &net.Dialer{Timeout: time.Duration(p.DialTimeout), KeepAlive: 30 * time.Second}
-	hc := &http.Client{Transport: &http.Transport{
+	d := &net.Dialer{Timeout: key.dial, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
 		Proxy:                 nil, // never an environment proxy
 		DialContext:           d.DialContext,
-		ResponseHeaderTimeout: time.Duration(p.HeaderTimeout),
+		ResponseHeaderTimeout: key.responseHeaders,
 		TLSHandshakeTimeout:   TLSHandshakeTimeout,
 		MaxIdleConnsPerHost:   maxIdleConnsPer,
 		IdleConnTimeout:       90 * time.Second,
 		ForceAttemptHTTP2:     true,
-	}}
-	c.clients[key] = hc
-	return hc
+	}
+	c.transports[key] = t
+	return t
 }
 
 // Request is one upstream call.
@@ -152,7 +161,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 			req.Header.Set("Authorization", "Bearer "+p.APIKey)
 		}
 	}
-	resp, err := c.httpClient(p).Do(req)
+	resp, err := c.transport(p).RoundTrip(req)
 	if err != nil {
 		cancel()
 		return nil, transportError(parent, p, err)

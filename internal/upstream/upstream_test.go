@@ -221,17 +221,36 @@ func (c *ctxReader) Close() error { return c.r.Close() }
 func TestClientPerTimeouts(t *testing.T) {
 	c := New()
 	p := provider("openai", "http://127.0.0.1:1/v1")
-	a := c.httpClient(p)
-	if c.httpClient(p) != a {
-		t.Fatal("the same provider got two clients")
+	a := c.transport(p)
+	if c.transport(p) != a {
+		t.Fatal("the same provider got two transports")
 	}
 	p2 := *p
 	p2.HeaderTimeout = caddy.Duration(time.Minute)
-	b := c.httpClient(&p2)
-	if b == a || b.Transport.(*http.Transport).ResponseHeaderTimeout != time.Minute {
-		t.Fatal("a changed header time-out kept the old client")
+	b := c.transport(&p2)
+	if b == a || b.ResponseHeaderTimeout != time.Minute {
+		t.Fatal("a changed header time-out kept the old transport")
 	}
-	if a.Transport.(*http.Transport).TLSHandshakeTimeout != TLSHandshakeTimeout {
+	if a.TLSHandshakeTimeout != TLSHandshakeTimeout {
 		t.Fatal("no TLS handshake time-out")
+	}
+}
+
+// A provider's redirect is its failure: the call is not sent on, with
+// the provider's key, to wherever it points.
+func TestRedirectNotFollowed(t *testing.T) {
+	followed := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			followed = true
+			return
+		}
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	_, err := New().Do(context.Background(), Request{Provider: provider("openai", srv.URL+"/v1"), Path: PathChat, Body: []byte(`{}`)})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusTemporaryRedirect || e.Err.Kind != gwerr.Upstream || followed {
+		t.Fatalf("redirect: %v (followed %v)", err, followed)
 	}
 }
