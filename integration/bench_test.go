@@ -22,7 +22,8 @@ package integration
 // file) and GW_BENCH_PROFILE (after the report, load the gateway alone
 // and write the gateway process's CPU profile, from Caddy's admin
 // /debug/pprof/profile, to this file; GW_BENCH_PROFILE_SECONDS, 10;
-// GW_BENCH_PROFILE_KIND=allocs takes the allocations instead). The
+// GW_BENCH_PROFILE_KIND=allocs takes the allocations instead, trace
+// an execution trace for `go tool trace`). The
 // benchmarks read GW_BENCH_CONC and GW_BENCH_ACCOUNTS.
 //
 // Each measured gateway load uses accounts made for it: the money gate
@@ -664,8 +665,9 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 	go func() {
 		c := &http.Client{Timeout: time.Duration(seconds)*time.Second + 30*time.Second}
 		kind := "profile"
-		if os.Getenv("GW_BENCH_PROFILE_KIND") == "allocs" {
-			kind = "allocs" // the allocations made while loaded
+		switch k := os.Getenv("GW_BENCH_PROFILE_KIND"); k {
+		case "allocs", "trace": // the allocations made while loaded, or an execution trace
+			kind = k
 		}
 		resp, err := c.Get(env.g.AdminURL + "/debug/pprof/" + kind + "?seconds=" + strconv.Itoa(seconds))
 		if err != nil {
