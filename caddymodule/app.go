@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,24 +255,10 @@ const (
 	DefaultDataDir      = "./data"
 )
 
-// MinProcs is the fewest Go processors (GOMAXPROCS) the gateway runs on.
-// A durable charge ends in an fsync, and a processor whose goroutine waits
-// in a syscall runs nothing else until the runtime takes it back; with a
-// second processor the other calls go on meanwhile, on the same CPU. Set
-// the GOMAXPROCS environment variable to choose otherwise.
-const MinProcs = 2
-
-var minProcs sync.Once
-
 // Provision sets the app up.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
-	minProcs.Do(func() {
-		if n := runtime.GOMAXPROCS(0); n < MinProcs && os.Getenv("GOMAXPROCS") == "" {
-			runtime.GOMAXPROCS(MinProcs)
-			a.logger.Info("raised GOMAXPROCS so an fsync does not idle the only processor", zap.Int("from", n), zap.Int("to", MinProcs))
-		}
-	})
+	tuneProcess(a.logger)
 	a.inflight = newInflight()
 	a.prev = new(atomic.Pointer[App])
 	repl := caddy.NewReplacer()
