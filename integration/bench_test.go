@@ -23,7 +23,8 @@ package integration
 // and write the gateway process's CPU profile, from Caddy's admin
 // /debug/pprof/profile, to this file; GW_BENCH_PROFILE_SECONDS, 10;
 // GW_BENCH_PROFILE_KIND=allocs takes the allocations instead, trace
-// an execution trace for `go tool trace`). The
+// an execution trace for `go tool trace`; GW_BENCH_PROFILE_SITE=baseline
+// loads the scenarios' baselines instead). The
 // benchmarks read GW_BENCH_CONC and GW_BENCH_ACCOUNTS.
 //
 // Each measured gateway load uses accounts made for it: the money gate
@@ -654,7 +655,10 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 	}
 	var targets []benchTarget
 	for _, sc := range env.scenarios {
-		if !sc.gw.bare { // the A/A scenario loads no gateway
+		switch {
+		case os.Getenv("GW_BENCH_PROFILE_SITE") == "baseline":
+			targets = append(targets, sc.base)
+		case !sc.gw.bare: // the A/A scenario loads no gateway
 			targets = append(targets, env.withFreshAccounts(t, sc.gw))
 		}
 	}
