@@ -73,7 +73,7 @@ func parse(body []byte, f Format) (*request, error) {
 		if m.Type != gjson.String {
 			return nil, invalid("model", "model must be a string")
 		}
-		req.model = m.String()
+		req.model = m.Str
 	}
 	if s := top.stream; s.Exists() {
 		if s.Type != gjson.True && s.Type != gjson.False {

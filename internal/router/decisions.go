@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,62 +36,6 @@ const (
 	DecisionTTL  = 24 * time.Hour
 	MaxDecisions = 100_000
 )
-
-// Decisions keeps recent decisions in memory, oldest dropped first.
-type Decisions struct {
-	mu    sync.Mutex
-	byID  map[string]*Decision
-	order []string // insertion order, for expiry; order[head:] are live
-	head  int
-	Now   func() time.Time
-}
-
-// NewDecisions returns an empty record.
-func NewDecisions() *Decisions { return &Decisions{byID: map[string]*Decision{}} }
-
-func (d *Decisions) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
-}
-
-// Put keeps dec.
-func (d *Decisions) Put(dec Decision) {
-	dec.LatencyMS = dec.Latency.Milliseconds()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.byID[dec.ID]; !ok {
-		d.order = append(d.order, dec.ID)
-	}
-	d.byID[dec.ID] = &dec
-	cutoff := d.now().Add(-DecisionTTL)
-	for d.head < len(d.order) {
-		old := d.byID[d.order[d.head]]
-		if len(d.order)-d.head <= MaxDecisions && (old == nil || !old.Time.Before(cutoff)) {
-			break
-		}
-		delete(d.byID, d.order[d.head])
-		d.order[d.head] = ""
-		d.head++
-	}
-	// Compact once the dropped part is half the slice: amortised O(1).
-	if d.head > len(d.order)/2 {
-		d.order = d.order[:copy(d.order, d.order[d.head:])]
-		d.head = 0
-	}
-}
-
-// Get returns the decision with id, if it is still kept.
-func (d *Decisions) Get(id string) (Decision, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	dec, ok := d.byID[id]
-	if !ok || dec.Time.Before(d.now().Add(-DecisionTTL)) {
-		return Decision{}, false
-	}
-	return *dec, true
-}
 
 // Destruct lets Decisions live in a caddy.UsagePool.
 func (d *Decisions) Destruct() error { return nil }

@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"runtime"
 	"slices"
 	"sync"
@@ -85,9 +86,9 @@ type Store struct {
 	accounts map[string]*account
 	ids      map[string]struct{} // request ids on their way to the backend
 	// recent are the last RecentIDs request ids the backend took (a ring).
-	recent    []string
+	recent    []idKey
 	recentAt  int
-	recentSet map[string]struct{}
+	recentSet map[idKey]struct{}
 
 	// batches and charges count the writer's commits (log appends) and
 	// the charges they held.
@@ -169,7 +170,7 @@ func New(b Backend, dir string) (*Store, error) {
 
 // newStore is New without its goroutines (start starts them).
 func newStore(b Backend, dir string) (*Store, error) {
-	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[string]struct{}{}, recentSet: map[string]struct{}{},
+	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[string]struct{}{}, recentSet: map[idKey]struct{}{},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), applyStopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.acond = sync.NewCond(&s.amu)
 	if dir == "" {
@@ -589,13 +590,26 @@ func (s *Store) claim(requestID string) (known bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, known = s.ids[requestID]
-	if _, recent := s.recentSet[requestID]; recent {
+	if _, recent := s.recentSet[keyOf(requestID)]; recent {
 		known = true
 	}
 	if !known {
 		s.ids[requestID] = struct{}{}
 	}
 	return known
+}
+
+// idKey is a request id as the recent ids keep it: 128 bits of its hash,
+// so that they hold no pointer for the garbage collector to follow. Two of
+// RecentIDs ids share a key with odds of about 1 in 10^28; if they did,
+// the later charge would be reported as already settled (never charged
+// twice).
+type idKey [2]uint64
+
+var idSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func keyOf(requestID string) idKey {
+	return idKey{maphash.String(idSeeds[0], requestID), maphash.String(idSeeds[1], requestID)}
 }
 
 // release forgets a request id on its way; inBackend remembers it among
@@ -607,14 +621,15 @@ func (s *Store) release(requestID string, inBackend bool) {
 	if !inBackend {
 		return
 	}
+	k := keyOf(requestID)
 	if len(s.recent) < RecentIDs {
-		s.recent = append(s.recent, requestID)
+		s.recent = append(s.recent, k)
 	} else {
 		delete(s.recentSet, s.recent[s.recentAt])
-		s.recent[s.recentAt] = requestID
+		s.recent[s.recentAt] = k
 		s.recentAt = (s.recentAt + 1) % RecentIDs
 	}
-	s.recentSet[requestID] = struct{}{}
+	s.recentSet[k] = struct{}{}
 }
 
 // apply adds (sign 1) or takes back (sign -1) c's effect. Called under
