@@ -14,7 +14,9 @@ package integration
 // taskset), GW_BENCH_N (requests per target and scenario, 2000),
 // GW_BENCH_CONC (concurrent clients, 8), GW_BENCH_ACCESS_LOG (which sites
 // write Caddyfile.example's access log: both, the default, gateway or
-// none; see benchAccessLog), GW_BENCH_ACCOUNTS (how many
+// none; see benchAccessLog), GW_BENCH_BASELINE (shared: the gateway's
+// process serves the bare sites, as in the first measurements; by
+// default a bin/caddy of their own does), GW_BENCH_ACCOUNTS (how many
 // fresh accounts carry the gateway's load of a scenario, 1),
 // GW_BENCH_BATCH (requests per interleaved batch, 100), GW_BENCH_BUDGET
 // (the most time one scenario may take, 90s; a scenario cut short
@@ -95,6 +97,7 @@ type benchScenario struct {
 // baseline sites, and the fakes behind both.
 type benchEnv struct {
 	g         *gateway
+	base      *gateway // the process serving the bare sites (g when shared)
 	oa, an    *fake.Upstream
 	client    *http.Client
 	scenarios []benchScenario
@@ -143,9 +146,23 @@ func benchLogSites() string {
 	return "both sites"
 }
 
-// startBenchEnv starts the fakes and one bin/caddy with the gateway site
+// benchSharedBaseline reports GW_BENCH_BASELINE=shared: the bare sites
+// are served by the gateway's own process (as the first measurements
+// were), not by a bin/caddy of their own (the default).
+func benchSharedBaseline() bool { return os.Getenv("GW_BENCH_BASELINE") == "shared" }
+
+func benchBaselineWhere() string {
+	if benchSharedBaseline() {
+		return "the gateway's process"
+	}
+	return "a Caddy process of its own"
+}
+
+// startBenchEnv starts the fakes, one bin/caddy with the gateway site
 // (Caddyfile.example's global gw block, providers pointed at the fakes)
-// plus a bare `reverse_proxy` site per fake.
+// and another with a bare `reverse_proxy` site per fake, both pinned to
+// GW_BENCH_GATEWAY_CPUS (with GW_BENCH_BASELINE=shared, the gateway's
+// process serves the bare sites too).
 func startBenchEnv(tb testing.TB) *benchEnv {
 	tb.Helper()
 	script := fake.Script{Text: benchText, Chunks: benchChunks, Usage: fake.Usage{Input: 24, Output: 64},
@@ -159,7 +176,7 @@ func startBenchEnv(tb testing.TB) *benchEnv {
 	ports := freePorts(tb, 2)
 	baseOA, baseAN := "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
 	example, baseLog := benchAccessLog(tb, exampleCaddyfile(tb))
-	config := example + fmt.Sprintf(`
+	baseSites := fmt.Sprintf(`
 # Baselines: a bare reverse_proxy to the same fakes.
 http://%s {
 %s	reverse_proxy %s
@@ -169,6 +186,16 @@ http://%s {
 %s	reverse_proxy %s
 }
 `, baseOA, baseLog, benchHostOf(tb, oa.URL), baseAN, baseLog, benchHostOf(tb, an.URL))
+	config := example
+	var base *gateway
+	if benchSharedBaseline() {
+		config += baseSites
+	} else {
+		// A Caddy of its own, with no gw app: the process-wide tuning
+		// of the gw app (GOMAXPROCS, the collector's floor) does not
+		// reach it, and the gateway's heap is not its to collect.
+		base = startGateway(tb, gwOptions{Caddyfile: "{\n\tadmin {$GW_ADMIN}\n}\n" + baseSites})
+	}
 
 	g := startGateway(tb, gwOptions{BootstrapKey: benchKey, Caddyfile: config, Env: map[string]string{
 		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
@@ -200,7 +227,10 @@ http://%s {
 	)
 	gwURL := g.BaseURL + "/v1/chat/completions"
 	body := func(model, rest string) []byte { return []byte(`{"model":"` + model + `",` + rest + `}`) }
-	env := &benchEnv{g: g, oa: oa, an: an, client: client, accounts: benchEnvInt(tb, "GW_BENCH_ACCOUNTS", 1)}
+	if base == nil {
+		base = g
+	}
+	env := &benchEnv{g: g, base: base, oa: oa, an: an, client: client, accounts: benchEnvInt(tb, "GW_BENCH_ACCOUNTS", 1)}
 	aa := benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader, body: body("gpt-4.1-mini", chatMsgs), want: benchText, bare: true}
 	env.scenarios = []benchScenario{
 		{
@@ -596,8 +626,8 @@ func TestBenchReport(t *testing.T) {
 	var md strings.Builder
 	fmt.Fprintf(&md, "### Gateway vs bare reverse_proxy (same fake upstream, same process, same run)\n\n")
 	fmt.Fprintf(&md, "%d requests per target and scenario, %d concurrent clients, interleaved in batches of %d; "+
-		"gateway calls spread over %d fresh account(s) per scenario; access log on %s (GW_BENCH_ACCESS_LOG); loopback; %s/%s, %d CPUs (the load generator's GOMAXPROCS %d), %s.\n",
-		n, conc, batch, env.accounts, benchLogSites(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+		"gateway calls spread over %d fresh account(s) per scenario; access log on %s (GW_BENCH_ACCESS_LOG); baseline in %s (GW_BENCH_BASELINE); loopback; %s/%s, %d CPUs (the load generator's GOMAXPROCS %d), %s.\n",
+		n, conc, batch, env.accounts, benchLogSites(), benchBaselineWhere(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintf(&md, "Latencies in µs (streams: to the first and to the last body byte); ratio = gateway / baseline; "+
 		"added = gateway − baseline.\n\n")
 	fmt.Fprintf(&md, "| scenario | measure | baseline p50 | gateway p50 | ratio | added | baseline p99 | gateway p99 | ratio | added |\n")
@@ -666,6 +696,10 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 		t.Fatal("GW_BENCH_PROFILE: no gateway scenario to load")
 	}
 	got := make(chan answer, 1)
+	profiled := env.g
+	if os.Getenv("GW_BENCH_PROFILE_SITE") == "baseline" {
+		profiled = env.base
+	}
 	go func() {
 		c := &http.Client{Timeout: time.Duration(seconds)*time.Second + 30*time.Second}
 		kind := "profile"
@@ -673,7 +707,7 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 		case "allocs", "trace": // the allocations made while loaded, or an execution trace
 			kind = k
 		}
-		resp, err := c.Get(env.g.AdminURL + "/debug/pprof/" + kind + "?seconds=" + strconv.Itoa(seconds))
+		resp, err := c.Get(profiled.AdminURL + "/debug/pprof/" + kind + "?seconds=" + strconv.Itoa(seconds))
 		if err != nil {
 			got <- answer{err: err}
 			return
@@ -702,7 +736,7 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 		break
 	}
 	if a.err != nil {
-		t.Fatalf("CPU profile from %s: %v", env.g.AdminURL, a.err)
+		t.Fatalf("CPU profile from %s: %v", profiled.AdminURL, a.err)
 	}
 	if err := os.WriteFile(out, a.body, 0o644); err != nil {
 		t.Fatal(err)
