@@ -418,13 +418,15 @@ func readBody(c *pipeline.Call, limit int64) ([]byte, error) {
 
 // requestFor turns a client body of format from into the body and path
 // for an upstream of format to, with model set and, for a chat-completions
-// upstream asked to stream, usage requested in the stream.
+// upstream asked to stream, usage requested in the stream. The body is one
+// parse accepted (a JSON object, checked), so the same format needs no
+// second check.
 func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte, string, error) {
 	var out []byte
 	var err error
 	switch {
 	case from == to:
-		out, err = translate.SetModel(body, model)
+		out, err = sjson.SetBytes(body, "model", model)
 	case from == ChatCompletions && to == Messages:
 		out, err = translate.ChatToMessagesRequest(body, model)
 	case from == Messages && to == ChatCompletions:
