@@ -37,11 +37,29 @@ const LogTruncateSize = LogPrealloc / 4
 // whatever it holds is applied again (the backend ignores a request id it
 // already has), so a crash loses no charge whose answer completed.
 type chargeLog struct {
-	f    *os.File
+	f    logFile
 	size int64 // where the next line goes; zeros from here on
 	cap  int64 // the file's length
 	buf  []byte
+	// broken is set when a failed batch could not be zeroed again: the
+	// log takes no more charges (a later start would read that batch).
+	broken error
 }
+
+// logFile is what the log does with its file (tests fail it on purpose).
+type logFile interface {
+	WriteAt(b []byte, off int64) (int, error)
+	Sync() error
+	// Datasync makes the written data durable (fdatasync where there is
+	// one): the blocks and length are as they were, so no metadata.
+	Datasync() error
+	Close() error
+}
+
+// osLogFile is the log's file on disk.
+type osLogFile struct{ *os.File }
+
+func (f osLogFile) Datasync() error { return datasync(f.File) }
 
 // logLine is one charge in the log.
 type logLine struct {
@@ -86,7 +104,7 @@ func openLog(dir string) (*chargeLog, []store.Entry, error) {
 		entries = append(entries, store.Entry{RequestID: l.RequestID, AccountID: l.Account, Endpoint: l.Endpoint, Model: l.Model,
 			Units: l.Units, Unit: l.Unit, Cost: pricing.Money(l.Cost), Time: fromNanos(l.Time), FreeMonthlyCredit: pricing.Money(l.Free)})
 	}
-	l := &chargeLog{f: f, size: int64(good), cap: int64(len(data))}
+	l := &chargeLog{f: osLogFile{f}, size: int64(good), cap: int64(len(data))}
 	// Zero a torn tail, so the next line starts on a line of its own and
 	// no later start reads what was never answered.
 	dirty := int64(len(bytes.TrimRight(data, "\x00")))
@@ -119,7 +137,7 @@ func (l *chargeLog) zero(from, to, length int64) error {
 	if grew {
 		return l.f.Sync()
 	}
-	return datasync(l.f)
+	return l.f.Datasync()
 }
 
 // append writes the entries and syncs the file: when it returns nil they
@@ -134,19 +152,27 @@ func (l *chargeLog) append(entries []store.Entry) error {
 		}
 		l.buf = append(append(l.buf, b...), '\n')
 	}
+	if l.broken != nil {
+		return l.broken
+	}
 	end := l.size + int64(len(l.buf))
-	grow := end > l.cap
-	if grow {
+	if end > l.cap {
 		// Zeros past the new lines first: the file's new length and its
 		// zeros are synced with them.
 		if err := l.zero(l.cap, l.cap, end+LogPrealloc); err != nil {
 			return fmt.Errorf("charge log: %w", err)
 		}
 	}
-	if _, err := l.f.WriteAt(l.buf, l.size); err != nil {
-		return fmt.Errorf("charge log: %w", err)
+	_, err := l.f.WriteAt(l.buf, l.size)
+	if err == nil {
+		err = l.f.Datasync()
 	}
-	if err := datasync(l.f); err != nil {
+	if err != nil {
+		// The batch is refused, so no later start may read it: whatever
+		// of it reached the disk is zeroed again, or else the log stops.
+		if zerr := l.zero(l.size, end, 0); zerr != nil {
+			l.broken = fmt.Errorf("charge log: a refused batch could not be taken back out (%w); restart once the disk is sound", zerr)
+		}
 		return fmt.Errorf("charge log: %w", err)
 	}
 	l.size = end
@@ -154,16 +180,17 @@ func (l *chargeLog) append(entries []store.Entry) error {
 }
 
 // truncate empties the log (everything in it is in the backend): its
-// lines are zeroed, and the next is written at its start.
+// lines are zeroed, and the next is written at its start. The next is
+// written there even when zeroing failed part way: a start reads the
+// lines up to the first zero, and every line before the new ones is in
+// the backend already (it ignores a request id it has).
 func (l *chargeLog) truncate() error {
 	if l.size == 0 {
 		return nil
 	}
-	if err := l.zero(0, l.size, 0); err != nil {
-		return err
-	}
+	err := l.zero(0, l.size, 0)
 	l.size = 0
-	return nil
+	return err
 }
 
 func (l *chargeLog) close() error {

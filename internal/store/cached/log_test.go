@@ -2,10 +2,12 @@ package cached
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +113,80 @@ func TestLogPreallocated(t *testing.T) {
 	l, got = reopen(t, l, dir)
 	if !slices.Equal(got, []string{"y0"}) {
 		t.Fatalf("after emptying: %v", got)
+	}
+}
+
+// faultyFile fails the log file's next datasyncs (after a WriteAt has
+// put the bytes in place) while failDatasync is above zero.
+type faultyFile struct {
+	logFile
+	failDatasync int
+}
+
+func (f *faultyFile) Datasync() error {
+	if f.failDatasync > 0 {
+		f.failDatasync--
+		return errors.New("injected: datasync failed")
+	}
+	return f.logFile.Datasync()
+}
+
+// A refused batch (its sync failed) is zeroed again, so no later start
+// charges it, and the next batch follows the last answered one; when even
+// that fails, the log takes no more charges.
+func TestLogRefusedBatchTakenBack(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := reopen(t, nil, dir)
+	kept := logEntries("kept", 1)
+	if err := l.append(kept); err != nil {
+		t.Fatal(err)
+	}
+	ff := &faultyFile{logFile: l.f, failDatasync: 1}
+	l.f = ff
+	if err := l.append(logEntries("ra", 3)); err == nil {
+		t.Fatal("a failed sync was reported as durable")
+	}
+	// A line as long as the first refused one: the other refused lines
+	// would follow it whole.
+	later := logEntries("rb", 1)
+	if err := l.append(later); err != nil {
+		t.Fatal(err)
+	}
+	l.f = ff.logFile
+	l, got := reopen(t, l, dir)
+	if want := append(logIDs(kept), logIDs(later)...); !slices.Equal(got, want) {
+		t.Fatalf("after a refused batch: %v, want %v", got, want)
+	}
+
+	ff = &faultyFile{logFile: l.f, failDatasync: 2} // the batch's sync and its undo's
+	l.f = ff
+	if err := l.append(logEntries("refused2-", 1)); err == nil {
+		t.Fatal("a failed sync was reported as durable")
+	}
+	if err := l.append(logEntries("after", 1)); err == nil || !strings.Contains(err.Error(), "restart") {
+		t.Fatalf("a log that could not take a batch back took another: %v", err)
+	}
+}
+
+// Emptying that fails part way still writes the next lines where a start
+// reads them.
+func TestLogTruncateFailsPartWay(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := reopen(t, nil, dir)
+	if err := l.append(logEntries("applied", 50)); err != nil {
+		t.Fatal(err)
+	}
+	ff := &faultyFile{logFile: l.f, failDatasync: 1}
+	l.f = ff
+	if err := l.truncate(); err == nil {
+		t.Fatal("a failed sync of the zeros was not reported")
+	}
+	l.f = ff.logFile
+	answered := logEntries("answered", 2)
+	if err := l.append(answered); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := reopen(t, l, dir); !slices.Equal(got, logIDs(answered)) {
+		t.Fatalf("after a failed emptying: %v, want %v", got, logIDs(answered))
 	}
 }
