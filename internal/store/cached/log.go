@@ -49,6 +49,7 @@ type chargeLog struct {
 // logFile is what the log does with its file (tests fail it on purpose).
 type logFile interface {
 	WriteAt(b []byte, off int64) (int, error)
+	Truncate(size int64) error
 	Sync() error
 	// Datasync makes the written data durable (fdatasync where there is
 	// one): the blocks and length are as they were, so no metadata.
@@ -188,9 +189,17 @@ func (l *chargeLog) truncate() error {
 	if l.size == 0 {
 		return nil
 	}
-	err := l.zero(0, l.size, 0)
-	l.size = 0
-	return err
+	defer func() { l.size = 0 }()
+	if l.cap > LogPrealloc {
+		// A log that grew (the backend far behind) is cut back to its
+		// first length rather than zeroed whole.
+		if err := l.f.Truncate(0); err != nil {
+			return err
+		}
+		l.cap = 0
+		return l.zero(0, 0, LogPrealloc)
+	}
+	return l.zero(0, l.size, 0)
 }
 
 func (l *chargeLog) close() error {

@@ -107,6 +107,9 @@ func TestLogPreallocated(t *testing.T) {
 	if err := l.truncate(); err != nil {
 		t.Fatal(err)
 	}
+	if fi, _ := os.Stat(path); fi.Size() != LogPrealloc {
+		t.Fatalf("emptied, the grown log is %d bytes long", fi.Size())
+	}
 	if err := l.append(logEntries("y", 1)); err != nil {
 		t.Fatal(err)
 	}
