@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The hot path's measurements (issue "Hot path"), in one run: bin/caddy
 # pinned to CPU 0 with taskset, the load generator and the zero-latency
-# fake upstreams on CPU 1, a bare Caddy reverse_proxy to the same fakes in
-# the same process as the baseline, and an A/A row (the bare proxy against
+# fake upstreams on CPU 1, a bare Caddy reverse_proxy to the same fakes (a
+# bin/caddy of its own, also on CPU 0) as the baseline, and an A/A row (the bare proxy against
 # itself) so the noise shows. Prints Markdown; asserts nothing.
 #
 #   scripts/hotpath.sh            all of it (about two minutes)
@@ -10,7 +10,8 @@
 # Knobs: GW_BENCH_N (requests per target and scenario, 16000),
 # HOTPATH_OUT (folder for the tables, default .cache/hotpath),
 # GW_BENCH_ACCESS_LOG (both, the default: both sites write the access log
-# of Caddyfile.example; gateway; none).
+# of Caddyfile.example; gateway; none), GW_BENCH_BASELINE (shared: the bare
+# proxy is served by the gateway's process instead of a Caddy of its own).
 # Needs two CPUs or more; on one CPU nothing is pinned.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
