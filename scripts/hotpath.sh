@@ -2,10 +2,11 @@
 # The hot path's measurements (issue "Hot path"), in one run: bin/caddy
 # pinned to CPU 0 with taskset, the load generator and the zero-latency
 # fake upstreams on CPU 1, a bare Caddy reverse_proxy to the same fakes (a
-# bin/caddy of its own, also on CPU 0) as the baseline, and an A/A row (the bare proxy against
-# itself) so the noise shows. Prints Markdown; asserts nothing.
+# bin/caddy of its own, also on CPU 0) as the baseline, and an A/A row (the
+# bare proxy against itself) so the noise shows. Prints Markdown; asserts
+# nothing.
 #
-#   scripts/hotpath.sh            all of it (about two minutes)
+#   scripts/hotpath.sh            all of it (about five minutes)
 #
 # Knobs: GW_BENCH_N (requests per target and scenario, 16000),
 # HOTPATH_OUT (folder for the tables, default .cache/hotpath),
