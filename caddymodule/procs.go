@@ -29,11 +29,11 @@ const MinProcs = 2
 // GOMEMLIMIT environment variable leaves the collector as they say.
 const GCFloor = 64 << 20
 
-var tuneRuntime sync.Once
+var tuned sync.Once
 
 // tuneProcess applies MinProcs and GCFloor to the process, once.
 func tuneProcess(logger *zap.Logger) {
-	tuneRuntime.Do(func() {
+	tuned.Do(func() {
 		if n := runtime.GOMAXPROCS(0); n < MinProcs && os.Getenv("GOMAXPROCS") == "" {
 			runtime.GOMAXPROCS(MinProcs)
 			logger.Info("raised GOMAXPROCS so an fsync does not idle the only processor", zap.Int("from", n), zap.Int("to", MinProcs))
