@@ -113,7 +113,7 @@ func TestLogPreallocated(t *testing.T) {
 	if err := l.append(logEntries("y", 1)); err != nil {
 		t.Fatal(err)
 	}
-	l, got = reopen(t, l, dir)
+	_, got = reopen(t, l, dir)
 	if !slices.Equal(got, []string{"y0"}) {
 		t.Fatalf("after emptying: %v", got)
 	}
