@@ -2,10 +2,10 @@ package router
 
 import (
 	"encoding/binary"
-	"hash/maphash"
 	"sync"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/idhash"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -23,7 +23,7 @@ const DecisionBytes = 20 << 20
 type Decisions struct {
 	mu   sync.Mutex
 	buf  []byte
-	byID map[decisionHash]int // a record's offset in buf
+	byID map[idhash.Key]int // a record's offset in buf (Get compares its id)
 	// The records lie from tail to head; when head has wrapped around
 	// to the start of buf (tail >= head), the part from wrapAt to the
 	// end of buf holds none.
@@ -33,21 +33,11 @@ type Decisions struct {
 	Now                func() time.Time
 }
 
-// decisionHash is a decision id's 128-bit hash; a record found by it is
-// only served when its own id is the one asked for.
-type decisionHash [2]uint64
-
-var decisionHashSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
-
-func hashOfDecision(id string) decisionHash {
-	return decisionHash{maphash.String(decisionHashSeeds[0], id), maphash.String(decisionHashSeeds[1], id)}
-}
-
 // NewDecisions returns an empty record.
 func NewDecisions() *Decisions { return newDecisions(DecisionBytes) }
 
 func newDecisions(size int) *Decisions {
-	return &Decisions{buf: make([]byte, size), byID: map[decisionHash]int{}}
+	return &Decisions{buf: make([]byte, size), byID: map[idhash.Key]int{}}
 }
 
 func (d *Decisions) now() time.Time {
@@ -77,7 +67,7 @@ func (d *Decisions) Put(dec Decision) {
 	copy(d.buf[at:], rec)
 	d.head = at + len(rec)
 	d.n++
-	d.byID[hashOfDecision(dec.ID)] = at
+	d.byID[idhash.Of(dec.ID)] = at
 	cutoff := d.now().Add(-DecisionTTL)
 	for d.n > MaxDecisions || d.n > 0 && d.oldest().Before(cutoff) {
 		d.drop()
@@ -115,7 +105,7 @@ func (d *Decisions) oldest() time.Time {
 func (d *Decisions) drop() {
 	size := int(binary.LittleEndian.Uint32(d.buf[d.tail:]))
 	if id, ok := decisionID(d.buf[d.tail+recordHeader : d.tail+size]); ok {
-		if k := hashOfDecision(id); d.byID[k] == d.tail {
+		if k := idhash.Of(id); d.byID[k] == d.tail {
 			delete(d.byID, k)
 		}
 	}
@@ -130,7 +120,7 @@ func (d *Decisions) drop() {
 func (d *Decisions) Get(id string) (Decision, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	at, ok := d.byID[hashOfDecision(id)]
+	at, ok := d.byID[idhash.Of(id)]
 	if !ok {
 		return Decision{}, false
 	}

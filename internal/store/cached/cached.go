@@ -31,13 +31,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/idhash"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -85,10 +85,12 @@ type Store struct {
 	keyGen   uint64               // bumped by every key write
 	accounts map[string]*account
 	ids      map[string]struct{} // request ids on their way to the backend
-	// recent are the last RecentIDs request ids the backend took (a ring).
-	recent    []idKey
+	// recent are the last RecentIDs request ids the backend took (a ring),
+	// by key: a collision would report a charge as settled already, never
+	// charge twice.
+	recent    []idhash.Key
 	recentAt  int
-	recentSet map[idKey]struct{}
+	recentSet map[idhash.Key]struct{}
 
 	// batches and charges count the writer's commits (log appends) and
 	// the charges they held.
@@ -170,7 +172,7 @@ func New(b Backend, dir string) (*Store, error) {
 
 // newStore is New without its goroutines (start starts them).
 func newStore(b Backend, dir string) (*Store, error) {
-	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[string]struct{}{}, recentSet: map[idKey]struct{}{},
+	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[string]struct{}{}, recentSet: map[idhash.Key]struct{}{},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), applyStopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.acond = sync.NewCond(&s.amu)
 	if dir == "" {
@@ -590,26 +592,13 @@ func (s *Store) claim(requestID string) (known bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, known = s.ids[requestID]
-	if _, recent := s.recentSet[keyOf(requestID)]; recent {
+	if _, recent := s.recentSet[idhash.Of(requestID)]; recent {
 		known = true
 	}
 	if !known {
 		s.ids[requestID] = struct{}{}
 	}
 	return known
-}
-
-// idKey is a request id as the recent ids keep it: 128 bits of its hash,
-// so that they hold no pointer for the garbage collector to follow. Two of
-// RecentIDs ids share a key with odds of about 1 in 10^28; if they did,
-// the later charge would be reported as already settled (never charged
-// twice).
-type idKey [2]uint64
-
-var idSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
-
-func keyOf(requestID string) idKey {
-	return idKey{maphash.String(idSeeds[0], requestID), maphash.String(idSeeds[1], requestID)}
 }
 
 // release forgets a request id on its way; inBackend remembers it among
@@ -621,7 +610,7 @@ func (s *Store) release(requestID string, inBackend bool) {
 	if !inBackend {
 		return
 	}
-	k := keyOf(requestID)
+	k := idhash.Of(requestID)
 	if len(s.recent) < RecentIDs {
 		s.recent = append(s.recent, k)
 	} else {
