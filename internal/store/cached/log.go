@@ -113,6 +113,11 @@ func openLog(dir string) (*chargeLog, []store.Entry, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("charge log: %w", err)
 	}
+	// The file's name must outlive a power cut as well as its contents.
+	if err := syncDir(dir); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("charge log: %w", err)
+	}
 	return l, entries, nil
 }
 
