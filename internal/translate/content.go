@@ -104,11 +104,11 @@ func chatTextPart(text string) []byte {
 
 // textBlock makes a messages text block, keeping a cache_control hint.
 func textBlock(text string, cacheControl gjson.Result) []byte {
-	b := set(set(obj(), "type", "text"), "text", text)
+	b := newObject().val("type", "text").val("text", text)
 	if cacheControl.IsObject() {
-		b = setRaw(b, "cache_control", cacheControl.Raw)
+		b = b.rawS("cache_control", cacheControl.Raw)
 	}
-	return b
+	return b.done()
 }
 
 // chatPartsToBlocks converts the parts of a chat content array (user, tool or

@@ -481,10 +481,7 @@ func chatFunctionTool(name string, description, parameters gjson.Result) []byte 
 // toolUseBlock makes a messages tool_use block from a chat tool call; see
 // toolID and parseArguments.
 func toolUseBlock(id, name, args string) []byte {
-	b := set(obj(), "type", "tool_use")
-	b = set(b, "id", toolID(id))
-	b = set(b, "name", name)
-	return setRaw(b, "input", parseArguments(args))
+	return newObject().val("type", "tool_use").val("id", toolID(id)).val("name", name).rawS("input", parseArguments(args)).done()
 }
 
 // blockToChatPart converts a messages user content block into a chat part

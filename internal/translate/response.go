@@ -1,25 +1,25 @@
 package translate
 
-import "github.com/tidwall/gjson"
+import (
+	"slices"
+
+	"github.com/tidwall/gjson"
+)
 
 // chatUsageRaw renders u as a chat usage object.
 func chatUsageRaw(u Usage) []byte {
-	b := set(obj(), "prompt_tokens", u.Input)
-	b = set(b, "completion_tokens", u.Output)
-	b = set(b, "total_tokens", u.Input+u.Output)
-	b = set(b, "prompt_tokens_details.cached_tokens", u.CachedInput)
+	details := newObject().val("cached_tokens", u.CachedInput)
 	if u.CacheWrite > 0 {
-		b = set(b, "prompt_tokens_details.cache_write_tokens", u.CacheWrite)
+		details = details.val("cache_write_tokens", u.CacheWrite)
 	}
-	return b
+	return newObject().val("prompt_tokens", u.Input).val("completion_tokens", u.Output).val("total_tokens", u.Input+u.Output).
+		raw("prompt_tokens_details", details.done()).done()
 }
 
 // messagesUsageRaw renders u as a messages usage object.
 func messagesUsageRaw(u Usage) []byte {
-	b := set(obj(), "input_tokens", u.Uncached())
-	b = set(b, "cache_creation_input_tokens", u.CacheWrite)
-	b = set(b, "cache_read_input_tokens", u.CachedInput)
-	return set(b, "output_tokens", u.Output)
+	return newObject().val("input_tokens", u.Uncached()).val("cache_creation_input_tokens", u.CacheWrite).
+		val("cache_read_input_tokens", u.CachedInput).val("output_tokens", u.Output).done()
 }
 
 // responsesUsageRaw renders u as a responses usage object.
@@ -45,61 +45,112 @@ func MessagesToChatResponse(body []byte, model string) ([]byte, error) {
 		return nil, &FieldError{Message: "upstream body is an error, not a message"}
 	}
 	text, calls := messagesTextAndCalls(r.Get("content"))
-	msg := set(obj(), "role", "assistant")
+	msg := newObject().val("role", "assistant")
 	if text != "" || len(calls) == 0 {
-		msg = set(msg, "content", text)
+		msg = msg.val("content", text)
 	} else {
-		msg = setRaw(msg, "content", "null")
+		msg = msg.rawS("content", "null")
 	}
-	msg = setRaw(msg, "refusal", "null")
+	msg = msg.rawS("refusal", "null")
 	if len(calls) > 0 {
-		msg = setRawB(msg, "tool_calls", rawArray(calls))
+		msg = msg.raw("tool_calls", rawArray(calls))
 	}
-	choice := set(obj(), "index", 0)
-	choice = setRawB(choice, "message", msg)
-	choice = setRaw(choice, "logprobs", "null")
-	choice = set(choice, "finish_reason", chatFinish(r.Get("stop_reason").String()))
-
-	res := set(obj(), "id", swapID(r.Get("id").String(), "chatcmpl-"))
-	res = set(res, "object", "chat.completion")
-	res = set(res, "created", now().Unix())
-	res = set(res, "model", model)
-	res = setRawB(res, "choices", rawArray([][]byte{choice}))
-	res = setRawB(res, "usage", chatUsageRaw(messagesUsageOf(r.Get("usage"))))
-	return res, nil
+	choice := newObject().val("index", 0).raw("message", msg.done()).rawS("logprobs", "null").
+		val("finish_reason", chatFinish(r.Get("stop_reason").String()))
+	return newObject().val("id", swapID(r.Get("id").String(), "chatcmpl-")).val("object", "chat.completion").
+		val("created", now().Unix()).val("model", model).raw("choices", rawArray([][]byte{choice.done()})).
+		raw("usage", chatUsageRaw(messagesUsageOf(r.Get("usage")))).done(), nil
 }
 
-// parseCompletion reads a chat completion body, refusing an error body.
-func parseCompletion(body []byte) (gjson.Result, error) {
+// completion is what the translations read of a chat completion's top
+// level.
+type completion struct{ id, created, choices, usage gjson.Result }
+
+// parseCompletion reads a chat completion body in one pass over its top
+// level (of a repeated key, the first counts, as a path lookup reads it),
+// refusing an error body.
+func parseCompletion(body []byte) (completion, error) {
 	r, err := parseObject(body)
 	if err != nil {
-		return r, err
+		return completion{}, err
 	}
-	if r.Get("error").Exists() {
-		return r, &FieldError{Message: "upstream body is an error, not a completion"}
+	var c completion
+	isError := false
+	firstOf(r, func(k string, v gjson.Result) {
+		switch k {
+		case "error":
+			isError = true
+		case "id":
+			c.id = v
+		case "created":
+			c.created = v
+		case "choices":
+			c.choices = v
+		case "usage":
+			c.usage = v
+		}
+	})
+	if isError {
+		return completion{}, &FieldError{Message: "upstream body is an error, not a completion"}
 	}
-	return r, nil
+	return c, nil
 }
 
 // chatMessageParts reads the first choice of a chat response: its text
 // (content and refusal), its tool calls as (id, name, arguments), and its
 // finish reason.
-func chatMessageParts(r gjson.Result) (text string, calls [][3]string, finish string) {
-	choice := r.Get("choices.0")
-	msg := choice.Get("message")
-	text = textOf(msg.Get("content"), "")
-	if ref := msg.Get("refusal"); ref.Type == gjson.String && text == "" {
-		text = ref.String()
+func chatMessageParts(c completion) (text string, calls [][3]string, finish string) {
+	var msg, reason gjson.Result
+	firstOf(c.choices.Get("0"), func(k string, v gjson.Result) {
+		switch k {
+		case "message":
+			msg = v
+		case "finish_reason":
+			reason = v
+		}
+	})
+	var content, refusal, toolCalls, functionCall gjson.Result
+	firstOf(msg, func(k string, v gjson.Result) {
+		switch k {
+		case "content":
+			content = v
+		case "refusal":
+			refusal = v
+		case "tool_calls":
+			toolCalls = v
+		case "function_call":
+			functionCall = v
+		}
+	})
+	text = textOf(content, "")
+	if refusal.Type == gjson.String && text == "" {
+		text = refusal.String()
 	}
-	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+	toolCalls.ForEach(func(_, tc gjson.Result) bool {
 		fn := tc.Get("function")
 		calls = append(calls, [3]string{tc.Get("id").String(), fn.Get("name").String(), fn.Get("arguments").String()})
 		return true
 	})
-	if fc := msg.Get("function_call"); fc.IsObject() && len(calls) == 0 {
-		calls = append(calls, [3]string{"", fc.Get("name").String(), fc.Get("arguments").String()})
+	if functionCall.IsObject() && len(calls) == 0 {
+		calls = append(calls, [3]string{"", functionCall.Get("name").String(), functionCall.Get("arguments").String()})
 	}
-	return text, calls, choice.Get("finish_reason").String()
+	return text, calls, reason.String()
+}
+
+// firstOf calls member for each member of object o, in one pass over it,
+// but only for the first of a repeated key (the one a path lookup reads).
+func firstOf(o gjson.Result, member func(key string, v gjson.Result)) {
+	if !o.IsObject() {
+		return
+	}
+	var seen []string
+	o.ForEach(func(k, v gjson.Result) bool {
+		if !slices.Contains(seen, k.Str) {
+			seen = append(seen, k.Str)
+			member(k.Str, v)
+		}
+		return true
+	})
 }
 
 // ChatToMessagesResponse translates a chat completion body into a messages
@@ -121,15 +172,9 @@ func ChatToMessagesResponse(body []byte, model string) ([]byte, error) {
 	if len(calls) > 0 && stop == "end_turn" {
 		stop = "tool_use"
 	}
-	res := set(obj(), "id", swapID(r.Get("id").String(), "msg_"))
-	res = set(res, "type", "message")
-	res = set(res, "role", "assistant")
-	res = set(res, "model", model)
-	res = setRawB(res, "content", rawArray(blocks))
-	res = set(res, "stop_reason", stop)
-	res = setRaw(res, "stop_sequence", "null")
-	res = setRawB(res, "usage", messagesUsageRaw(chatUsageOf(r.Get("usage"))))
-	return res, nil
+	return newObject().val("id", swapID(r.id.String(), "msg_")).val("type", "message").val("role", "assistant").
+		val("model", model).raw("content", rawArray(blocks)).val("stop_reason", stop).rawS("stop_sequence", "null").
+		raw("usage", messagesUsageRaw(chatUsageOf(r.usage))).done(), nil
 }
 
 // responsesStatus is the status and incomplete_details of a responses body
@@ -224,11 +269,10 @@ func ChatToResponsesResponse(body []byte, model string) ([]byte, error) {
 		}
 		output = append(output, functionCallItem(newID("fc_"), "completed", callID, c[1], c[2]))
 	}
-	created := r.Get("created").Int()
+	created := r.created.Int()
 	if created == 0 {
 		created = now().Unix()
 	}
-	u := r.Get("usage")
-	usage := responsesUsageRaw(chatUsageOf(u), u.Get("completion_tokens_details.reasoning_tokens").Int())
-	return responseObject(swapID(r.Get("id").String(), "resp_"), created, model, status, output, usage, incomplete, "null"), nil
+	usage := responsesUsageRaw(chatUsageOf(r.usage), r.usage.Get("completion_tokens_details.reasoning_tokens").Int())
+	return responseObject(swapID(r.id.String(), "resp_"), created, model, status, output, usage, incomplete, "null"), nil
 }

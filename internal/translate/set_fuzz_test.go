@@ -42,3 +42,26 @@ func FuzzSetLikeSjson(f *testing.F) {
 		}
 	})
 }
+
+// FuzzObjectLikeSet holds the object builder to the set chain it stands
+// for: the same bytes for the same distinct plain keys and values.
+func FuzzObjectLikeSet(f *testing.F) {
+	f.Add("role", "assistant", "n", int64(3), `{"x":[1,2]}`)
+	f.Add("text", "é\"<\x01\n", "created", int64(-1), `null`)
+	f.Fuzz(func(t *testing.T, k1, s, k2 string, n int64, raw string) {
+		if !plainKey(k1) || !plainKey(k2) || k1 == k2 || k1 == "raw" || k2 == "raw" || !json.Valid([]byte(raw)) {
+			return
+		}
+		want := setRaw(set(set(set(obj(), k1, s), k2, n), "flag", n%2 == 0), "raw", raw)
+		got := newObject().val(k1, s).val(k2, n).val("flag", n%2 == 0).rawS("raw", raw).done()
+		if k1 == "flag" || k2 == "flag" {
+			return
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("object %q, set %q", got, want)
+		}
+		if e := newObject().done(); string(e) != "{}" {
+			t.Fatalf("empty object %q", e)
+		}
+	})
+}

@@ -456,6 +456,42 @@ func rawArray(items [][]byte) []byte {
 // obj starts a new JSON object.
 func obj() []byte { return []byte("{}") }
 
+// object writes a JSON object from nothing, member by member, the bytes
+// set would write: for the objects a translation builds whole, where set
+// would look for each new key among the members so far and copy them all
+// at every member. Its keys are distinct (the caller's literals).
+type object []byte
+
+func newObject() object { return append(make(object, 0, 256), '{') }
+
+// raw adds a member whose value is raw JSON.
+func (o object) raw(key string, raw []byte) object {
+	if len(o) > 1 {
+		o = append(o, ',')
+	}
+	o, _ = appendValue(o, key)
+	o = append(o, ':')
+	return append(o, raw...)
+}
+
+// rawS adds a member whose value is raw JSON given as a string.
+func (o object) rawS(key, raw string) object { return o.raw(key, []byte(raw)) }
+
+// val adds a member with a string, bool or integer value (set's others
+// as sjson writes them).
+func (o object) val(key string, v any) object {
+	var buf [64]byte
+	raw, ok := appendValue(buf[:0], v)
+	if !ok {
+		raw, _ = sjson.SetBytes(nil, "v", v)
+		raw = []byte(gjson.GetBytes(raw, "v").Raw)
+	}
+	return o.raw(key, raw)
+}
+
+// done closes the object.
+func (o object) done() []byte { return append(o, '}') }
+
 // textOf returns the text of a content value: a string, or the text parts
 // of an array (types text, input_text, output_text, refusal) joined with sep.
 func textOf(content gjson.Result, sep string) string {
