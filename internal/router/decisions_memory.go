@@ -179,13 +179,13 @@ func (r *decisionReader) uvarint() uint64 {
 	return v
 }
 
+// varint reads what binary.AppendVarint wrote: a uvarint, zig-zagged.
 func (r *decisionReader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.ok = false
-		return 0
+	u := r.uvarint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
 	}
-	r.b = r.b[n:]
 	return v
 }
 

@@ -24,11 +24,11 @@ func TestDecisionRoundTrip(t *testing.T) {
 	if !ok || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v %v\nwant %+v", got, ok, want)
 	}
-	// The same id again replaces it.
-	dec.Chosen = "ccc"
+	// The same id again replaces it (numbers below zero read back too).
+	dec.Chosen, dec.Cost = "ccc", -7
 	d.Put(dec)
-	if got, _ := d.Get("req-1"); got.Chosen != "ccc" {
-		t.Fatalf("after a second put: %q", got.Chosen)
+	if got, _ := d.Get("req-1"); got.Chosen != "ccc" || got.Cost != -7 {
+		t.Fatalf("after a second put: %q %d", got.Chosen, got.Cost)
 	}
 	if _, ok := d.Get("req-2"); ok {
 		t.Fatal("an id never put is found")
