@@ -8,14 +8,18 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/caddy-gw/caddy-gw/internal/dsync"
 	"go.uber.org/zap"
 )
 
-// MinProcs is the fewest Go processors (GOMAXPROCS) the gateway runs on.
-// A durable charge ends in an fsync, and a processor whose goroutine waits
-// in a syscall runs nothing else until the runtime takes it back; with a
-// second processor the other calls go on meanwhile, on the same CPU. Set
-// the GOMAXPROCS environment variable to choose otherwise.
+// MinProcs is the fewest Go processors (GOMAXPROCS) the gateway runs on
+// where its charge log's fsync blocks a processor (no io_uring, see
+// internal/dsync): a processor whose goroutine waits in a syscall runs
+// nothing else until the runtime takes it back, so a second one lets the
+// other calls go on meanwhile, on the same CPU. Where the sync waits in
+// the poller instead, one processor per CPU does best, and Go's own
+// choice stands. Set the GOMAXPROCS environment variable to choose
+// otherwise.
 const MinProcs = 2
 
 // GCFloor is the least the heap grows between two garbage collections.
@@ -34,7 +38,7 @@ var tuned sync.Once
 // tuneProcess applies MinProcs and GCFloor to the process, once.
 func tuneProcess(logger *zap.Logger) {
 	tuned.Do(func() {
-		if n := runtime.GOMAXPROCS(0); n < MinProcs && os.Getenv("GOMAXPROCS") == "" {
+		if n := runtime.GOMAXPROCS(0); n < MinProcs && os.Getenv("GOMAXPROCS") == "" && !dsync.Available() {
 			runtime.GOMAXPROCS(MinProcs)
 			logger.Info("raised GOMAXPROCS so an fsync does not idle the only processor", zap.Int("from", n), zap.Int("to", MinProcs))
 		}

@@ -688,7 +688,10 @@ func (s *Store) write() {
 // the batch that holds it itself when no batch is being written, so an
 // idle node's charge costs no hand-over to the writer and back; else the
 // writer is woken (it writes c's batch once the current one is done).
+// Like the writer, it first lets every goroutine that can run reach its
+// own charge, so a busy node's batches grow.
 func (s *Store) lead(c *charge) {
+	runtime.Gosched()
 	select {
 	case <-c.done:
 		return

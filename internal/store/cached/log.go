@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/caddy-gw/caddy-gw/internal/dsync"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -57,10 +58,19 @@ type logFile interface {
 	Close() error
 }
 
-// osLogFile is the log's file on disk.
-type osLogFile struct{ *os.File }
+// osLogFile is the log's file on disk, synced through ring (nil: where
+// the system has no io_uring, or refuses it, the plain way).
+type osLogFile struct {
+	*os.File
+	ring *dsync.Syncer
+}
 
-func (f osLogFile) Datasync() error { return datasync(f.File) }
+func (f osLogFile) Datasync() error { return f.ring.Datasync(f.File) }
+
+func (f osLogFile) Close() error {
+	f.ring.Close()
+	return f.File.Close()
+}
 
 // logLine is one charge in the log.
 type logLine struct {
@@ -105,17 +115,18 @@ func openLog(dir string) (*chargeLog, []store.Entry, error) {
 		entries = append(entries, store.Entry{RequestID: l.RequestID, AccountID: l.Account, Endpoint: l.Endpoint, Model: l.Model,
 			Units: l.Units, Unit: l.Unit, Cost: pricing.Money(l.Cost), Time: fromNanos(l.Time), FreeMonthlyCredit: pricing.Money(l.Free)})
 	}
-	l := &chargeLog{f: osLogFile{f}, size: int64(good), cap: int64(len(data))}
+	ring, _ := dsync.New() // nil where there is no io_uring: synced the plain way
+	l := &chargeLog{f: osLogFile{f, ring}, size: int64(good), cap: int64(len(data))}
 	// Zero a torn tail, so the next line starts on a line of its own and
 	// no later start reads what was never answered.
 	dirty := int64(len(bytes.TrimRight(data, "\x00")))
 	if err := l.zero(l.size, max(dirty, l.size), LogPrealloc); err != nil {
-		f.Close()
+		l.f.Close()
 		return nil, nil, fmt.Errorf("charge log: %w", err)
 	}
 	// The file's name must outlive a power cut as well as its contents.
 	if err := syncDir(dir); err != nil {
-		f.Close()
+		l.f.Close()
 		return nil, nil, fmt.Errorf("charge log: %w", err)
 	}
 	return l, entries, nil

@@ -1,0 +1,93 @@
+package dsync
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// newSyncer returns a ring, or skips where the system has none.
+func newSyncer(t *testing.T) *Syncer {
+	t.Helper()
+	s, err := New()
+	if err != nil {
+		if runtime.GOOS == "linux" {
+			t.Skipf("no io_uring here (%v): the plain sync is tested alone", err)
+		}
+		t.Skip(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestDatasyncThroughRing(t *testing.T) {
+	s := newSyncer(t)
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := range 100 {
+		if _, err := f.WriteAt([]byte("line\n"), int64(i*5)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Datasync(f); err != nil {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+	}
+	if s.broken != nil {
+		t.Fatalf("the ring failed and the plain sync took over: %v", s.broken)
+	}
+	if s.seq != 100 {
+		t.Fatalf("%d syncs went through the ring, want 100", s.seq)
+	}
+}
+
+// A sync the kernel refuses reports the kernel's error, and the ring
+// stays in use.
+func TestDatasyncError(t *testing.T) {
+	s := newSyncer(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	err = s.Datasync(w)
+	want := plain(w)
+	if want == nil {
+		t.Skip("this system syncs a pipe without complaint")
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("ring sync of a pipe: %v, the plain sync says %v", err, want)
+	}
+	if s.broken != nil {
+		t.Fatalf("a refused sync broke the ring: %v", s.broken)
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := s.Datasync(f); err != nil {
+		t.Fatalf("sync after a refused one: %v", err)
+	}
+}
+
+// A nil Syncer (no io_uring) syncs the plain way.
+func TestNilSyncer(t *testing.T) {
+	var s *Syncer
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := s.Datasync(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
