@@ -197,16 +197,20 @@ func (cl *call) attempt(m *catalog.Model, escalated bool) error {
 	// The upstream call outlives the client only once a stream has started
 	// reaching it: from then on the answer is being delivered and billed,
 	// so a client that hangs up still pays for what the provider made
-	// (bounded by the provider's idle time-out). Before that, a client gone
-	// cancels the call.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(cl.R.Context()))
-	defer cancel()
-	stop := context.AfterFunc(cl.R.Context(), func() {
-		if !cl.committed.Load() {
-			cancel()
-		}
-	})
-	defer stop()
+	// (bounded by the provider's idle time-out). Before that (and for a
+	// whole answer, always), a client gone cancels the call.
+	ctx := cl.R.Context()
+	if cl.req.stream {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stop := context.AfterFunc(cl.R.Context(), func() {
+			if !cl.committed.Load() {
+				cancel()
+			}
+		})
+		defer stop()
+	}
 	resp, err := cl.h.Upstream.Do(ctx, upstream.Request{Provider: p, Path: path, Body: body, Client: cl.R})
 	if err != nil {
 		return err

@@ -106,6 +106,7 @@ func TestParse(t *testing.T) {
 		{"one-hour cache escaped", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"r","cache_contro\u006c":{"type":"ephemeral","t\u0074l":"1h"}}]}]}`, "cache_control", nil},
 		{"one-hour cache from a chat client", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`, "cache_control", nil},
 		{"chat audio input", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, "messages", nil},
+		{"chat audio input escaped", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"input\u005faudio","input\u005faudio":{"data":"AAAA","format":"wav"}}]}]}`, "messages", nil},
 		{"responses audio input", Responses, `{"input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, "input", nil},
 		{"five-minute cache", Messages, `{"max_tokens":5,"tools":[{"name":"f","input_schema":{},"cache_control":{"type":"ephemeral","ttl":"5m"}}],"messages":[{"role":"user","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral"}}]}]}`, "", nil},
 		{"too deep", ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"metadata":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, "body", nil},

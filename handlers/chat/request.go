@@ -336,11 +336,11 @@ func unpriced(root gjson.Result, m *members, f Format) error {
 		v    gjson.Result
 		name string
 	}{{m.messages, "messages"}, {m.input, "input"}} {
-		if audioInput(list.v) {
+		if mayHold(root.Raw, "input_audio") && audioInput(list.v) {
 			return invalid(list.name, "audio input is billed at audio prices the gateway cannot price; send text")
 		}
 	}
-	if longCache(root) {
+	if mayHold(root.Raw, "cache_control") && longCache(root) {
 		return invalid("cache_control", "a prompt cache lifetime other than 5m costs more than the gateway can price; omit ttl or send \"5m\"")
 	}
 	var err error
@@ -374,6 +374,14 @@ func audioInput(list gjson.Result) bool {
 		return !found
 	})
 	return found
+}
+
+// mayHold reports whether the JSON text raw may spell word (a key or a
+// string value of letters and underscores): it may when word is in it, or
+// when it has a \u escape, the only escape that can spell a letter. A
+// search of the text is far cheaper than a walk of its tree.
+func mayHold(raw, word string) bool {
+	return strings.Contains(raw, word) || strings.Contains(raw, `\u`)
 }
 
 // cacheTTLs are the prompt cache lifetimes the catalogue's cache write

@@ -251,13 +251,21 @@ func ChatToMessagesRequest(body []byte, model string) ([]byte, error) {
 // request for the backing model. See the package documentation for what does
 // not map one to one.
 func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
-	req, msgs, err := parseMessagesRequest(body)
+	req, err := parseObject(body)
 	if err != nil {
 		return nil, err
 	}
+	// The top level is read in one pass, not a search from the start for
+	// each member.
+	top := members(req, "messages", "system", "max_tokens", "tools", "tool_choice", "stop_sequences", "temperature", "top_p",
+		"metadata", "output_config", "output_format", "stream")
+	msgs, sys, maxTokens, toolList, toolChoice, stopSeqs, temperature, topP, metadata, outputConfig, outputFormat, stream :=
+		top[0], top[1], top[2], top[3], top[4], top[5], top[6], top[7], top[8], top[9], top[10], top[11]
+	if !msgs.IsArray() {
+		return nil, &FieldError{Param: "messages", Message: "must be an array"}
+	}
 
 	var out [][]byte
-	sys := req.Get("system")
 	if s := textOf(sys, "\n\n"); s != "" {
 		out = append(out, set(set(obj(), "role", "system"), "content", s))
 	}
@@ -299,12 +307,12 @@ func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
 
 	res := set(obj(), "model", model)
 	res = setRawB(res, "messages", rawArray(out))
-	if v := req.Get("max_tokens"); v.Type == gjson.Number {
+	if v := maxTokens; v.Type == gjson.Number {
 		res = setRaw(res, "max_completion_tokens", v.Raw)
 	}
 
 	var tools [][]byte
-	req.Get("tools").ForEach(func(_, t gjson.Result) bool {
+	toolList.ForEach(func(_, t gjson.Result) bool {
 		if typ := t.Get("type").String(); typ != "" && typ != "custom" {
 			return true // server tools
 		}
@@ -317,7 +325,7 @@ func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
 	})
 	if len(tools) > 0 {
 		res = setRawB(res, "tools", rawArray(tools))
-		tc := req.Get("tool_choice")
+		tc := toolChoice
 		switch tc.Get("type").String() {
 		case "auto":
 			res = set(res, "tool_choice", "auto")
@@ -335,7 +343,7 @@ func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
 	}
 
 	var stops []string
-	req.Get("stop_sequences").ForEach(func(_, v gjson.Result) bool {
+	stopSeqs.ForEach(func(_, v gjson.Result) bool {
 		if v.Type == gjson.String && len(stops) < MaxChatStop {
 			stops = append(stops, v.String())
 		}
@@ -344,17 +352,20 @@ func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
 	if len(stops) > 0 {
 		res = set(res, "stop", stops)
 	}
-	for _, k := range []string{"temperature", "top_p"} {
-		if v := req.Get(k); v.Type == gjson.Number {
-			res = setRaw(res, k, v.Raw)
+	for _, v := range []struct {
+		key string
+		v   gjson.Result
+	}{{"temperature", temperature}, {"top_p", topP}} {
+		if v.v.Type == gjson.Number {
+			res = setRaw(res, v.key, v.v.Raw)
 		}
 	}
-	if u := req.Get("metadata.user_id"); u.Type == gjson.String && u.String() != "" {
+	if u := metadata.Get("user_id"); u.Type == gjson.String && u.String() != "" {
 		res = set(res, "user", u.String())
 	}
-	format := req.Get("output_config.format")
+	format := outputConfig.Get("format")
 	if !format.Exists() {
-		format = req.Get("output_format")
+		format = outputFormat
 	}
 	if format.Get("type").String() == "json_schema" && format.Get("schema").IsObject() {
 		rf := set(obj(), "type", "json_schema")
@@ -362,7 +373,7 @@ func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
 		rf = setRaw(rf, "json_schema.schema", format.Get("schema").Raw)
 		res = setRawB(res, "response_format", rf)
 	}
-	res = setStream(res, req.Get("stream"))
+	res = setStream(res, stream)
 	return res, nil
 }
 
