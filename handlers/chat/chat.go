@@ -228,11 +228,11 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 	if err != nil {
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s broke off", m.ID), Retryable: true}
 	}
-	usage := usageOf(from, b)
+	usage, empty := readAnswer(from, b)
 	if !usage.Valid() {
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s reported usage that cannot be right", m.ID), Retryable: true}
 	}
-	if empty(from, b) && !cl.req.stops {
+	if empty && !cl.req.stops {
 		// An empty answer after the request's own stop sequences is the
 		// answer it asked for: served and billed, not escalated.
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s gave an empty answer", m.ID), Retryable: true}
@@ -373,13 +373,19 @@ var AllowedBetas = map[string]bool{
 	"computer-use-2025-01-24":                true,
 }
 
-// Beta headers the gateway forwards (CONTRACT §1).
-var betaHeaders = []string{"anthropic-beta", "vendor-beta"}
+// Beta headers the gateway forwards (CONTRACT §1), each with its
+// canonical key: read straight from the header map, with no key made per
+// call.
+var betaHeaders = []struct{ name, key string }{
+	{"anthropic-beta", http.CanonicalHeaderKey("anthropic-beta")},
+	{"vendor-beta", http.CanonicalHeaderKey("vendor-beta")},
+}
 
 // checkBetas refuses a beta value outside AllowedBetas, naming the header.
 func checkBetas(h http.Header) error {
-	for _, name := range betaHeaders {
-		for _, v := range h.Values(name) {
+	for _, hb := range betaHeaders {
+		name := hb.name
+		for _, v := range h[hb.key] {
 			for _, beta := range strings.Split(v, ",") {
 				beta = strings.TrimSpace(beta)
 				if beta != "" && !AllowedBetas[beta] {
@@ -523,12 +529,46 @@ func responseFor(body []byte, from, to Format, model string) ([]byte, error) {
 	return nil, fmt.Errorf("no translation from format %d to %d", from, to)
 }
 
-func usageOf(f Format, body []byte) translate.Usage {
+// readAnswer reads a whole answer in format f in one pass over its top level:
+// its usage, and whether it is empty. An empty answer has nothing in it (no
+// text, tool call or refusal) and was not cut short by its output limit (a
+// reasoning model can spend the whole limit thinking: that answer is
+// billed, not retried).
+func readAnswer(f Format, body []byte) (u translate.Usage, empty bool) {
+	listKey, reasonKey := "choices", ""
 	switch f {
 	case Messages:
-		return translate.MessagesUsage(body)
+		listKey, reasonKey = "content", "stop_reason"
 	case Responses:
-		return translate.ResponsesUsage(body)
+		listKey, reasonKey = "output", "status"
 	}
-	return translate.ChatUsage(body)
+	// Of a repeated key the first counts, as a path lookup reads it.
+	var usage, list, reason gjson.Result
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "usage" && !usage.Exists():
+			usage = v
+		case k.Str == listKey && !list.Exists():
+			list = v
+		case k.Str == reasonKey && !reason.Exists():
+			reason = v
+		}
+		return !usage.Exists() || !list.Exists() || reasonKey != "" && !reason.Exists()
+	})
+	switch f {
+	case Messages:
+		if !usage.Exists() {
+			usage = gjson.GetBytes(body, "message.usage")
+		}
+		return translate.MessagesUsageOf(usage), len(list.Array()) == 0 && reason.String() != "max_tokens"
+	case Responses:
+		if !usage.Exists() {
+			usage = gjson.GetBytes(body, "response.usage")
+		}
+		return translate.ResponsesUsageOf(usage), len(list.Array()) == 0 && reason.String() != "incomplete"
+	}
+	first := list.Get("0")
+	msg := first.Get("message")
+	return translate.ChatUsageOf(usage), msg.Get("content").String() == "" && len(msg.Get("tool_calls").Array()) == 0 &&
+		msg.Get("refusal").String() == "" && first.Get("finish_reason").String() != "length"
 }

@@ -356,8 +356,31 @@ func TestEmpty(t *testing.T) {
 		{Responses, `{"output":[],"status":"completed"}`, true},
 		{Responses, `{"output":[],"status":"incomplete"}`, false},
 	} {
-		if got := empty(tc.f, []byte(tc.body)); got != tc.want {
+		if _, got := readAnswer(tc.f, []byte(tc.body)); got != tc.want {
 			t.Errorf("%d %s: %v, want %v", tc.f, tc.body, got, tc.want)
+		}
+	}
+}
+
+// TestReadAnswerUsage: the usage is read in the same pass as emptiness;
+// of a repeated key the first counts, as a path lookup reads it.
+func TestReadAnswerUsage(t *testing.T) {
+	for _, tc := range []struct {
+		f    Format
+		body string
+		want translate.Usage
+	}{
+		{ChatCompletions, `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":7,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":3}},"usage":{"prompt_tokens":99}}`,
+			translate.Usage{Input: 7, Output: 2, CachedInput: 3}},
+		{Messages, `{"usage":{"input_tokens":4,"output_tokens":5,"cache_read_input_tokens":2},"content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn"}`,
+			translate.Usage{Input: 6, Output: 5, CachedInput: 2}},
+		{Messages, `{"message":{"usage":{"input_tokens":4,"output_tokens":1}}}`, translate.Usage{Input: 4, Output: 1}},
+		{Responses, `{"output":[],"usage":{"input_tokens":8,"output_tokens":3,"input_tokens_details":{"cached_tokens":1}}}`,
+			translate.Usage{Input: 8, Output: 3, CachedInput: 1}},
+		{Responses, `{"response":{"usage":{"input_tokens":2,"output_tokens":2}}}`, translate.Usage{Input: 2, Output: 2}},
+	} {
+		if got, _ := readAnswer(tc.f, []byte(tc.body)); got != tc.want {
+			t.Errorf("%d %s: %+v, want %+v", tc.f, tc.body, got, tc.want)
 		}
 	}
 }

@@ -145,7 +145,7 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 	if err != nil {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion broke off")
 	}
-	u := usageOf(up, b)
+	u, _ := readAnswer(up, b)
 	if !u.Valid() {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion reported usage that cannot be right")
 	}

@@ -400,18 +400,3 @@ func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
 func (p *passthrough) Close() []sse.Event     { return nil }
 func (p *passthrough) Usage() translate.Usage { return p.usage }
 func (p *passthrough) Done() bool             { return p.done }
-
-// empty reports an answer with neither text nor tool calls that was not
-// cut short by its output limit (a reasoning model can spend the whole
-// limit thinking: that answer is billed, not retried).
-func empty(f Format, body []byte) bool {
-	switch f {
-	case Messages:
-		return len(gjson.GetBytes(body, "content").Array()) == 0 && gjson.GetBytes(body, "stop_reason").String() != "max_tokens"
-	case Responses:
-		return len(gjson.GetBytes(body, "output").Array()) == 0 && gjson.GetBytes(body, "status").String() != "incomplete"
-	}
-	msg := gjson.GetBytes(body, "choices.0.message")
-	return msg.Get("content").String() == "" && len(msg.Get("tool_calls").Array()) == 0 && msg.Get("refusal").String() == "" &&
-		gjson.GetBytes(body, "choices.0.finish_reason").String() != "length"
-}

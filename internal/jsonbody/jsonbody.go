@@ -8,6 +8,7 @@
 package jsonbody
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -234,14 +235,16 @@ func (s *scanner) object(depth int) error {
 			return err
 		}
 		if s.unique {
-			key := string(raw[1 : len(raw)-1])
+			key := raw[1 : len(raw)-1] // the body's own bytes: no copy
 			if escaped {
-				if json.Unmarshal(raw, &key) != nil {
+				var k string
+				if json.Unmarshal(raw, &k) != nil {
 					return s.invalid()
 				}
+				key = []byte(k)
 			}
 			if !keys.add(key) {
-				return &Error{Reason: "request body has the key " + shown(key) + " twice in one object"}
+				return &Error{Reason: "request body has the key " + shown(string(key)) + " twice in one object"}
 			}
 		}
 		s.ws()
@@ -311,33 +314,37 @@ func shown(key string) string {
 // linear scan to a map.
 const smallSet = 16
 
-// keySet remembers the keys of one object.
+// keySet remembers the keys of one object: the first smallSet in place
+// (no allocation), then in a map.
 type keySet struct {
-	list []string
-	m    map[string]struct{}
+	n     int
+	small [smallSet][]byte
+	m     map[string]struct{}
 }
 
 // add records k and reports false when it was there already.
-func (ks *keySet) add(k string) bool {
+func (ks *keySet) add(k []byte) bool {
 	if ks.m != nil {
-		if _, ok := ks.m[k]; ok {
+		if _, ok := ks.m[string(k)]; ok {
 			return false
 		}
-		ks.m[k] = struct{}{}
+		ks.m[string(k)] = struct{}{}
 		return true
 	}
-	for _, x := range ks.list {
-		if x == k {
+	for _, x := range ks.small[:ks.n] {
+		if bytes.Equal(x, k) {
 			return false
 		}
 	}
-	ks.list = append(ks.list, k)
-	if len(ks.list) > smallSet {
-		ks.m = make(map[string]struct{}, 2*smallSet)
-		for _, x := range ks.list {
-			ks.m[x] = struct{}{}
-		}
-		ks.list = nil
+	if ks.n < smallSet {
+		ks.small[ks.n] = k
+		ks.n++
+		return true
 	}
+	ks.m = make(map[string]struct{}, 2*smallSet)
+	for _, x := range ks.small[:ks.n] {
+		ks.m[string(x)] = struct{}{}
+	}
+	ks.m[string(k)] = struct{}{}
 	return true
 }

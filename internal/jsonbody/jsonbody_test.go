@@ -23,6 +23,8 @@ func TestCheck(t *testing.T) {
 		{"duplicate nested", `{"stream_options":{"include_usage":true,"include_usage":false}}`, `"include_usage" twice`},
 		{"duplicate in array element", `{"messages":[{"role":"user","role":"system"}]}`, `"role" twice`},
 		{"duplicate by escape", `{"model":"a","mod\u0065l":"b"}`, `"model" twice`},
+		{"duplicate of an early key as the seventeenth", `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k0":0}`, `"k0" twice`},
+		{"duplicate of a late key", `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k17":3}`, `"k17" twice`},
 		{"duplicate among many keys", `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":3}`, `"k3" twice`},
 		{"depth 64 arrays", deep(MaxDepth), ""},
 		{"depth 65 arrays", deep(MaxDepth + 1), "deeper than 64"},
@@ -107,14 +109,68 @@ func FuzzCheck(f *testing.F) {
 			if !json.Valid(b) {
 				t.Fatalf("Check accepted invalid JSON %q", b)
 			}
+			if duplicated(b) {
+				t.Fatalf("Check accepted a duplicate key in %q", b)
+			}
 			return
 		}
 		var e *Error
 		if !errors.As(err, &e) {
 			t.Fatalf("Check error %T, want *Error", err)
 		}
+		if strings.Contains(e.Reason, "twice") && !duplicated(b) {
+			t.Fatalf("Check found a duplicate key in %q, which has none", b)
+		}
 		if json.Valid(b) && !strings.Contains(e.Reason, "twice") && !strings.Contains(e.Reason, "deeper") && !strings.Contains(e.Reason, "UTF-8") {
 			t.Fatalf("Check refused valid JSON %q: %v", b, err)
 		}
 	})
+}
+
+// duplicated reports whether valid JSON b has an object with a key twice
+// (after unescaping), read with encoding/json's tokens: the reference
+// Check's duplicate test is held to.
+func duplicated(b []byte) bool {
+	type frame struct {
+		keys      map[string]bool // nil: an array
+		expectKey bool
+	}
+	var stack []*frame
+	top := func() *frame {
+		if len(stack) == 0 {
+			return nil
+		}
+		return stack[len(stack)-1]
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		d, delim := tok.(json.Delim)
+		switch {
+		case delim && (d == '}' || d == ']'):
+			stack = stack[:len(stack)-1]
+			if f := top(); f != nil && f.keys != nil {
+				f.expectKey = true
+			}
+		case top() != nil && top().expectKey:
+			f, k := top(), tok.(string)
+			if f.keys[k] {
+				return true
+			}
+			f.keys[k], f.expectKey = true, false
+		case delim:
+			f := &frame{}
+			if d == '{' {
+				f.keys, f.expectKey = map[string]bool{}, true
+			}
+			stack = append(stack, f)
+		default:
+			if f := top(); f != nil && f.keys != nil {
+				f.expectKey = true
+			}
+		}
+	}
 }

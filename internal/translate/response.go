@@ -59,7 +59,7 @@ func MessagesToChatResponse(body []byte, model string) ([]byte, error) {
 		val("finish_reason", chatFinish(r.Get("stop_reason").String()))
 	return newObject().val("id", swapID(r.Get("id").String(), "chatcmpl-")).val("object", "chat.completion").
 		val("created", now().Unix()).val("model", model).raw("choices", rawArray([][]byte{choice.done()})).
-		raw("usage", chatUsageRaw(messagesUsageOf(r.Get("usage")))).done(), nil
+		raw("usage", chatUsageRaw(MessagesUsageOf(r.Get("usage")))).done(), nil
 }
 
 // completion is what the translations read of a chat completion's top
@@ -187,7 +187,7 @@ func ChatToMessagesResponse(body []byte, model string) ([]byte, error) {
 	}
 	return newObject().val("id", swapID(r.id.String(), "msg_")).val("type", "message").val("role", "assistant").
 		val("model", model).raw("content", rawArray(blocks)).val("stop_reason", stop).rawS("stop_sequence", "null").
-		raw("usage", messagesUsageRaw(chatUsageOf(r.usage))).done(), nil
+		raw("usage", messagesUsageRaw(ChatUsageOf(r.usage))).done(), nil
 }
 
 // responsesStatus is the status and incomplete_details of a responses body
@@ -286,6 +286,6 @@ func ChatToResponsesResponse(body []byte, model string) ([]byte, error) {
 	if created == 0 {
 		created = now().Unix()
 	}
-	usage := responsesUsageRaw(chatUsageOf(r.usage), r.usage.Get("completion_tokens_details.reasoning_tokens").Int())
+	usage := responsesUsageRaw(ChatUsageOf(r.usage), r.usage.Get("completion_tokens_details.reasoning_tokens").Int())
 	return responseObject(swapID(r.id.String(), "resp_"), created, model, status, output, usage, incomplete, "null"), nil
 }

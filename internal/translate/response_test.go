@@ -259,10 +259,10 @@ func TestUsage(t *testing.T) {
 	}
 	// A messages usage read and rendered back is the same.
 	u := Usage{Input: 1070, Output: 73, CachedInput: 1000, CacheWrite: 20}
-	if got := messagesUsageOf(field(messagesUsageRaw(u), "@this")); got != u {
+	if got := MessagesUsageOf(field(messagesUsageRaw(u), "@this")); got != u {
 		t.Errorf("messages usage round trip %+v", got)
 	}
-	if got := chatUsageOf(field(chatUsageRaw(u), "@this")); got != u {
+	if got := ChatUsageOf(field(chatUsageRaw(u), "@this")); got != u {
 		t.Errorf("chat usage round trip %+v", got)
 	}
 }

@@ -108,7 +108,7 @@ func (c *chatToMessages) chunkError(e gjson.Result) []sse.Event {
 	return c.fail(messagesErrorType(typ, code), "", msg)
 }
 
-func (c *chatToMessages) chunkUsage(u gjson.Result) { c.usage = chatUsageOf(u) }
+func (c *chatToMessages) chunkUsage(u gjson.Result) { c.usage = ChatUsageOf(u) }
 
 // toolCall opens a tool_use block for a new call; its arguments pieces
 // become input_json_delta pieces.

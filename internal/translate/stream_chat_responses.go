@@ -174,7 +174,7 @@ func (c *chatToResponses) chunkError(e gjson.Result) []sse.Event {
 }
 
 func (c *chatToResponses) chunkUsage(u gjson.Result) {
-	c.usage = chatUsageOf(u)
+	c.usage = ChatUsageOf(u)
 	c.reasoning = u.Get("completion_tokens_details.reasoning_tokens").Int()
 }
 

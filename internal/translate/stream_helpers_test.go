@@ -89,7 +89,7 @@ func accumulateChat(t testing.TB, evs []sse.Event) chatResult {
 			t.Fatalf("chunk ids differ: %s vs %s", r.ID, d.Get("id").String())
 		}
 		if u := d.Get("usage"); u.IsObject() {
-			r.Usage = chatUsageOf(u)
+			r.Usage = ChatUsageOf(u)
 			r.UsageChunks++
 			if n := len(d.Get("choices").Array()); n != 0 {
 				t.Fatalf("usage chunk has %d choices", n)

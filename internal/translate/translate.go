@@ -162,10 +162,11 @@ func (u Usage) Uncached() int64 {
 
 // ChatUsage reads the usage of a chat response body or stream chunk.
 func ChatUsage(body []byte) Usage {
-	return chatUsageOf(gjson.GetBytes(body, "usage"))
+	return ChatUsageOf(gjson.GetBytes(body, "usage"))
 }
 
-func chatUsageOf(u gjson.Result) Usage {
+// ChatUsageOf reads a chat usage object.
+func ChatUsageOf(u gjson.Result) Usage {
 	return Usage{
 		Input:       u.Get("prompt_tokens").Int(),
 		Output:      u.Get("completion_tokens").Int(),
@@ -181,10 +182,12 @@ func MessagesUsage(body []byte) Usage {
 	if !u.Exists() {
 		u = gjson.GetBytes(body, "message.usage")
 	}
-	return messagesUsageOf(u)
+	return MessagesUsageOf(u)
 }
 
-func messagesUsageOf(u gjson.Result) Usage {
+// MessagesUsageOf reads a messages usage object (input counts the
+// cache's reads and writes too).
+func MessagesUsageOf(u gjson.Result) Usage {
 	read := u.Get("cache_read_input_tokens").Int()
 	write := u.Get("cache_creation_input_tokens").Int()
 	return Usage{
@@ -202,6 +205,11 @@ func ResponsesUsage(body []byte) Usage {
 	if !u.Exists() {
 		u = gjson.GetBytes(body, "response.usage")
 	}
+	return ResponsesUsageOf(u)
+}
+
+// ResponsesUsageOf reads a responses usage object.
+func ResponsesUsageOf(u gjson.Result) Usage {
 	return Usage{
 		Input:       u.Get("input_tokens").Int(),
 		Output:      u.Get("output_tokens").Int(),
