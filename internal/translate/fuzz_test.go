@@ -159,3 +159,36 @@ func FuzzStreamChatToResponses(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUsageLikePaths holds the one-pass usage readers to what a path
+// lookup of each count reads, on any JSON.
+func FuzzUsageLikePaths(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":7,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":3,"cache_write_tokens":1}}`,
+		`{"prompt_tokens":7,"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":"4"},"prompt_tokens_details":{"cached_tokens":5}}`,
+		`{"input_tokens":4,"output_tokens":5,"cache_read_input_tokens":2,"cache_creation_input_tokens":1,"input_tokens_details":{"cached_tokens":2}}`,
+		`[1,2]`, `{"input_tokens":1.5e3}`, `{"input_tokens":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		u := gjson.ParseBytes(b)
+		n := func(path string) int64 { return u.Get(path).Int() }
+		if got, want := ChatUsageOf(u), (Usage{Input: n("prompt_tokens"), Output: n("completion_tokens"),
+			CachedInput: n("prompt_tokens_details.cached_tokens"), CacheWrite: n("prompt_tokens_details.cache_write_tokens")}); got != want {
+			t.Fatalf("chat usage of %s: %+v, paths read %+v", b, got, want)
+		}
+		if got, want := ResponsesUsageOf(u), (Usage{Input: n("input_tokens"), Output: n("output_tokens"),
+			CachedInput: n("input_tokens_details.cached_tokens"), CacheWrite: n("input_tokens_details.cache_write_tokens")}); got != want {
+			t.Fatalf("responses usage of %s: %+v, paths read %+v", b, got, want)
+		}
+		read, write := n("cache_read_input_tokens"), n("cache_creation_input_tokens")
+		if got, want := MessagesUsageOf(u), (Usage{Input: n("input_tokens") + read + write, Output: n("output_tokens"),
+			CachedInput: read, CacheWrite: write}); got != want {
+			t.Fatalf("messages usage of %s: %+v, paths read %+v", b, got, want)
+		}
+	})
+}

@@ -143,7 +143,8 @@ func firstOf(o gjson.Result, member func(key string, v gjson.Result)) {
 	if !o.IsObject() {
 		return
 	}
-	var seen []string
+	var buf [16]string // the keys of most objects, with no allocation
+	seen := buf[:0]
 	o.ForEach(func(k, v gjson.Result) bool {
 		if !slices.Contains(seen, k.Str) {
 			seen = append(seen, k.Str)

@@ -167,12 +167,26 @@ func ChatUsage(body []byte) Usage {
 
 // ChatUsageOf reads a chat usage object.
 func ChatUsageOf(u gjson.Result) Usage {
-	return Usage{
-		Input:       u.Get("prompt_tokens").Int(),
-		Output:      u.Get("completion_tokens").Int(),
-		CachedInput: u.Get("prompt_tokens_details.cached_tokens").Int(),
-		CacheWrite:  u.Get("prompt_tokens_details.cache_write_tokens").Int(),
-	}
+	return nestedUsage(u, "prompt_tokens", "completion_tokens",
+		"prompt_tokens_details.cached_tokens", "prompt_tokens_details.cache_write_tokens")
+}
+
+// nestedUsage reads a usage object whose cached and cache-written input
+// are in a member of their own: the top-level counts in one pass (of a
+// repeated key the first counts, as a path lookup reads it), the nested
+// ones by their paths (a path lookup tries each repeated parent).
+func nestedUsage(u gjson.Result, input, output, cachedPath, writePath string) Usage {
+	var x Usage
+	firstOf(u, func(k string, v gjson.Result) {
+		switch k {
+		case input:
+			x.Input = v.Int()
+		case output:
+			x.Output = v.Int()
+		}
+	})
+	x.CachedInput, x.CacheWrite = u.Get(cachedPath).Int(), u.Get(writePath).Int()
+	return x
 }
 
 // MessagesUsage reads the usage of a messages response body, or of a
@@ -188,14 +202,22 @@ func MessagesUsage(body []byte) Usage {
 // MessagesUsageOf reads a messages usage object (input counts the
 // cache's reads and writes too).
 func MessagesUsageOf(u gjson.Result) Usage {
-	read := u.Get("cache_read_input_tokens").Int()
-	write := u.Get("cache_creation_input_tokens").Int()
-	return Usage{
-		Input:       u.Get("input_tokens").Int() + read + write,
-		Output:      u.Get("output_tokens").Int(),
-		CachedInput: read,
-		CacheWrite:  write,
-	}
+	var x Usage
+	var uncached int64
+	firstOf(u, func(k string, v gjson.Result) {
+		switch k {
+		case "input_tokens":
+			uncached = v.Int()
+		case "output_tokens":
+			x.Output = v.Int()
+		case "cache_read_input_tokens":
+			x.CachedInput = v.Int()
+		case "cache_creation_input_tokens":
+			x.CacheWrite = v.Int()
+		}
+	})
+	x.Input = uncached + x.CachedInput + x.CacheWrite
+	return x
 }
 
 // ResponsesUsage reads the usage of a responses body, or of a stream event
@@ -210,12 +232,8 @@ func ResponsesUsage(body []byte) Usage {
 
 // ResponsesUsageOf reads a responses usage object.
 func ResponsesUsageOf(u gjson.Result) Usage {
-	return Usage{
-		Input:       u.Get("input_tokens").Int(),
-		Output:      u.Get("output_tokens").Int(),
-		CachedInput: u.Get("input_tokens_details.cached_tokens").Int(),
-		CacheWrite:  u.Get("input_tokens_details.cache_write_tokens").Int(),
-	}
+	return nestedUsage(u, "input_tokens", "output_tokens",
+		"input_tokens_details.cached_tokens", "input_tokens_details.cache_write_tokens")
 }
 
 // FieldError is a request that cannot be translated; Param names the field
