@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/router"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
@@ -274,12 +276,9 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 
 // receipt sets the receipt headers of a non-streaming answer.
 func (cl *call) receipt(m *catalog.Model, escalated bool, cost pricing.Money, lane string) {
+	setAll(cl.W.Header(), HeaderModel, m.ID, HeaderOriginalModel, cl.route.Requested, HeaderRouted, strconv.FormatBool(!cl.route.Pinned),
+		HeaderCost, cost.String(), HeaderRoutedModel, m.ID)
 	h := cl.W.Header()
-	h.Set(HeaderModel, m.ID)
-	h.Set(HeaderOriginalModel, cl.route.Requested)
-	h.Set(HeaderRouted, fmt.Sprint(!cl.route.Pinned))
-	h.Set(HeaderCost, cost.String())
-	h.Set(HeaderRoutedModel, m.ID)
 	if escalated {
 		h.Set(HeaderEscalated, "true")
 	}
@@ -288,15 +287,20 @@ func (cl *call) receipt(m *catalog.Model, escalated bool, cost pricing.Money, la
 	}
 }
 
+// setAll sets headers given as name, value, name, value…, each name in its
+// canonical form already; the values share one allocation.
+func setAll(h http.Header, kv ...string) {
+	vals := make([]string, len(kv)/2)
+	for i := range vals {
+		vals[i] = kv[2*i+1]
+		h[kv[2*i]] = vals[i : i+1 : i+1]
+	}
+}
+
 // writeCached answers from the cache: no upstream call, no charge.
 func (cl *call) writeCached(hit Hit) {
-	h := cl.W.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set(HeaderModel, hit.Model)
-	h.Set(HeaderOriginalModel, cl.route.Requested)
-	h.Set(HeaderRouted, fmt.Sprint(!cl.route.Pinned))
-	h.Set(HeaderCost, pricing.Money(0).String())
-	h.Set(HeaderCache, "hit")
+	setAll(cl.W.Header(), "Content-Type", "application/json", HeaderModel, hit.Model, HeaderOriginalModel, cl.route.Requested,
+		HeaderRouted, strconv.FormatBool(!cl.route.Pinned), HeaderCost, pricing.Money(0).String(), HeaderCache, "hit")
 	cl.W.WriteHeader(http.StatusOK)
 	_, _ = cl.W.Write(hit.Body)
 }
@@ -544,7 +548,7 @@ func readAnswer(f Format, body []byte) (u translate.Usage, empty bool) {
 	}
 	// Of a repeated key the first counts, as a path lookup reads it.
 	var usage, list, reason gjson.Result
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+	jsonbody.Parse(body).ForEach(func(k, v gjson.Result) bool {
 		switch {
 		case k.Str == "usage" && !usage.Exists():
 			usage = v

@@ -63,7 +63,7 @@ func parse(body []byte, f Format) (*request, error) {
 		}
 		return nil, invalid("body", "the body must be valid JSON")
 	}
-	root := gjson.ParseBytes(body)
+	root := jsonbody.Parse(body)
 	if !root.IsObject() {
 		return nil, invalid("body", "the body must be a JSON object")
 	}

@@ -14,6 +14,9 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
 )
 
 // MaxDepth is the deepest nesting a request body may have: the top-level
@@ -347,4 +350,15 @@ func (ks *keySet) add(k []byte) bool {
 	}
 	ks.m[string(k)] = struct{}{}
 	return true
+}
+
+// Parse is gjson.ParseBytes without its copy of b: the values read alias
+// b, so b must never change afterwards. Every body the gateway reads whole
+// (a request, an answer) is a buffer of its own that nothing writes again
+// (sjson edits into a new one), so one copy per reading is spared.
+func Parse(b []byte) gjson.Result {
+	if len(b) == 0 {
+		return gjson.Result{}
+	}
+	return gjson.Parse(unsafe.String(&b[0], len(b)))
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 func TestCheck(t *testing.T) {
@@ -172,5 +174,19 @@ func duplicated(b []byte) bool {
 				f.expectKey = true
 			}
 		}
+	}
+}
+
+// Parse reads as gjson.ParseBytes does, without the copy.
+func TestParse(t *testing.T) {
+	if r := Parse(nil); r.Exists() {
+		t.Fatalf("Parse(nil) = %v, want nothing", r)
+	}
+	b := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if got, want := Parse(b).Get("messages.0.content").String(), "hi"; got != want {
+		t.Fatalf("content %q, want %q", got, want)
+	}
+	if got, want := Parse(b).Raw, gjson.ParseBytes(b).Raw; got != want {
+		t.Fatalf("raw %q, want %q", got, want)
 	}
 }

@@ -264,7 +264,7 @@ func parseObject(body []byte) (gjson.Result, error) {
 	if !jsonbody.Valid(body) {
 		return gjson.Result{}, &FieldError{Message: "body is not valid JSON"}
 	}
-	r := gjson.ParseBytes(body)
+	r := jsonbody.Parse(body)
 	if !r.IsObject() {
 		return gjson.Result{}, &FieldError{Message: "body is not a JSON object"}
 	}
