@@ -10,7 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,7 +54,38 @@ const TLSHandshakeTimeout = 10 * time.Second
 type Client struct {
 	mu         sync.Mutex
 	transports map[transportKey]*http.Transport
+	urls       map[urlKey]*url.URL // parsed once per base URL and path
 }
+
+// urlKey names an upstream address: a provider's base URL and a path.
+type urlKey struct{ base, path string }
+
+// address returns the parsed URL of path under base, parsed on first use;
+// the caller gets a copy of its own.
+func (c *Client) address(base, path string) (*url.URL, error) {
+	key := urlKey{base, path}
+	c.mu.Lock()
+	u, ok := c.urls[key]
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if u, err = url.Parse(base + path); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if len(c.urls) >= maxURLs {
+			clear(c.urls) // addresses of configs long gone
+		}
+		c.urls[key] = u
+		c.mu.Unlock()
+	}
+	cp := *u
+	return &cp, nil
+}
+
+// maxURLs bounds the parsed addresses kept (each provider has a few paths;
+// reloads with new base URLs add more).
+const maxURLs = 1024
 
 // transportKey names a provider's transport. The time-outs are part of
 // it: a reload that changes them gets a transport with the new ones
@@ -63,7 +96,9 @@ type transportKey struct {
 }
 
 // New returns a client; transports are made per provider on first use.
-func New() *Client { return &Client{transports: map[transportKey]*http.Transport{}} }
+func New() *Client {
+	return &Client{transports: map[transportKey]*http.Transport{}, urls: map[urlKey]*url.URL{}}
+}
 
 func (c *Client) transport(p *catalog.Provider) *http.Transport {
 	key := transportKey{p.Name, p.BaseURL, time.Duration(p.DialTimeout), time.Duration(p.HeaderTimeout)}
@@ -116,11 +151,18 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	if method == "" {
 		method = http.MethodPost
 	}
-	req, err := http.NewRequestWithContext(ctx, method, p.BaseURL+r.Path, bytes.NewReader(r.Body))
+	u, err := c.address(p.BaseURL, r.Path)
 	if err != nil {
 		cancel()
 		return nil, gwerr.New(gwerr.Internal, "building the upstream request: %v", err)
 	}
+	// An empty address parses at no cost; the one parsed before goes in.
+	req, err := http.NewRequestWithContext(ctx, method, "", bytes.NewReader(r.Body))
+	if err != nil {
+		cancel()
+		return nil, gwerr.New(gwerr.Internal, "building the upstream request: %v", err)
+	}
+	req.URL, req.Host = u, strings.TrimSuffix(u.Host, ":") // as NewRequest sets it
 	if len(r.Parts) > 0 {
 		req.ContentLength = 0
 		for _, part := range r.Parts {

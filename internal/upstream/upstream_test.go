@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -252,5 +253,34 @@ func TestRedirectNotFollowed(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Status != http.StatusTemporaryRedirect || e.Err.Kind != gwerr.Upstream || followed {
 		t.Fatalf("redirect: %v (followed %v)", err, followed)
+	}
+}
+
+// An address is parsed once and handed out as a copy of its own; the kept
+// addresses are bounded.
+func TestAddressParsedOnce(t *testing.T) {
+	c := New()
+	a, err := c.address("http://127.0.0.1:9/v1", PathChat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Path = "/changed"
+	b, err := c.address("http://127.0.0.1:9/v1", PathChat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != "http://127.0.0.1:9/v1/chat/completions" || a == b {
+		t.Fatalf("second address %q (%p, first %p): want the parsed one, a copy of its own", b, b, a)
+	}
+	if _, err := c.address("http://[::1", PathChat); err == nil {
+		t.Fatal("a base URL that cannot be parsed was accepted")
+	}
+	for i := range maxURLs + 10 {
+		if _, err := c.address("http://127.0.0.1:9/v"+strconv.Itoa(i), PathChat); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.urls) > maxURLs {
+		t.Fatalf("%d addresses kept, at most %d", len(c.urls), maxURLs)
 	}
 }
