@@ -425,6 +425,9 @@ func (a *App) openStore() (store.Store, error) {
 				return nil, err
 			}
 			c.OnError = func(err error) { a.logger.Error("charge log", zap.Error(err)) }
+			if why := c.SyncsPlain(); why != nil {
+				raiseProcs(a.logger, why.Error())
+			}
 			return pooledStore{c}, nil
 		})
 		if err != nil {

@@ -35,17 +35,27 @@ const GCFloor = 64 << 20
 
 var tuned sync.Once
 
-// tuneProcess applies MinProcs and GCFloor to the process, once.
+// tuneProcess applies GCFloor to the process, and MinProcs where this
+// system has no io_uring, once.
 func tuneProcess(logger *zap.Logger) {
 	tuned.Do(func() {
-		if n := runtime.GOMAXPROCS(0); n < MinProcs && os.Getenv("GOMAXPROCS") == "" && !dsync.Available() {
-			runtime.GOMAXPROCS(MinProcs)
-			logger.Info("raised GOMAXPROCS so an fsync does not idle the only processor", zap.Int("from", n), zap.Int("to", MinProcs))
+		if !dsync.Available() {
+			raiseProcs(logger, "no io_uring here")
 		}
 		if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 			newGCFloor(GCFloor).arm()
 		}
 	})
+}
+
+// raiseProcs applies MinProcs (unless the GOMAXPROCS environment variable
+// chose): the charge log's fsync blocks a processor, for the reason why.
+func raiseProcs(logger *zap.Logger, why string) {
+	if n := runtime.GOMAXPROCS(0); n < MinProcs && os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(MinProcs)
+		logger.Info("raised GOMAXPROCS so an fsync does not idle the only processor",
+			zap.Int("from", n), zap.Int("to", MinProcs), zap.String("why", why))
+	}
 }
 
 // gcFloor sets the collector's percentage (GOGC) after every collection,

@@ -6,6 +6,8 @@ import (
 	rtmetrics "runtime/metrics"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // After each collection the floor sets GOGC so the next one waits for
@@ -60,4 +62,20 @@ func TestGCFloor(t *testing.T) {
 		}
 	}
 	f.off.Store(true)
+}
+
+// Where a charge's sync blocks a processor, one processor is raised to
+// MinProcs, unless the GOMAXPROCS environment variable chose.
+func TestRaiseProcs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	t.Setenv("GOMAXPROCS", "1")
+	raiseProcs(zap.NewNop(), "test")
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Fatalf("GOMAXPROCS %d, want the environment's 1", n)
+	}
+	t.Setenv("GOMAXPROCS", "")
+	raiseProcs(zap.NewNop(), "test")
+	if n := runtime.GOMAXPROCS(0); n != MinProcs {
+		t.Fatalf("GOMAXPROCS %d, want %d", n, MinProcs)
+	}
 }

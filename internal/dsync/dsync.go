@@ -6,14 +6,15 @@
 // microseconds or more later, and hands the processor to another thread.
 // A gateway that syncs every batch of charges loses that time on every
 // batch, and its threads switch in and out for each hand-over. On Linux a
-// Syncer submits the sync to an io_uring instead and waits for its
-// completion on an eventfd in the runtime's network poller, as a socket
-// read waits: the processor runs other calls meanwhile, and no thread is
-// handed over.
+// Syncer submits the sync to an io_uring instead (the kernel runs it on
+// its io_uring worker thread) and waits for its completion on an eventfd
+// in the runtime's network poller, as a socket read waits: the processor
+// runs other calls meanwhile, and is never handed to another thread.
 //
 // Where io_uring is missing or refused (an older kernel, a container's
-// seccomp profile, another system), New reports an error and callers sync
-// the plain way.
+// seccomp profile, another system), New reports an error and a nil
+// Syncer syncs the plain way; so does a Syncer whose ring failed (Plain
+// says why).
 package dsync
 
 import "sync"

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -80,12 +81,20 @@ type Syncer struct {
 	sqes   []byte
 	p      params
 	seq    uint64
+	op     uint8 // the operation submitted: opFsync (tests submit one the kernel refuses)
 	broken error
 }
 
+// errClosed is the ring of a closed Syncer: it syncs the plain way.
+var errClosed = errors.New("dsync: closed")
+
+// enterTries bounds the submissions retried while the kernel reports a
+// passing shortage (EAGAIN, EBUSY, ENOMEM) before the ring is given up.
+const enterTries = 100
+
 // New sets up a ring; an error means io_uring is not available here.
 func New() (*Syncer, error) {
-	s := &Syncer{ring: -1}
+	s := &Syncer{ring: -1, op: opFsync}
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, entries, uintptr(unsafe.Pointer(&s.p)), 0)
 	if errno != 0 {
 		return nil, fmt.Errorf("dsync: io_uring_setup: %w", errno)
@@ -154,10 +163,33 @@ func (s *Syncer) Datasync(f *os.File) error {
 		s.broken = ringErr
 		return plain(f)
 	}
-	if res < 0 {
-		return unix.Errno(-res)
+	if res >= 0 {
+		return nil
 	}
-	return nil
+	errno := unix.Errno(-res)
+	switch errno {
+	case unix.EINVAL, unix.EOPNOTSUPP, unix.ENOSYS:
+		// The ring may be what cannot do it (a sandbox that takes the ring
+		// but not the operation): if the plain call can, the ring is
+		// given up, and the file's data is durable all the same.
+		if err := plain(f); err != nil {
+			return err
+		}
+		s.broken = fmt.Errorf("dsync: the ring refused a sync the plain call made: %w", errno)
+		return nil
+	}
+	return errno
+}
+
+// Plain reports whether the Syncer syncs the plain way (it has no ring, or
+// gave it up), and why.
+func (s *Syncer) Plain() error {
+	if s == nil {
+		return errors.New("dsync: no ring")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.broken
 }
 
 // sync submits one fsync of fd and waits for its completion; res is the
@@ -168,15 +200,24 @@ func (s *Syncer) sync(fd int32) (res int32, err error) {
 	tail := *u32(s.sqMem, p.sqOff.tail) // only this Syncer writes the tail
 	mask := *u32(s.sqMem, p.sqOff.ringMask)
 	slot := tail & mask
-	*(*sqe)(unsafe.Pointer(&s.sqes[uintptr(slot)*unsafe.Sizeof(sqe{})])) = sqe{opcode: opFsync, fd: fd, opFlags: fsyncDatasync, userData: s.seq}
+	*(*sqe)(unsafe.Pointer(&s.sqes[uintptr(slot)*unsafe.Sizeof(sqe{})])) = sqe{opcode: s.op, fd: fd, opFlags: fsyncDatasync, userData: s.seq}
 	*u32(s.sqMem, p.sqOff.array+slot*4) = slot
 	atomic.StoreUint32(u32(s.sqMem, p.sqOff.tail), tail+1)
-	for {
+	for try := 1; ; try++ {
+		// An error means nothing was submitted: the entry stays queued for
+		// the next try.
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(s.ring), 1, 0, 0, 0, 0)
-		if errno == unix.EINTR {
+		switch errno {
+		case 0:
+		case unix.EINTR:
 			continue
-		}
-		if errno != 0 {
+		case unix.EAGAIN, unix.EBUSY, unix.ENOMEM:
+			if try < enterTries {
+				runtime.Gosched()
+				continue
+			}
+			fallthrough
+		default:
 			return 0, fmt.Errorf("dsync: io_uring_enter: %w", errno)
 		}
 		if n != 1 {
@@ -213,11 +254,14 @@ func plain(f *os.File) error {
 	}
 }
 
-// Close releases the ring.
+// Close releases the ring; a Datasync after it syncs the plain way.
 func (s *Syncer) Close() error {
 	if s == nil {
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.broken = errClosed
 	for _, m := range [][]byte{s.sqMem, s.cqMem, s.sqes} {
 		if m != nil {
 			_ = unix.Munmap(m)

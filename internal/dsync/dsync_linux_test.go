@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // newSyncer returns a ring, or skips where the system has none.
@@ -89,5 +91,49 @@ func TestNilSyncer(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A ring that takes the submission but refuses the operation (as a
+// sandbox may) is given up once the plain call syncs the file: the sync
+// succeeds, and later ones are plain.
+func TestRefusedOperationFallsBack(t *testing.T) {
+	s := newSyncer(t)
+	s.op = 0xff // no such operation: the completion says EINVAL
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := s.Datasync(f); err != nil {
+		t.Fatalf("sync: %v, want the plain call's success", err)
+	}
+	if !errors.Is(s.Plain(), unix.EINVAL) {
+		t.Fatalf("Plain() = %v, want the ring given up for EINVAL", s.Plain())
+	}
+	seq := s.seq
+	if err := s.Datasync(f); err != nil {
+		t.Fatal(err)
+	}
+	if s.seq != seq {
+		t.Fatal("a sync went to the ring after it was given up")
+	}
+}
+
+// After Close a Syncer syncs the plain way instead of touching the
+// released ring.
+func TestDatasyncAfterClose(t *testing.T) {
+	s := newSyncer(t)
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s.Close()
+	if err := s.Datasync(f); err != nil {
+		t.Fatal(err)
+	}
+	if s.Plain() == nil {
+		t.Fatal("a closed Syncer reports its ring in use")
 	}
 }

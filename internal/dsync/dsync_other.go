@@ -20,5 +20,8 @@ func (*Syncer) Datasync(f *os.File) error { return plain(f) }
 // plain is a full fsync.
 func plain(f *os.File) error { return f.Sync() }
 
+// Plain reports that syncs are plain here.
+func (*Syncer) Plain() error { return errors.New("dsync: io_uring is Linux only") }
+
 // Close does nothing.
 func (*Syncer) Close() error { return nil }

@@ -245,6 +245,19 @@ func (s *Store) signal() {
 	}
 }
 
+// SyncsPlain reports why a charge's sync holds a Go processor while the
+// disk works (no charge log, or a log synced without io_uring); nil when
+// it waits in the poller instead (see internal/dsync).
+func (s *Store) SyncsPlain() error {
+	if s.log == nil {
+		return errors.New("no charge log: each batch is a backend transaction")
+	}
+	if f, ok := s.log.f.(osLogFile); ok {
+		return f.ring.Plain()
+	}
+	return nil
+}
+
 // Batches reports how many batches the writer made durable and how many
 // charges they held in all.
 func (s *Store) Batches() (commits, charges int64) { return s.batches.Load(), s.charges.Load() }

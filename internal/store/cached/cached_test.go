@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/dsync"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
@@ -351,5 +352,30 @@ func TestLogReplayedAtStart(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, LogFile)); err != nil || len(bytes.Trim(b, "\x00")) != 0 {
 		t.Fatalf("log after replay: %q %v", bytes.Trim(b, "\x00"), err)
+	}
+}
+
+// The charge log reports whether its syncs go through io_uring (then no
+// processor is held while the disk works) or the plain way, and why.
+func TestSyncsPlain(t *testing.T) {
+	s, _, _ := open(t)
+	if dsync.Available() {
+		if err := s.SyncsPlain(); err != nil {
+			t.Fatalf("io_uring is here, yet the log syncs plain: %v", err)
+		}
+	} else if s.SyncsPlain() == nil {
+		t.Fatal("no io_uring here, yet the log reports its syncs in the poller")
+	}
+	db, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nolog, err := New(db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nolog.Close()
+	if nolog.SyncsPlain() == nil {
+		t.Fatal("a store without a charge log reports its syncs in the poller")
 	}
 }
