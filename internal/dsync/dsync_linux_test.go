@@ -26,11 +26,7 @@ func newSyncer(t *testing.T) *Syncer {
 
 func TestDatasyncThroughRing(t *testing.T) {
 	s := newSyncer(t)
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := tempFile(t)
 	for i := range 100 {
 		if _, err := f.WriteAt([]byte("line\n"), int64(i*5)); err != nil {
 			t.Fatal(err)
@@ -68,11 +64,7 @@ func TestDatasyncError(t *testing.T) {
 	if s.broken != nil {
 		t.Fatalf("a refused sync broke the ring: %v", s.broken)
 	}
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := tempFile(t)
 	if err := s.Datasync(f); err != nil {
 		t.Fatalf("sync after a refused one: %v", err)
 	}
@@ -81,11 +73,7 @@ func TestDatasyncError(t *testing.T) {
 // A nil Syncer (no io_uring) syncs the plain way.
 func TestNilSyncer(t *testing.T) {
 	var s *Syncer
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := tempFile(t)
 	if err := s.Datasync(f); err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +88,7 @@ func TestNilSyncer(t *testing.T) {
 func TestRefusedOperationFallsBack(t *testing.T) {
 	s := newSyncer(t)
 	s.op = 0xff // no such operation: the completion says EINVAL
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := tempFile(t)
 	if err := s.Datasync(f); err != nil {
 		t.Fatalf("sync: %v, want the plain call's success", err)
 	}
@@ -124,11 +108,7 @@ func TestRefusedOperationFallsBack(t *testing.T) {
 // released ring.
 func TestDatasyncAfterClose(t *testing.T) {
 	s := newSyncer(t)
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := tempFile(t)
 	s.Close()
 	if err := s.Datasync(f); err != nil {
 		t.Fatal(err)
@@ -136,4 +116,15 @@ func TestDatasyncAfterClose(t *testing.T) {
 	if s.Plain() == nil {
 		t.Fatal("a closed Syncer reports its ring in use")
 	}
+}
+
+// tempFile is a new empty file, closed at the test's end.
+func tempFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
