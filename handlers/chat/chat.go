@@ -276,9 +276,9 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 
 // receipt sets the receipt headers of a non-streaming answer.
 func (cl *call) receipt(m *catalog.Model, escalated bool, cost pricing.Money, lane string) {
-	setAll(cl.W.Header(), HeaderModel, m.ID, HeaderOriginalModel, cl.route.Requested, HeaderRouted, strconv.FormatBool(!cl.route.Pinned),
-		HeaderCost, cost.String(), HeaderRoutedModel, m.ID)
 	h := cl.W.Header()
+	setAll(h, HeaderModel, m.ID, HeaderOriginalModel, cl.route.Requested, HeaderRouted, strconv.FormatBool(!cl.route.Pinned),
+		HeaderCost, cost.String(), HeaderRoutedModel, m.ID)
 	if escalated {
 		h.Set(HeaderEscalated, "true")
 	}
