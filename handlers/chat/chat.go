@@ -571,8 +571,16 @@ func readAnswer(f Format, body []byte) (u translate.Usage, empty bool) {
 		}
 		return translate.ResponsesUsageOf(usage), len(list.Array()) == 0 && reason.String() != "incomplete"
 	}
-	first := list.Get("0")
-	msg := first.Get("message")
-	return translate.ChatUsageOf(usage), msg.Get("content").String() == "" && len(msg.Get("tool_calls").Array()) == 0 &&
-		msg.Get("refusal").String() == "" && first.Get("finish_reason").String() != "length"
+	var first, msg, finish, content, calls, refusal gjson.Result
+	if list.IsArray() {
+		list.ForEach(func(_, v gjson.Result) bool {
+			first = v
+			return false
+		})
+	}
+	jsonbody.Members(first, jsonbody.Member{Key: "message", To: &msg}, jsonbody.Member{Key: "finish_reason", To: &finish})
+	jsonbody.Members(msg, jsonbody.Member{Key: "content", To: &content}, jsonbody.Member{Key: "tool_calls", To: &calls},
+		jsonbody.Member{Key: "refusal", To: &refusal})
+	return translate.ChatUsageOf(usage), content.String() == "" && len(calls.Array()) == 0 &&
+		refusal.String() == "" && finish.String() != "length"
 }

@@ -362,3 +362,28 @@ func Parse(b []byte) gjson.Result {
 	}
 	return gjson.Parse(unsafe.String(&b[0], len(b)))
 }
+
+// Member names a member of an object and where Members puts it.
+type Member struct {
+	Key string
+	To  *gjson.Result
+}
+
+// Members reads the named members of object o into their Results (each
+// the zero Result before), in one pass over o that ends once all are
+// found; of a repeated key the first counts, as a path lookup reads it.
+func Members(o gjson.Result, want ...Member) {
+	if !o.IsObject() {
+		return
+	}
+	found := 0
+	o.ForEach(func(k, v gjson.Result) bool {
+		for _, w := range want {
+			if k.Str == w.Key && !w.To.Exists() {
+				*w.To = v
+				found++
+			}
+		}
+		return found < len(want)
+	})
+}

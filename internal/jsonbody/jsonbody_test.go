@@ -190,3 +190,19 @@ func TestParse(t *testing.T) {
 		t.Fatalf("raw %q, want %q", got, want)
 	}
 }
+
+// Members reads each named member as a path lookup does: the first of a
+// repeated key, nothing for an absent one or a value that is no object.
+func TestMembers(t *testing.T) {
+	o := gjson.Parse(`{"a":1,"b":{"c":2},"a":3}`)
+	var a, b, z gjson.Result
+	Members(o, Member{"a", &a}, Member{"b", &b}, Member{"z", &z})
+	if a.Raw != o.Get("a").Raw || b.Raw != o.Get("b").Raw || z.Exists() {
+		t.Fatalf("a %q b %q z %q, want %q %q and nothing", a.Raw, b.Raw, z.Raw, o.Get("a").Raw, o.Get("b").Raw)
+	}
+	var x gjson.Result
+	Members(gjson.Parse(`[{"a":1}]`), Member{"a", &x})
+	if x.Exists() {
+		t.Fatalf("a member read from an array: %q", x.Raw)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 )
 
 // amsg is a messages-style message being built.
@@ -257,10 +259,13 @@ func MessagesToChatRequest(body []byte, model string) ([]byte, error) {
 	}
 	// The top level is read in one pass, not a search from the start for
 	// each member.
-	top := members(req, "messages", "system", "max_tokens", "tools", "tool_choice", "stop_sequences", "temperature", "top_p",
-		"metadata", "output_config", "output_format", "stream")
-	msgs, sys, maxTokens, toolList, toolChoice, stopSeqs, temperature, topP, metadata, outputConfig, outputFormat, stream :=
-		top[0], top[1], top[2], top[3], top[4], top[5], top[6], top[7], top[8], top[9], top[10], top[11]
+	var msgs, sys, maxTokens, toolList, toolChoice, stopSeqs, temperature, topP, metadata, outputConfig, outputFormat, stream gjson.Result
+	jsonbody.Members(req, jsonbody.Member{Key: "messages", To: &msgs}, jsonbody.Member{Key: "system", To: &sys},
+		jsonbody.Member{Key: "max_tokens", To: &maxTokens}, jsonbody.Member{Key: "tools", To: &toolList},
+		jsonbody.Member{Key: "tool_choice", To: &toolChoice}, jsonbody.Member{Key: "stop_sequences", To: &stopSeqs},
+		jsonbody.Member{Key: "temperature", To: &temperature}, jsonbody.Member{Key: "top_p", To: &topP},
+		jsonbody.Member{Key: "metadata", To: &metadata}, jsonbody.Member{Key: "output_config", To: &outputConfig},
+		jsonbody.Member{Key: "output_format", To: &outputFormat}, jsonbody.Member{Key: "stream", To: &stream})
 	if !msgs.IsArray() {
 		return nil, &FieldError{Param: "messages", Message: "must be an array"}
 	}

@@ -154,19 +154,6 @@ func firstOf(o gjson.Result, member func(key string, v gjson.Result)) {
 	})
 }
 
-// members reads the named members of object o in one pass over it (of a
-// repeated key, the first counts, as a path lookup reads it); a member
-// absent is the zero Result.
-func members(o gjson.Result, keys ...string) []gjson.Result {
-	vals := make([]gjson.Result, len(keys))
-	firstOf(o, func(k string, v gjson.Result) {
-		if i := slices.Index(keys, k); i >= 0 {
-			vals[i] = v
-		}
-	})
-	return vals
-}
-
 // ChatToMessagesResponse translates a chat completion body into a messages
 // response reporting model.
 func ChatToMessagesResponse(body []byte, model string) ([]byte, error) {

@@ -167,25 +167,51 @@ func ChatUsage(body []byte) Usage {
 
 // ChatUsageOf reads a chat usage object.
 func ChatUsageOf(u gjson.Result) Usage {
-	return nestedUsage(u, "prompt_tokens", "completion_tokens",
-		"prompt_tokens_details.cached_tokens", "prompt_tokens_details.cache_write_tokens")
+	return nestedUsage(u, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
 }
 
 // nestedUsage reads a usage object whose cached and cache-written input
-// are in a member of their own: the top-level counts in one pass (of a
-// repeated key the first counts, as a path lookup reads it), the nested
-// ones by their paths (a path lookup tries each repeated parent).
-func nestedUsage(u gjson.Result, input, output, cachedPath, writePath string) Usage {
+// are in a member of their own (details), in one pass over each object (of
+// a repeated key the first counts, as a path lookup reads it). A path
+// lookup tries each repeated details member in turn, so when details is
+// repeated the nested counts are read by their paths.
+func nestedUsage(u gjson.Result, input, output, details string) Usage {
 	var x Usage
-	firstOf(u, func(k string, v gjson.Result) {
-		switch k {
+	if !u.IsObject() {
+		return x
+	}
+	var d gjson.Result
+	var seenIn, seenOut bool
+	n := 0
+	u.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
 		case input:
-			x.Input = v.Int()
+			if !seenIn {
+				x.Input, seenIn = v.Int(), true
+			}
 		case output:
-			x.Output = v.Int()
+			if !seenOut {
+				x.Output, seenOut = v.Int(), true
+			}
+		case details:
+			if n++; n == 1 {
+				d = v
+			}
+		}
+		return true
+	})
+	if n > 1 {
+		x.CachedInput, x.CacheWrite = u.Get(details+".cached_tokens").Int(), u.Get(details+".cache_write_tokens").Int()
+		return x
+	}
+	firstOf(d, func(k string, v gjson.Result) {
+		switch k {
+		case "cached_tokens":
+			x.CachedInput = v.Int()
+		case "cache_write_tokens":
+			x.CacheWrite = v.Int()
 		}
 	})
-	x.CachedInput, x.CacheWrite = u.Get(cachedPath).Int(), u.Get(writePath).Int()
 	return x
 }
 
@@ -232,8 +258,7 @@ func ResponsesUsage(body []byte) Usage {
 
 // ResponsesUsageOf reads a responses usage object.
 func ResponsesUsageOf(u gjson.Result) Usage {
-	return nestedUsage(u, "input_tokens", "output_tokens",
-		"input_tokens_details.cached_tokens", "input_tokens_details.cache_write_tokens")
+	return nestedUsage(u, "input_tokens", "output_tokens", "input_tokens_details")
 }
 
 // FieldError is a request that cannot be translated; Param names the field
