@@ -1,9 +1,9 @@
 package translate
 
 import (
-	"slices"
-
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 )
 
 // chatUsageRaw renders u as a chat usage object.
@@ -75,22 +75,11 @@ func parseCompletion(body []byte) (completion, error) {
 		return completion{}, err
 	}
 	var c completion
-	isError := false
-	firstOf(r, func(k string, v gjson.Result) {
-		switch k {
-		case "error":
-			isError = true
-		case "id":
-			c.id = v
-		case "created":
-			c.created = v
-		case "choices":
-			c.choices = v
-		case "usage":
-			c.usage = v
-		}
-	})
-	if isError {
+	var errMember gjson.Result
+	jsonbody.Members(r, jsonbody.Member{Key: "error", To: &errMember}, jsonbody.Member{Key: "id", To: &c.id},
+		jsonbody.Member{Key: "created", To: &c.created}, jsonbody.Member{Key: "choices", To: &c.choices},
+		jsonbody.Member{Key: "usage", To: &c.usage})
+	if errMember.Exists() {
 		return completion{}, &FieldError{Message: "upstream body is an error, not a completion"}
 	}
 	return c, nil
@@ -101,27 +90,10 @@ func parseCompletion(body []byte) (completion, error) {
 // finish reason.
 func chatMessageParts(c completion) (text string, calls [][3]string, finish string) {
 	var msg, reason gjson.Result
-	firstOf(c.choices.Get("0"), func(k string, v gjson.Result) {
-		switch k {
-		case "message":
-			msg = v
-		case "finish_reason":
-			reason = v
-		}
-	})
+	jsonbody.Members(c.choices.Get("0"), jsonbody.Member{Key: "message", To: &msg}, jsonbody.Member{Key: "finish_reason", To: &reason})
 	var content, refusal, toolCalls, functionCall gjson.Result
-	firstOf(msg, func(k string, v gjson.Result) {
-		switch k {
-		case "content":
-			content = v
-		case "refusal":
-			refusal = v
-		case "tool_calls":
-			toolCalls = v
-		case "function_call":
-			functionCall = v
-		}
-	})
+	jsonbody.Members(msg, jsonbody.Member{Key: "content", To: &content}, jsonbody.Member{Key: "refusal", To: &refusal},
+		jsonbody.Member{Key: "tool_calls", To: &toolCalls}, jsonbody.Member{Key: "function_call", To: &functionCall})
 	text = textOf(content, "")
 	if refusal.Type == gjson.String && text == "" {
 		text = refusal.String()
@@ -135,23 +107,6 @@ func chatMessageParts(c completion) (text string, calls [][3]string, finish stri
 		calls = append(calls, [3]string{"", functionCall.Get("name").String(), functionCall.Get("arguments").String()})
 	}
 	return text, calls, reason.String()
-}
-
-// firstOf calls member for each member of object o, in one pass over it,
-// but only for the first of a repeated key (the one a path lookup reads).
-func firstOf(o gjson.Result, member func(key string, v gjson.Result)) {
-	if !o.IsObject() {
-		return
-	}
-	var buf [16]string // the keys of most objects, with no allocation
-	seen := buf[:0]
-	o.ForEach(func(k, v gjson.Result) bool {
-		if !slices.Contains(seen, k.Str) {
-			seen = append(seen, k.Str)
-			member(k.Str, v)
-		}
-		return true
-	})
 }
 
 // ChatToMessagesResponse translates a chat completion body into a messages

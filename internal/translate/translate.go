@@ -204,14 +204,9 @@ func nestedUsage(u gjson.Result, input, output, details string) Usage {
 		x.CachedInput, x.CacheWrite = u.Get(details+".cached_tokens").Int(), u.Get(details+".cache_write_tokens").Int()
 		return x
 	}
-	firstOf(d, func(k string, v gjson.Result) {
-		switch k {
-		case "cached_tokens":
-			x.CachedInput = v.Int()
-		case "cache_write_tokens":
-			x.CacheWrite = v.Int()
-		}
-	})
+	var cached, written gjson.Result
+	jsonbody.Members(d, jsonbody.Member{Key: "cached_tokens", To: &cached}, jsonbody.Member{Key: "cache_write_tokens", To: &written})
+	x.CachedInput, x.CacheWrite = cached.Int(), written.Int()
 	return x
 }
 
@@ -228,22 +223,10 @@ func MessagesUsage(body []byte) Usage {
 // MessagesUsageOf reads a messages usage object (input counts the
 // cache's reads and writes too).
 func MessagesUsageOf(u gjson.Result) Usage {
-	var x Usage
-	var uncached int64
-	firstOf(u, func(k string, v gjson.Result) {
-		switch k {
-		case "input_tokens":
-			uncached = v.Int()
-		case "output_tokens":
-			x.Output = v.Int()
-		case "cache_read_input_tokens":
-			x.CachedInput = v.Int()
-		case "cache_creation_input_tokens":
-			x.CacheWrite = v.Int()
-		}
-	})
-	x.Input = uncached + x.CachedInput + x.CacheWrite
-	return x
+	var uncached, output, read, written gjson.Result
+	jsonbody.Members(u, jsonbody.Member{Key: "input_tokens", To: &uncached}, jsonbody.Member{Key: "output_tokens", To: &output},
+		jsonbody.Member{Key: "cache_read_input_tokens", To: &read}, jsonbody.Member{Key: "cache_creation_input_tokens", To: &written})
+	return Usage{Input: uncached.Int() + read.Int() + written.Int(), Output: output.Int(), CachedInput: read.Int(), CacheWrite: written.Int()}
 }
 
 // ResponsesUsage reads the usage of a responses body, or of a stream event
