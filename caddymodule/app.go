@@ -396,7 +396,9 @@ func (a *App) openStore() (store.Store, error) {
 				return nil, err
 			}
 			// Concurrent charges share a transaction (group commit).
-			return pooledStore{cached.NewBatched(db)}, nil
+			b := cached.NewBatched(db)
+			b.ObserveCommits(metrics.ObserveCommit)
+			return pooledStore{b}, nil
 		})
 		if err != nil {
 			a.storeKey = ""
@@ -425,6 +427,7 @@ func (a *App) openStore() (store.Store, error) {
 				return nil, err
 			}
 			c.OnError = func(err error) { a.logger.Error("charge log", zap.Error(err)) }
+			c.ObserveCommits(metrics.ObserveCommit)
 			if why := c.SyncsPlain(); why != nil {
 				raiseProcs(a.logger, why.Error())
 			}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/store"
 )
@@ -22,6 +23,7 @@ type SharedBackend interface {
 // gate keeps the account's lock until then.
 type Batched struct {
 	SharedBackend
+	commits
 
 	mu      sync.Mutex
 	queue   []*shared
@@ -108,11 +110,17 @@ func (s *Batched) commit(batch []*shared) {
 	for i, c := range batch {
 		entries[i] = c.e
 	}
+	start := time.Now()
 	charged, errs := settleEach(s.SharedBackend, entries)
+	d, ok := time.Since(start), 0
 	for i, c := range batch {
 		c.charged, c.err = charged[i], errs[i]
+		if c.err == nil {
+			ok++
+		}
 		close(c.done)
 	}
+	s.observe(d, ok)
 }
 
 // Unwrap returns the backend (for what it offers beyond a store, such as

@@ -75,6 +75,7 @@ type Backend interface {
 // override go straight to the backend.
 type Store struct {
 	Backend
+	commits
 	// OnError, when set, hears of charges that were answered (logged) but
 	// that the backend then refused; they stay in the charge log, which
 	// is applied again at the next start.
@@ -740,28 +741,39 @@ func (s *Store) writeBatch(batch []*charge) {
 		return
 	}
 	if s.log != nil {
-		s.logBatch(batch)
+		if d, ok := s.logBatch(batch); ok {
+			s.observe(d, len(batch))
+		}
 	} else {
+		start := time.Now()
 		s.commit(batch)
+		d, ok := time.Since(start), 0
 		for _, c := range batch {
 			c.charged, c.err = c.inBackend, c.backendErr
+			if c.err == nil {
+				ok++
+			}
 			s.finish(c)
 			close(c.done)
 		}
+		s.observe(d, ok)
 	}
 	s.batches.Add(1)
 	s.charges.Add(int64(len(batch)))
 }
 
 // logBatch appends a batch to the charge log and syncs it; its callers
-// are answered then, and the batch goes on to the backend.
-func (s *Store) logBatch(batch []*charge) {
+// are answered then, and the batch goes on to the backend. It reports how
+// long the append took and whether it succeeded.
+func (s *Store) logBatch(batch []*charge) (time.Duration, bool) {
 	entries := make([]store.Entry, len(batch))
 	for i, c := range batch {
 		entries[i] = c.e
 	}
 	s.amu.Lock()
+	start := time.Now()
 	err := s.log.append(entries)
+	d := time.Since(start)
 	if err == nil {
 		s.applyQ = append(s.applyQ, batch...)
 		s.logged += int64(len(batch))
@@ -780,6 +792,7 @@ func (s *Store) logBatch(batch []*charge) {
 		}
 		close(c.done)
 	}
+	return d, err == nil
 }
 
 // apply is the applier: it brings the backend up to date with the charge

@@ -379,3 +379,109 @@ func TestSyncsPlain(t *testing.T) {
 		t.Fatal("a store without a charge log reports its syncs in the poller")
 	}
 }
+
+// commitLog records what ObserveCommits hears.
+type commitLog struct {
+	mu      sync.Mutex
+	batches []int
+}
+
+func (l *commitLog) observe(d time.Duration, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d <= 0 {
+		n = -n // a batch without its time shows as a negative count
+	}
+	l.batches = append(l.batches, n)
+}
+
+func (l *commitLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprint(l.batches)
+}
+
+// The observer hears of each batch made durable, with its time and the
+// charges in it: in the charge log, in the backend without a log, and in
+// a shared store's batches; a refused charge is not counted, and nil
+// stops it.
+func TestObserveCommits(t *testing.T) {
+	ctx := context.Background()
+	settle := func(s interface {
+		Settle(context.Context, store.Entry) (bool, error)
+	}, id string) {
+		t.Helper()
+		if _, err := s.Settle(ctx, store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}); err != nil && !strings.HasPrefix(id, "bad") {
+			t.Fatalf("charge %s: %v", id, err)
+		}
+	}
+	queued := func(s *Store, ids ...string) {
+		t.Helper()
+		var waits []func() (bool, error)
+		for _, id := range ids {
+			waits = append(waits, s.SettleLater(ctx, store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}))
+		}
+		s.start()
+		for _, w := range waits {
+			w()
+		}
+	}
+	newDB := func(t *testing.T) (*sqlite.DB, string) {
+		dir := t.TempDir()
+		db, err := sqlite.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+			t.Fatal(err)
+		}
+		return db, dir
+	}
+
+	t.Run("charge log", func(t *testing.T) {
+		db, dir := newDB(t)
+		s, err := newStore(db, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var l commitLog
+		s.ObserveCommits(l.observe)
+		queued(s, "r1", "r2", "r3") // one batch: the writer starts once all are queued
+		settle(s, "r1")             // known: no batch
+		settle(s, "r4")
+		s.ObserveCommits(nil)
+		settle(s, "r5")
+		if got := l.String(); got != "[3 1]" {
+			t.Fatalf("batches heard %s, want [3 1]", got)
+		}
+	})
+	t.Run("no log", func(t *testing.T) {
+		db, _ := newDB(t)
+		s, err := newStore(&failing{DB: db}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var l commitLog
+		s.ObserveCommits(l.observe)
+		queued(s, "ok1", "bad", "ok2")
+		settle(s, "bad2")
+		if got := l.String(); got != "[2]" {
+			t.Fatalf("batches heard %s, want [2]", got)
+		}
+	})
+	t.Run("shared", func(t *testing.T) {
+		db, _ := newDB(t)
+		s := NewBatched(&failing{DB: db})
+		defer s.Close()
+		var l commitLog
+		s.ObserveCommits(l.observe)
+		settle(s, "ok1")
+		settle(s, "bad")
+		settle(s, "ok2")
+		if got := l.String(); got != "[1 1]" {
+			t.Fatalf("batches heard %s, want [1 1]", got)
+		}
+	})
+}

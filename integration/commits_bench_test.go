@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchCommits is the gateway's gw_charge_commit_seconds histogram at one
+// moment (each bucket's upper bound and cumulative count, as exposed) and
+// its gw_charges_committed_total: the time each batch of charges took to
+// become durable, as the gateway itself measured it.
+type benchCommits struct {
+	bounds, counts []float64
+	charges        float64
+}
+
+// commits reads the gateway's commit metrics from its admin endpoint.
+func (e *benchEnv) commits(tb testing.TB) benchCommits {
+	tb.Helper()
+	r := e.g.adminDo(tb, http.MethodGet, "/metrics", nil)
+	if r.Status != http.StatusOK {
+		tb.Fatalf("GET /metrics: %d %.300s", r.Status, r.Body)
+	}
+	return parseCommits(tb, r.Body)
+}
+
+// parseCommits reads the histogram's buckets and the charges counter out
+// of Prometheus' text format.
+func parseCommits(tb testing.TB, body []byte) benchCommits {
+	tb.Helper()
+	var c benchCommits
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		switch {
+		case strings.HasPrefix(name, `gw_charge_commit_seconds_bucket{le="`):
+			le, err2 := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(name, `gw_charge_commit_seconds_bucket{le="`), `"}`), 64)
+			if err != nil || err2 != nil {
+				tb.Fatalf("metrics: cannot read %q", line)
+			}
+			c.bounds, c.counts = append(c.bounds, le), append(c.counts, v)
+		case name == "gw_charges_committed_total":
+			if err != nil {
+				tb.Fatalf("metrics: cannot read %q", line)
+			}
+			c.charges = v
+		}
+	}
+	return c
+}
+
+// since is what happened between earlier and c: the batches, the charges
+// they held, and the p50 and p99 of their commit times, read from the
+// buckets as Prometheus' histogram_quantile reads them (linearly within a
+// bucket; a quantile in the last, unbounded bucket is its lower bound).
+func (c benchCommits) since(earlier benchCommits) (batches, charges float64, p50, p99 time.Duration) {
+	counts := make([]float64, len(c.counts))
+	for i := range counts {
+		counts[i] = c.counts[i]
+		if i < len(earlier.counts) {
+			counts[i] -= earlier.counts[i]
+		}
+	}
+	if len(counts) == 0 || counts[len(counts)-1] <= 0 {
+		return 0, 0, 0, 0
+	}
+	batches = counts[len(counts)-1]
+	quantile := func(q float64) time.Duration {
+		rank := q * batches
+		lower, below := 0.0, 0.0
+		for i, n := range counts {
+			if n >= rank {
+				upper := c.bounds[i]
+				if math.IsInf(upper, 1) {
+					return time.Duration(lower * float64(time.Second))
+				}
+				at := lower
+				if n > below {
+					at += (upper - lower) * (rank - below) / (n - below)
+				}
+				return time.Duration(at * float64(time.Second))
+			}
+			lower, below = c.bounds[i], n
+		}
+		return time.Duration(lower * float64(time.Second))
+	}
+	return batches, c.charges - earlier.charges, quantile(0.50), quantile(0.99)
+}
