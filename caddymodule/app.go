@@ -431,6 +431,9 @@ func (a *App) openStore() (store.Store, error) {
 			if why := c.SyncsPlain(); why != nil {
 				raiseProcs(a.logger, why.Error())
 			}
+			// The store outlives this config: what it hears later goes
+			// to Caddy's own logger.
+			c.OnSyncsPlain(func(why error) { raiseProcs(caddy.Log().Named("gw"), why.Error()) })
 			return pooledStore{c}, nil
 		})
 		if err != nil {

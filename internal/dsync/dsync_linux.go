@@ -83,6 +83,8 @@ type Syncer struct {
 	seq    uint64
 	op     uint8 // the operation submitted: opFsync (tests submit one the kernel refuses)
 	broken error
+	// onGiveUp hears why, when the ring is given up after New.
+	onGiveUp func(error)
 }
 
 // errClosed is the ring of a closed Syncer: it syncs the plain way.
@@ -160,7 +162,7 @@ func (s *Syncer) Datasync(f *os.File) error {
 		return err
 	}
 	if ringErr != nil {
-		s.broken = ringErr
+		s.giveUp(ringErr)
 		return plain(f)
 	}
 	if res >= 0 {
@@ -175,10 +177,31 @@ func (s *Syncer) Datasync(f *os.File) error {
 		if err := plain(f); err != nil {
 			return err
 		}
-		s.broken = fmt.Errorf("dsync: the ring refused a sync the plain call made: %w", errno)
+		s.giveUp(fmt.Errorf("dsync: the ring refused a sync the plain call made: %w", errno))
 		return nil
 	}
 	return errno
+}
+
+// giveUp has every later sync take the plain way, for the reason why, and
+// tells the OnGiveUp function. Called under s.mu.
+func (s *Syncer) giveUp(why error) {
+	s.broken = why
+	if s.onGiveUp != nil {
+		s.onGiveUp(why)
+	}
+}
+
+// OnGiveUp has fn hear why, once, if the ring is given up from now on (a
+// nil Syncer never calls it). From then on each sync is plain, holding
+// its thread and Go processor. fn must not call the Syncer.
+func (s *Syncer) OnGiveUp(fn func(why error)) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onGiveUp = fn
 }
 
 // Plain reports whether the Syncer syncs the plain way (it has no ring, or

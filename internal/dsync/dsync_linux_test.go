@@ -47,6 +47,7 @@ func TestDatasyncThroughRing(t *testing.T) {
 // stays in use.
 func TestDatasyncError(t *testing.T) {
 	s := newSyncer(t)
+	s.OnGiveUp(func(why error) { t.Errorf("ring given up: %v", why) })
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +85,11 @@ func TestNilSyncer(t *testing.T) {
 
 // A ring that takes the submission but refuses the operation (as a
 // sandbox may) is given up once the plain call syncs the file: the sync
-// succeeds, and later ones are plain.
+// succeeds, later ones are plain, and OnGiveUp hears it once.
 func TestRefusedOperationFallsBack(t *testing.T) {
 	s := newSyncer(t)
+	var heard []error
+	s.OnGiveUp(func(why error) { heard = append(heard, why) })
 	s.op = 0xff // no such operation: the completion says EINVAL
 	f := tempFile(t)
 	if err := s.Datasync(f); err != nil {
@@ -101,6 +104,12 @@ func TestRefusedOperationFallsBack(t *testing.T) {
 	}
 	if s.seq != seq {
 		t.Fatal("a sync went to the ring after it was given up")
+	}
+	if len(heard) != 1 || !errors.Is(heard[0], unix.EINVAL) {
+		t.Fatalf("OnGiveUp heard %v, want the EINVAL once", heard)
+	}
+	if err := s.Close(); err != nil || len(heard) != 1 {
+		t.Fatalf("Close: %v; OnGiveUp heard %v", err, heard)
 	}
 }
 

@@ -23,5 +23,8 @@ func plain(f *os.File) error { return f.Sync() }
 // Plain reports that syncs are plain here.
 func (*Syncer) Plain() error { return errors.New("dsync: io_uring is Linux only") }
 
+// OnGiveUp does nothing: there is no ring to give up.
+func (*Syncer) OnGiveUp(func(error)) {}
+
 // Close does nothing.
 func (*Syncer) Close() error { return nil }

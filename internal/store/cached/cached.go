@@ -259,6 +259,18 @@ func (s *Store) SyncsPlain() error {
 	return nil
 }
 
+// OnSyncsPlain has fn hear why, once, if the charge log's sync goes over
+// to the plain call from now on (the kernel refusing the ring's operation
+// or its submissions; see internal/dsync): SyncsPlain then reports it.
+func (s *Store) OnSyncsPlain(fn func(why error)) {
+	if s.log == nil {
+		return
+	}
+	if f, ok := s.log.f.(osLogFile); ok {
+		f.ring.OnGiveUp(fn)
+	}
+}
+
 // Batches reports how many batches the writer made durable and how many
 // charges they held in all.
 func (s *Store) Batches() (commits, charges int64) { return s.batches.Load(), s.charges.Load() }
