@@ -37,6 +37,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/dsync"
 	"github.com/caddy-gw/caddy-gw/internal/idhash"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -105,9 +106,17 @@ type Store struct {
 	wake    chan struct{}
 	stopped chan struct{}
 
-	// The charge log (nil: each batch is committed to the backend
-	// directly) and the charges logged but not yet in the backend.
-	log          *chargeLog
+	// The charge log (log nil: each batch is committed to the backend
+	// directly): log is the segment written, prev the other (see
+	// LogFile), and both sync through ring. prevEnd is how many charges
+	// had been logged when the writer left prev: it is emptied once that
+	// many are applied. emptying: the applier is emptying prev, which the
+	// writer leaves alone meanwhile. Under amu, as the charges logged but
+	// not yet in the backend.
+	log, prev    *chargeLog
+	ring         *dsync.Syncer
+	prevEnd      int64
+	emptying     bool
 	amu          sync.Mutex
 	acond        *sync.Cond
 	applyQ       []*charge
@@ -179,24 +188,53 @@ func newStore(b Backend, dir string) (*Store, error) {
 	if dir == "" {
 		return s, nil
 	}
-	l, entries, err := openLog(dir)
-	if err != nil {
+	s.ring, _ = dsync.New() // nil where there is no io_uring: synced the plain way
+	if err := s.openLogs(dir); err != nil {
+		s.closeLogs()
 		return nil, err
 	}
-	for len(entries) > 0 {
-		n := min(len(entries), MaxApply)
-		if _, err := b.SettleBatch(context.Background(), entries[:n]); err != nil {
-			l.close()
-			return nil, fmt.Errorf("%w: %w", errReplay, err)
-		}
-		entries = entries[n:]
-	}
-	if err := l.truncate(); err != nil {
-		l.close()
-		return nil, fmt.Errorf("charge log: %w", err)
-	}
-	s.log = l
 	return s, nil
+}
+
+// openLogs opens both segments of the charge log, applies what they hold
+// to the backend (the older segment first, by the time of its first
+// charge) and empties them.
+func (s *Store) openLogs(dir string) error {
+	var entries [2][]store.Entry
+	for i, name := range []string{LogFile, LogFile2} {
+		l, es, err := openLog(dir, name, s.ring)
+		if err != nil {
+			return err
+		}
+		s.log, s.prev = l, s.log
+		entries[i] = es
+	}
+	s.log, s.prev = s.prev, s.log // written first: LogFile
+	if len(entries[1]) > 0 && (len(entries[0]) == 0 || entries[1][0].Time.Before(entries[0][0].Time)) {
+		entries[0], entries[1] = entries[1], entries[0]
+	}
+	for _, es := range entries {
+		for len(es) > 0 {
+			n := min(len(es), MaxApply)
+			if _, err := s.Backend.SettleBatch(context.Background(), es[:n]); err != nil {
+				return fmt.Errorf("%w: %w", errReplay, err)
+			}
+			es = es[n:]
+		}
+	}
+	for _, l := range []*chargeLog{s.log, s.prev} {
+		if err := l.truncate(); err != nil {
+			return fmt.Errorf("charge log: %w", err)
+		}
+	}
+	return nil
+}
+
+// closeLogs closes both segments and the ring.
+func (s *Store) closeLogs() error {
+	err := errors.Join(s.log.close(), s.prev.close())
+	s.ring.Close()
+	return err
 }
 
 // start starts the writer and, with a charge log, the applier.
@@ -232,9 +270,9 @@ func (s *Store) Close() error {
 	var err error
 	if s.log != nil && !already {
 		if !s.applyFailed {
-			err = s.log.truncate()
+			err = errors.Join(s.log.truncate(), s.prev.truncate())
 		}
-		err = errors.Join(err, s.log.close())
+		err = errors.Join(err, s.closeLogs())
 	}
 	return errors.Join(err, s.Backend.Close())
 }
@@ -253,8 +291,8 @@ func (s *Store) SyncsPlain() error {
 	if s.log == nil {
 		return errors.New("no charge log: each batch is a backend transaction")
 	}
-	if f, ok := s.log.f.(osLogFile); ok {
-		return f.ring.Plain()
+	if _, ok := s.log.f.(osLogFile); ok {
+		return s.ring.Plain()
 	}
 	return nil
 }
@@ -266,9 +304,7 @@ func (s *Store) OnSyncsPlain(fn func(why error)) {
 	if s.log == nil {
 		return
 	}
-	if f, ok := s.log.f.(osLogFile); ok {
-		f.ring.OnGiveUp(fn)
-	}
+	s.ring.OnGiveUp(fn)
 }
 
 // Batches reports how many batches the writer made durable and how many
@@ -783,6 +819,11 @@ func (s *Store) logBatch(batch []*charge) (time.Duration, bool) {
 		entries[i] = c.e
 	}
 	s.amu.Lock()
+	if s.log.size >= LogTruncateSize && !s.emptying && s.prev.size == 0 {
+		// The other segment is empty: write there, and empty this one
+		// once the backend holds everything logged so far.
+		s.log, s.prev, s.prevEnd = s.prev, s.log, s.logged
+	}
 	start := time.Now()
 	err := s.log.append(entries)
 	d := time.Since(start)
@@ -808,8 +849,8 @@ func (s *Store) logBatch(batch []*charge) (time.Duration, bool) {
 }
 
 // apply is the applier: it brings the backend up to date with the charge
-// log in large transactions, and empties the log once it is all in the
-// backend and has grown past LogTruncateSize.
+// log in large transactions, and empties the segment the writer left once
+// the backend holds all of it.
 func (s *Store) apply() {
 	defer close(s.applyStopped)
 	for {
@@ -852,11 +893,20 @@ func (s *Store) apply() {
 		s.amu.Lock()
 		s.applied += int64(n)
 		s.applyFailed = s.applyFailed || failed
-		if s.applied == s.logged && !s.applyFailed && s.log.size >= LogTruncateSize {
-			if err := s.log.truncate(); err != nil && s.OnError != nil {
+		if s.prev.size > 0 && s.applied >= s.prevEnd && !s.applyFailed && !s.emptying {
+			// The backend holds all the segment the writer left: empty
+			// it, without holding up the writer meanwhile.
+			s.emptying = true
+			s.amu.Unlock()
+			err := s.prev.truncate()
+			s.amu.Lock()
+			s.emptying = false
+			if err != nil && s.OnError != nil {
 				s.OnError(fmt.Errorf("emptying the charge log: %w", err))
 			}
 		}
+		// Told after the emptying, so a reader that waited for the
+		// backend finds the log as the backend left it.
 		s.acond.Broadcast()
 		s.amu.Unlock()
 	}

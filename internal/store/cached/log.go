@@ -14,8 +14,15 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// LogFile is the charge log's name in the store's folder.
-const LogFile = "charges.log"
+// LogFile and LogFile2 are the charge log's two segments in the store's
+// folder. Charges are written to one until it holds LogTruncateSize; the
+// writer then goes over to the other once that one is empty, and the
+// first is emptied once the backend holds everything in it. So the log
+// stays small under a load that never pauses, and a start replays little.
+const (
+	LogFile  = "charges.log"
+	LogFile2 = "charges.2.log"
+)
 
 // LogPrealloc is how much of the charge log is written with zeros ahead
 // of the charges. A charge then overwrites blocks the file already has
@@ -26,9 +33,10 @@ const LogFile = "charges.log"
 // the charges reach its end (the backend far behind).
 const LogPrealloc = 1 << 20
 
-// LogTruncateSize is how far the charge log may fill before it is emptied
-// (zeroed, and written again from its start), once everything in it is in
-// the backend.
+// LogTruncateSize is how far a segment of the charge log fills before the
+// writer goes over to the other (once that is empty); the full one is
+// emptied (zeroed, to be written again from its start) once everything in
+// it is in the backend.
 const LogTruncateSize = LogPrealloc / 4
 
 // chargeLog is the file that makes a charge durable before its answer
@@ -58,19 +66,15 @@ type logFile interface {
 	Close() error
 }
 
-// osLogFile is the log's file on disk, synced through ring (nil: where
-// the system has no io_uring, or refuses it, the plain way).
+// osLogFile is a segment's file on disk, synced through ring (nil: where
+// the system has no io_uring, or refuses it, the plain way). The ring is
+// the store's, shared by both segments.
 type osLogFile struct {
 	*os.File
 	ring *dsync.Syncer
 }
 
 func (f osLogFile) Datasync() error { return f.ring.Datasync(f.File) }
-
-func (f osLogFile) Close() error {
-	f.ring.Close()
-	return f.File.Close()
-}
 
 // logLine is one charge in the log.
 type logLine struct {
@@ -85,12 +89,12 @@ type logLine struct {
 	Free      int64  `json:"f,omitempty"`
 }
 
-// openLog opens (creating) the log in dir and returns the charges it
-// holds. A last line cut short by a crash (its charge never answered) is
-// dropped, and zeroed with whatever follows it, so no later start reads
-// it.
-func openLog(dir string) (*chargeLog, []store.Entry, error) {
-	path := filepath.Join(dir, LogFile)
+// openLog opens (creating) the segment name in dir, synced through ring,
+// and returns the charges it holds. A last line cut short by a crash (its
+// charge never answered) is dropped, and zeroed with whatever follows it,
+// so no later start reads it.
+func openLog(dir, name string, ring *dsync.Syncer) (*chargeLog, []store.Entry, error) {
+	path := filepath.Join(dir, name)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("charge log: %w", err)
@@ -115,7 +119,6 @@ func openLog(dir string) (*chargeLog, []store.Entry, error) {
 		entries = append(entries, store.Entry{RequestID: l.RequestID, AccountID: l.Account, Endpoint: l.Endpoint, Model: l.Model,
 			Units: l.Units, Unit: l.Unit, Cost: pricing.Money(l.Cost), Time: fromNanos(l.Time), FreeMonthlyCredit: pricing.Money(l.Free)})
 	}
-	ring, _ := dsync.New() // nil where there is no io_uring: synced the plain way
 	l := &chargeLog{f: osLogFile{f, ring}, size: int64(good), cap: int64(len(data))}
 	// Zero a torn tail, so the next line starts on a line of its own and
 	// no later start reads what was never answered.

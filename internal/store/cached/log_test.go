@@ -2,16 +2,20 @@ package cached
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // reopen closes l and opens the log in dir again, returning the request
@@ -21,7 +25,7 @@ func reopen(t *testing.T, l *chargeLog, dir string) (*chargeLog, []string) {
 	if l != nil {
 		l.close()
 	}
-	l, entries, err := openLog(dir)
+	l, entries, err := openLog(dir, LogFile, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,5 +195,183 @@ func TestLogTruncateFailsPartWay(t *testing.T) {
 	}
 	if _, got := reopen(t, l, dir); !slices.Equal(got, logIDs(answered)) {
 		t.Fatalf("after a failed emptying: %v, want %v", got, logIDs(answered))
+	}
+}
+
+// gated holds the backend's transactions at a gate, so a test can keep
+// the backend behind the log: with hold set, each transaction tells
+// arrived that it is there, then waits for a token on gate; release (or
+// the test's end) lets every transaction through.
+type gated struct {
+	*sqlite.DB
+	mu      sync.Mutex
+	held    bool
+	gate    chan struct{}
+	arrived chan struct{}
+	ids     []string // the request ids settled, in order
+}
+
+func newGated(t *testing.T, db *sqlite.DB) *gated {
+	g := &gated{DB: db}
+	t.Cleanup(g.release)
+	return g
+}
+
+// hold stops the transactions from now on at the gate.
+func (g *gated) hold() (gate chan<- struct{}, arrived <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.held, g.gate, g.arrived = true, make(chan struct{}), make(chan struct{}, 16)
+	return g.gate, g.arrived
+}
+
+// release lets every transaction through, those waiting too.
+func (g *gated) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held {
+		g.held = false
+		close(g.gate)
+	}
+}
+
+func (g *gated) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, error) {
+	g.mu.Lock()
+	held, gate, arrived := g.held, g.gate, g.arrived
+	g.mu.Unlock()
+	if held {
+		arrived <- struct{}{}
+		<-gate
+	}
+	g.mu.Lock()
+	g.ids = append(g.ids, logIDs(entries)...)
+	g.mu.Unlock()
+	return g.DB.SettleBatch(ctx, entries)
+}
+
+// logLines counts the charges in a segment file.
+func logLines(t *testing.T, dir, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(bytes.TrimRight(b, "\x00"), []byte("\n"))
+}
+
+// Under a load that never lets the backend catch up, the log stays small:
+// the writer goes over to the other segment once its own holds
+// LogTruncateSize, and the one it left is emptied once the backend holds
+// it all. While the backend is behind, the segment written keeps growing
+// (nothing the backend lacks is ever emptied).
+func TestLogSegmentsTakeTurns(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGated(t, db) // the account and the first charges go through
+	s, err := New(g, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		g.release() // a failed check leaves the backend held
+		s.Close()
+	}()
+	ctx := context.Background()
+	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	// Lines of about 1 KB, so a segment fills with a few hundred.
+	model := strings.Repeat("m", 1000)
+	next := 0
+	settle := func(n int) {
+		t.Helper()
+		for range n {
+			next++
+			if ok, err := s.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%05d", next), AccountID: "a", Model: model, Cost: 1}); !ok || err != nil {
+				t.Fatalf("charge %d: %v %v", next, ok, err)
+			}
+		}
+	}
+	perSegment := 0
+	for s.log.size < LogTruncateSize {
+		settle(1)
+		perSegment++
+	}
+	// What was logged so far is in the backend, none of what follows.
+	s.flush()
+	gate, arrived := g.hold()
+	settle(1) // the writer goes over to LogFile2
+	if a, b := logLines(t, dir, LogFile), logLines(t, dir, LogFile2); a != perSegment || b != 1 {
+		t.Fatalf("after the turn: %d and %d charges in the segments, want %d and 1", a, b, perSegment)
+	}
+	s.nudge()
+	<-arrived // the applier holds the turn's charge at the gate
+	// LogFile2 fills past its size; the writer stays with it, since
+	// LogFile is not emptied yet.
+	settle(perSegment + 10)
+	if a, b := logLines(t, dir, LogFile), logLines(t, dir, LogFile2); a != perSegment || b != perSegment+11 {
+		t.Fatalf("backend behind: %d and %d charges, want %d and %d", a, b, perSegment, perSegment+11)
+	}
+	gate <- struct{}{} // the turn's charge reaches the backend
+	s.nudge()
+	<-arrived // the applier's next transaction: it emptied LogFile first
+	if a, b := logLines(t, dir, LogFile), logLines(t, dir, LogFile2); a != 0 || b != perSegment+11 {
+		t.Fatalf("backend still %d charges behind: %d and %d charges, want LogFile emptied and %d", perSegment+10, a, b, perSegment+11)
+	}
+	g.release()
+	s.flush() // the backend holds everything
+	settle(1) // back to LogFile, and LogFile2 is emptied once applied
+	s.flush()
+	if a, b := logLines(t, dir, LogFile), logLines(t, dir, LogFile2); a != 1 || b != 0 {
+		t.Fatalf("second turn: %d and %d charges, want 1 and 0", a, b)
+	}
+	sp, err := db.Spend(ctx, "a", time.Now())
+	if err != nil || sp.Total != pricing.Money(next) {
+		t.Fatalf("backend total %v %v, want %d", sp.Total, err, next)
+	}
+}
+
+// At start both segments are applied, the older (by its first charge's
+// time) first, and emptied.
+func TestLogSegmentsReplayedInOrder(t *testing.T) {
+	dir := t.TempDir()
+	at := func(sec int64, ids ...string) []store.Entry {
+		var es []store.Entry
+		for _, id := range ids {
+			es = append(es, store.Entry{RequestID: id, AccountID: "a", Cost: 1, Time: time.Unix(sec, 0)})
+		}
+		return es
+	}
+	for name, es := range map[string][]store.Entry{LogFile: at(2000, "new1", "new2"), LogFile2: at(1000, "old1", "old2")} {
+		l, _, err := openLog(dir, name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.append(es); err != nil {
+			t.Fatal(err)
+		}
+		l.close()
+	}
+	db, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateAccount(context.Background(), store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	g := newGated(t, db)
+	s, err := New(g, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := fmt.Sprint(g.ids); got != "[old1 old2 new1 new2]" {
+		t.Fatalf("replayed %s, want the older segment first", got)
+	}
+	if a, b := logLines(t, dir, LogFile), logLines(t, dir, LogFile2); a != 0 || b != 0 {
+		t.Fatalf("after the replay: %d and %d charges left", a, b)
 	}
 }
