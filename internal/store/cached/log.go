@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/caddy-gw/caddy-gw/internal/dsync"
 	"github.com/caddy-gw/caddy-gw/internal/store"
@@ -89,6 +90,48 @@ type logLine struct {
 	Free      int64  `json:"f,omitempty"`
 }
 
+// appendLine appends l as JSON, byte for byte as json.Marshal writes it
+// (FuzzAppendLine holds it to that), without reflection.
+func appendLine(b []byte, l logLine) []byte {
+	str := func(b []byte, key, v string, omitEmpty bool) []byte {
+		if omitEmpty && v == "" {
+			return b
+		}
+		b = append(append(append(b, ',', '"'), key...), '"', ':')
+		return appendJSONString(b, v)
+	}
+	num := func(b []byte, key string, v int64, omitEmpty bool) []byte {
+		if omitEmpty && v == 0 {
+			return b
+		}
+		b = append(append(append(b, ',', '"'), key...), '"', ':')
+		return strconv.AppendInt(b, v, 10)
+	}
+	b = appendJSONString(append(b, `{"id":`...), l.RequestID)
+	b = str(b, "a", l.Account, false)
+	b = str(b, "e", l.Endpoint, true)
+	b = str(b, "m", l.Model, true)
+	b = num(b, "u", l.Units, true)
+	b = str(b, "un", l.Unit, true)
+	b = num(b, "c", l.Cost, false)
+	b = num(b, "t", l.Time, false)
+	b = num(b, "f", l.Free, true)
+	return append(b, '}')
+}
+
+// appendJSONString appends v quoted: as it is when it is printable ASCII
+// that JSON (with encoding/json's HTML escaping) leaves alone, else as
+// json.Marshal quotes it.
+func appendJSONString(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(v) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), v...), '"')
+}
+
 // openLog opens (creating) the segment name in dir, synced through ring,
 // and returns the charges it holds. A last line cut short by a crash (its
 // charge never answered) is dropped, and zeroed with whatever follows it,
@@ -165,12 +208,8 @@ func (l *chargeLog) zero(from, to, length int64) error {
 func (l *chargeLog) append(entries []store.Entry) error {
 	l.buf = l.buf[:0]
 	for _, e := range entries {
-		b, err := json.Marshal(logLine{RequestID: e.RequestID, Account: e.AccountID, Endpoint: e.Endpoint, Model: e.Model,
-			Units: e.Units, Unit: e.Unit, Cost: int64(e.Cost), Time: e.Time.UnixNano(), Free: int64(e.FreeMonthlyCredit)})
-		if err != nil {
-			return err
-		}
-		l.buf = append(append(l.buf, b...), '\n')
+		l.buf = append(appendLine(l.buf, logLine{RequestID: e.RequestID, Account: e.AccountID, Endpoint: e.Endpoint, Model: e.Model,
+			Units: e.Units, Unit: e.Unit, Cost: int64(e.Cost), Time: e.Time.UnixNano(), Free: int64(e.FreeMonthlyCredit)}), '\n')
 	}
 	if l.broken != nil {
 		return l.broken

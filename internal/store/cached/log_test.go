@@ -3,6 +3,7 @@ package cached
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -374,4 +375,21 @@ func TestLogSegmentsReplayedInOrder(t *testing.T) {
 	if a, b := logLines(t, dir, LogFile), logLines(t, dir, LogFile2); a != 0 || b != 0 {
 		t.Fatalf("after the replay: %d and %d charges left", a, b)
 	}
+}
+
+// appendLine writes a charge's line exactly as json.Marshal does, so the
+// log reads back as before, whatever the strings hold.
+func FuzzAppendLine(f *testing.F) {
+	f.Add("req-0123", "acct", "chat", "gpt-4.1-mini", "token", int64(88), int64(1000), int64(1764000000000000000), int64(0))
+	f.Add("", "a\"<b>&\\", "", "\x00\x1f\x7f", "é\u2028\xff", int64(0), int64(-5), int64(-1), int64(7))
+	f.Fuzz(func(t *testing.T, id, account, endpoint, model, unit string, units, cost, at, free int64) {
+		l := logLine{RequestID: id, Account: account, Endpoint: endpoint, Model: model, Units: units, Unit: unit, Cost: cost, Time: at, Free: free}
+		want, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendLine([]byte("x"), l); string(got) != "x"+string(want) {
+			t.Fatalf("appendLine:\n%s\njson.Marshal:\n%s", got[1:], want)
+		}
+	})
 }
