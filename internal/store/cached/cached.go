@@ -86,13 +86,13 @@ type Store struct {
 	keys     map[string]store.Key // by hash: active keys seen
 	keyGen   uint64               // bumped by every key write
 	accounts map[string]*account
-	ids      map[string]struct{} // request ids on their way to the backend
-	// recent are the last RecentIDs request ids the backend took (a ring),
-	// by key: a collision would report a charge as settled already, never
-	// charge twice.
-	recent    []idhash.Key
-	recentAt  int
-	recentSet map[idhash.Key]struct{}
+	// ids are the request ids on their way to the backend (false) and
+	// the last RecentIDs it took (true), by key (a collision of two would
+	// report a charge as settled already, never charge twice); recent is
+	// the ring of the latter, its oldest at recentAt.
+	ids      map[idhash.Key]bool
+	recent   []idhash.Key
+	recentAt int
 
 	// batches and charges count the writer's commits (log appends) and
 	// the charges they held.
@@ -182,7 +182,7 @@ func New(b Backend, dir string) (*Store, error) {
 
 // newStore is New without its goroutines (start starts them).
 func newStore(b Backend, dir string) (*Store, error) {
-	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[string]struct{}{}, recentSet: map[idhash.Key]struct{}{},
+	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[idhash.Key]bool{},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), applyStopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.acond = sync.NewCond(&s.amu)
 	if dir == "" {
@@ -651,14 +651,11 @@ func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bo
 // takes it back out of memory: it is never charged twice, only reported
 // as charged.)
 func (s *Store) claim(requestID string) (known bool) {
+	k := idhash.Of(requestID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, known = s.ids[requestID]
-	if _, recent := s.recentSet[idhash.Of(requestID)]; recent {
-		known = true
-	}
-	if !known {
-		s.ids[requestID] = struct{}{}
+	if _, known = s.ids[k]; !known {
+		s.ids[k] = false
 	}
 	return known
 }
@@ -666,21 +663,23 @@ func (s *Store) claim(requestID string) (known bool) {
 // release forgets a request id on its way; inBackend remembers it among
 // the RecentIDs the backend has.
 func (s *Store) release(requestID string, inBackend bool) {
+	k := idhash.Of(requestID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.ids, requestID)
 	if !inBackend {
+		delete(s.ids, k)
 		return
 	}
-	k := idhash.Of(requestID)
+	s.ids[k] = true
 	if len(s.recent) < RecentIDs {
 		s.recent = append(s.recent, k)
-	} else {
-		delete(s.recentSet, s.recent[s.recentAt])
-		s.recent[s.recentAt] = k
-		s.recentAt = (s.recentAt + 1) % RecentIDs
+		return
 	}
-	s.recentSet[k] = struct{}{}
+	// The oldest is forgotten (no id in the ring is claimed again until
+	// it leaves it).
+	delete(s.ids, s.recent[s.recentAt])
+	s.recent[s.recentAt] = k
+	s.recentAt = (s.recentAt + 1) % RecentIDs
 }
 
 // apply adds (sign 1) or takes back (sign -1) c's effect. Called under

@@ -485,3 +485,42 @@ func TestObserveCommits(t *testing.T) {
 		}
 	})
 }
+
+// A request id is known while on its way to the backend, and among the
+// last RecentIDs the backend took; one the backend did not take, or an
+// older one, is not.
+func TestClaimRecentIDs(t *testing.T) {
+	s, err := newStore(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.claim("a") || !s.claim("a") {
+		t.Fatal("a new id is not claimed once, or a claimed one is not known")
+	}
+	s.release("a", false) // refused: it may come again
+	if s.claim("a") {
+		t.Fatal("an id the backend refused is still known")
+	}
+	s.release("a", true)
+	if !s.claim("a") {
+		t.Fatal("an id the backend took is not known")
+	}
+	for i := range RecentIDs - 1 {
+		id := fmt.Sprintf("r%d", i)
+		if s.claim(id) {
+			t.Fatalf("%s known before its claim", id)
+		}
+		s.release(id, true)
+	}
+	if !s.claim("a") || !s.claim("r0") {
+		t.Fatal("an id among the last RecentIDs is not known")
+	}
+	s.claim("last")
+	s.release("last", true) // the ring is full: "a" leaves it
+	if s.claim("a") {
+		t.Fatal("an id older than the last RecentIDs is still known")
+	}
+	if !s.claim("r0") || len(s.ids) != RecentIDs+1 {
+		t.Fatalf("r0 not known, or %d ids kept (want the ring and the new claim of a)", len(s.ids))
+	}
+}
