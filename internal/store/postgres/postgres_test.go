@@ -28,6 +28,11 @@ func TestConformance(t *testing.T) {
 	storetest.Conformance(t, func(t *testing.T) store.Store { return open(t, pg.NewDatabase(t)) })
 }
 
+func TestBatchConformance(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	storetest.BatchConformance(t, func(t *testing.T) storetest.BatchStore { return open(t, pg.NewDatabase(t)) })
+}
+
 // Several nodes starting at once on an empty database migrate it once, and
 // a node started later finds it up to date.
 func TestConcurrentMigrations(t *testing.T) {

@@ -14,3 +14,11 @@ func TestConformance(t *testing.T) {
 		return db
 	})
 }
+
+// The embedded store settles batches as every batch backend must.
+func TestBatchConformance(t *testing.T) {
+	storetest.BatchConformance(t, func(t *testing.T) storetest.BatchStore {
+		db, _ := open(t)
+		return db
+	})
+}

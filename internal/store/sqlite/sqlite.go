@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -139,6 +140,26 @@ type DB struct {
 // settleStmts are the statements of one settlement.
 type settleStmts struct {
 	ledger, month, spend, balance, journal *sql.Stmt
+	// ledgerChunk inserts LedgerChunk ledger rows at once.
+	ledgerChunk *sql.Stmt
+}
+
+// LedgerChunk is how many ledger rows Settle inserts with one statement:
+// one statement a row costs more than the row itself.
+const LedgerChunk = 32
+
+// ledgerInsert inserts n ledger rows, skipping request ids already there.
+func ledgerInsert(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?)`)
+	}
+	b.WriteString(` ON CONFLICT (request_id) DO NOTHING`)
+	return b.String()
 }
 
 // prepare readies Settle's statements on w.
@@ -148,8 +169,8 @@ func (db *DB) prepare() error {
 		stmt **sql.Stmt
 		sql  string
 	}{
-		{&db.settle.ledger, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`},
+		{&db.settle.ledger, ledgerInsert(1)},
+		{&db.settle.ledgerChunk, ledgerInsert(LedgerChunk)},
 		{&db.settle.month, `SELECT cost FROM spend WHERE account_id = ? AND period = ? AND start = ?`},
 		{&db.settle.spend, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
 			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
@@ -626,20 +647,12 @@ type settleGroup struct {
 // charge that drew on a prepaid balance. The balance each draw left is
 // worked out from the balance after the last.
 func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool) error {
-	st := func(s *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, s) }
-	ledger := st(db.settle.ledger)
+	if err := db.insertLedger(ctx, tx, entries, charged); err != nil {
+		return err
+	}
 	var groups []*settleGroup
 	for i, e := range entries {
-		at, _ := nanos(e.Time)
-		res, err := ledger.ExecContext(ctx, e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
-		if err != nil {
-			return fmt.Errorf("settle %q: %w", e.RequestID, classify(err))
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if charged[i] = n > 0; !charged[i] {
+		if !charged[i] {
 			continue // already settled
 		}
 		day, _ := store.DayOf(e.Time)
@@ -660,6 +673,69 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, entries []store.Entry, c
 		if err := db.settleGroup(ctx, tx, g); err != nil {
 			return fmt.Errorf("settle %q: %w", g.entries[0].RequestID, err)
 		}
+	}
+	return nil
+}
+
+// insertLedger inserts a ledger row per entry (charged[i] says whether
+// it was new): LedgerChunk rows a statement while every row of a chunk is
+// new, which the cached store's own check of request ids makes the rule;
+// a chunk holding a repeat is rolled back to its savepoint and inserted a
+// row at a time, so each row says whether it was new.
+func (db *DB) insertLedger(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool) error {
+	args := make([]any, 0, 8*LedgerChunk)
+	row := func(args []any, e store.Entry) []any {
+		at, _ := nanos(e.Time)
+		return append(args, e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
+	}
+	one := tx.StmtContext(ctx, db.settle.ledger)
+	var chunk *sql.Stmt
+	for len(entries) > 0 {
+		if len(entries) >= LedgerChunk {
+			if chunk == nil {
+				chunk = tx.StmtContext(ctx, db.settle.ledgerChunk)
+			}
+			args = args[:0]
+			for _, e := range entries[:LedgerChunk] {
+				args = row(args, e)
+			}
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT chunk"); err != nil {
+				return err
+			}
+			res, err := chunk.ExecContext(ctx, args...)
+			var n int64
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			if err == nil && n == LedgerChunk {
+				if _, err := tx.ExecContext(ctx, "RELEASE chunk"); err != nil {
+					return err
+				}
+				for i := range LedgerChunk {
+					charged[i] = true
+				}
+				entries, charged = entries[LedgerChunk:], charged[LedgerChunk:]
+				continue
+			}
+			// A repeat (or a failure, which the rows alone name): undo
+			// the chunk and take its rows one at a time.
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO chunk; RELEASE chunk"); err != nil {
+				return err
+			}
+		}
+		for i, e := range entries[:min(len(entries), LedgerChunk)] {
+			res, err := one.ExecContext(ctx, row(args[:0], e)...)
+			if err != nil {
+				return fmt.Errorf("settle %q: %w", e.RequestID, classify(err))
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			charged[i] = n > 0
+		}
+		n := min(len(entries), LedgerChunk)
+		entries, charged = entries[n:], charged[n:]
 	}
 	return nil
 }

@@ -1,0 +1,90 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// BatchStore is a backend that settles batches in one transaction.
+type BatchStore interface {
+	store.Store
+	store.BatchSettler
+}
+
+// BatchConformance checks SettleBatch against the backend open returns (a
+// fresh, empty store each call): each entry is charged once, whatever
+// else its batch holds, with the totals, balance, ledger and journal of
+// the charged ones exactly. The batches are longer than any chunk a
+// backend may insert at once, with repeats of the ledger and of the batch
+// itself in them, and without.
+func BatchConformance(t *testing.T, open func(t *testing.T) BatchStore) {
+	ctx := context.Background()
+	st := open(t)
+	mustAccount(t, st, store.Account{ID: "pre", Plan: store.PlanPaid, Balance: ptr(usd("100"))})
+	mustAccount(t, st, store.Account{ID: "post", Plan: store.PlanPaid})
+	if ok, err := st.Settle(ctx, store.Entry{RequestID: "old", AccountID: "post", Cost: usd("1")}); !ok || err != nil {
+		t.Fatalf("settle: %v %v", ok, err)
+	}
+	want := map[string]pricing.Money{"post": usd("1")}
+	rows := map[string]int{"post": 1}
+	batch := func(prefix string, n int, repeats map[int]string) {
+		t.Helper()
+		entries := make([]store.Entry, n)
+		for i := range entries {
+			id := fmt.Sprintf("%s%02d", prefix, i)
+			if r, ok := repeats[i]; ok {
+				id = r
+			}
+			acc := []string{"pre", "post"}[i%2]
+			entries[i] = store.Entry{RequestID: id, AccountID: acc, Endpoint: "chat", Model: "m", Units: int64(i), Unit: "token",
+				Cost: pricing.Money(i+1) * usd("0.01")}
+		}
+		charged, err := st.SettleBatch(ctx, entries)
+		if err != nil || len(charged) != n {
+			t.Fatalf("SettleBatch: %d answers, %v", len(charged), err)
+		}
+		for i, e := range entries {
+			_, repeat := repeats[i]
+			if charged[i] == repeat {
+				t.Errorf("entry %d (%s): charged %v, want %v", i, e.RequestID, charged[i], !repeat)
+			}
+			if charged[i] {
+				want[e.AccountID] += e.Cost
+				rows[e.AccountID]++
+			}
+		}
+	}
+	// Repeats (each of its own account's id: the two accounts take turns)
+	// of the ledger, of the entry before last in the batch, and of an
+	// earlier part of the batch, spread over its first, second and last
+	// part.
+	batch("a", 70, map[int]string{5: "old", 41: "a39", 66: "a10"})
+	batch("b", 64, nil) // no repeat
+	batch("c", 3, map[int]string{1: "b07"})
+
+	for _, acc := range []string{"pre", "post"} {
+		entries, err := st.Entries(ctx, acc, 1000)
+		if err != nil || len(entries) != rows[acc] {
+			t.Fatalf("%s: %d ledger rows, %v; want %d", acc, len(entries), err, rows[acc])
+		}
+		var sum pricing.Money
+		for _, e := range entries {
+			sum += e.Cost
+		}
+		sp, err := st.Spend(ctx, acc, entries[0].Time)
+		if err != nil || sp.Total != want[acc] || sum != want[acc] {
+			t.Fatalf("%s: spend %v, ledger %v (%v); want %v", acc, sp.Total, sum, err, want[acc])
+		}
+	}
+	a, err := st.Account(ctx, "pre")
+	if err != nil || *a.Balance != usd("100")-want["pre"] {
+		t.Fatalf("pre: balance %v (%v), want %v", a.Balance, err, usd("100")-want["pre"])
+	}
+	if sum, entries := sumJournal(t, st, "pre"); sum != *a.Balance || len(entries) != rows["pre"]+1 {
+		t.Fatalf("pre: journal sums to %v in %d entries; want %v in %d (the set and each charge)", sum, len(entries), *a.Balance, rows["pre"]+1)
+	}
+}
