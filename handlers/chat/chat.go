@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -436,6 +437,17 @@ func readBody(c *pipeline.Call, limit int64) ([]byte, error) {
 // parse accepted (a JSON object, checked), so the same format needs no
 // second check.
 func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte, string, error) {
+	if from == to {
+		if out, ok := sameFormat(body, to, model, stream); ok {
+			return out, pathOf[to], nil
+		}
+	}
+	return editRequest(body, from, to, model, stream)
+}
+
+// editRequest is requestFor by translation and edits, one after the
+// other.
+func editRequest(body []byte, from, to Format, model string, stream bool) ([]byte, string, error) {
 	var out []byte
 	var err error
 	switch {
@@ -476,6 +488,97 @@ func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte
 		}
 	}
 	return out, pathOf[to], nil
+}
+
+// sameFormat is requestFor's body where the formats agree, edited in
+// place in one pass over the client's top level (a checked body: one value
+// a key), with the same edits as the general path: model set,
+// second_opinion dropped, an output limit sent as null dropped and the
+// default added when none is left, store false for the Responses format,
+// and usage asked for in a chat-completions stream. Everything else stays
+// as the client wrote it, byte for byte; added members go last. ok is
+// false where it leaves the body to the general path: a streamed call
+// whose stream_options the client set, or a body that is not an object.
+func sameFormat(body []byte, f Format, model string, stream bool) (out []byte, ok bool) {
+	root := jsonbody.Parse(body)
+	if !root.IsObject() {
+		return nil, false
+	}
+	// Each member's key start and value end; value set for the model.
+	type member struct {
+		key, value, end int
+		drop, model     bool
+	}
+	var members []member
+	limits, usage := outputLimit[f], f == ChatCompletions && stream
+	ok, named, bounded := true, false, false
+	root.ForEach(func(k, v gjson.Result) bool {
+		m := member{key: k.Index, value: v.Index, end: v.Index + len(v.Raw)}
+		switch {
+		case k.Str == "model":
+			m.model, named = true, true
+		case k.Str == "second_opinion", f == Responses && k.Str == "store":
+			m.drop = true
+		case usage && k.Str == "stream_options":
+			ok = false
+			return false
+		case slices.Contains(limits, k.Str):
+			m.drop, bounded = v.Type == gjson.Null, bounded || v.Type != gjson.Null
+		}
+		members = append(members, m)
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	// The text before the first member ("{"), between two (one comma), and
+	// after the last (up to and past "}"), all as written; gjson's
+	// offsets are the body's.
+	brace := bytes.LastIndexByte(body, '}')
+	out = make([]byte, 0, len(body)+len(model)+64)
+	tail := root.Index + 1
+	if len(members) > 0 {
+		tail = members[len(members)-1].end
+		out = append(out, body[:members[0].key]...)
+	} else {
+		out = append(out, body[:tail]...)
+	}
+	written := false
+	for i, m := range members {
+		if m.drop {
+			continue
+		}
+		if written {
+			out = append(out, body[members[i-1].end:m.key]...)
+		}
+		written = true
+		if m.model {
+			out = jsonbody.AppendString(append(out, body[m.key:m.value]...), model)
+			continue
+		}
+		out = append(out, body[m.key:m.end]...)
+	}
+	out = append(out, body[tail:brace]...)
+	add := func(key, value string) {
+		if written {
+			out = append(out, ',')
+		}
+		written = true
+		out = append(append(append(append(out, '"'), key...), '"', ':'), value...)
+	}
+	if !named {
+		add("model", string(jsonbody.AppendString(nil, model)))
+	}
+	if !bounded {
+		add(limits[0], strconv.Itoa(router.DefaultMaxTokens))
+	}
+	if usage {
+		add("stream_options", `{"include_usage":true}`)
+	}
+	if f == Responses {
+		add("store", "false")
+	}
+	return append(out, body[brace:]...), true
 }
 
 // outputLimit is where each format takes the most output tokens; the

@@ -1,9 +1,12 @@
 package chat
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/router"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
@@ -211,6 +215,31 @@ func TestRequestFor(t *testing.T) {
 	out, path, err = requestFor(body, ChatCompletions, Messages, "claude", false)
 	if err != nil || path != "/v1/messages" || gjson.GetBytes(out, "model").String() != "claude" || !gjson.GetBytes(out, "max_tokens").Exists() {
 		t.Fatalf("%v %s %s", err, path, out)
+	}
+}
+
+// A same-format body is edited in place: what the client wrote stays as
+// written, byte for byte.
+func TestSameFormatInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		f          Format
+		stream     bool
+		body, want string
+	}{
+		{ChatCompletions, false, "{\"model\":\"gw-fast\", \"messages\":[ {\"role\":\"user\",\"content\":\"hi\"} ],\n \"max_tokens\":5}\n",
+			"{\"model\":\"m1\", \"messages\":[ {\"role\":\"user\",\"content\":\"hi\"} ],\n \"max_tokens\":5}\n"},
+		{ChatCompletions, true, `{"second_opinion":true, "model":"a","max_tokens":null}`,
+			`{"model":"m1","max_completion_tokens":4096,"stream_options":{"include_usage":true}}`},
+		{Responses, false, "{ \"input\":\"hi\" ,\"store\":true }", "{ \"input\":\"hi\" ,\"model\":\"m1\",\"max_output_tokens\":4096,\"store\":false}"},
+		{Messages, false, `{}`, `{"model":"m1","max_tokens":4096}`},
+	} {
+		out, ok := sameFormat([]byte(tc.body), tc.f, "m1", tc.stream)
+		if !ok || string(out) != tc.want {
+			t.Errorf("%q (format %d): %v %q, want %q", tc.body, tc.f, ok, out, tc.want)
+		}
+	}
+	if _, ok := sameFormat([]byte(`{"stream_options":{}}`), ChatCompletions, "m1", true); ok {
+		t.Error("a client's stream_options was not left to the general path")
 	}
 }
 
@@ -522,4 +551,49 @@ func TestNullOutputLimitBounded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The one-pass same-format request says what the edits one after the
+// other say, for any checked body (members may move; their values not).
+func FuzzSameFormat(f *testing.F) {
+	for _, b := range []string{
+		`{"model":"gw-fast","second_opinion":false,"x_unknown":{"a":1},"messages":[{"role":"user","content":"hi"}]}`,
+		` {"messages":[],"max_tokens":null,"max_completion_tokens":12,"store":true,"stream_options":{"include_usage":false}} `,
+		`{"mo\u0064el":"x","input":"hi","max_output_tokens":null}`,
+		`{}`, `[]`, `{"model":1}`,
+	} {
+		for fi := range 3 {
+			f.Add(b, uint8(fi), fi == 0)
+		}
+	}
+	f.Fuzz(func(t *testing.T, body string, fi uint8, stream bool) {
+		f := []Format{ChatCompletions, Responses, Messages}[fi%3]
+		b := []byte(body)
+		if jsonbody.Check(b) != nil {
+			return // requestFor reads checked bodies only
+		}
+		fast, ok := sameFormat(b, f, "m<1>", stream)
+		if !ok {
+			return
+		}
+		slow, _, err := editRequest(b, f, f, "m<1>", stream)
+		if err != nil {
+			t.Fatalf("edits refuse %s: %v; one pass gives %s", b, err, fast)
+		}
+		if jsonbody.Check(fast) != nil {
+			t.Fatalf("one pass writes a body the strict check refuses: %s", fast)
+		}
+		decode := func(b []byte) any {
+			d := json.NewDecoder(bytes.NewReader(b))
+			d.UseNumber()
+			var v any
+			if err := d.Decode(&v); err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+			return v
+		}
+		if !reflect.DeepEqual(decode(fast), decode(slow)) {
+			t.Fatalf("body %s (format %d, stream %v):\none pass %s\nedits    %s", b, f, stream, fast, slow)
+		}
+	})
 }

@@ -387,3 +387,16 @@ func Members(o gjson.Result, want ...Member) {
 		return found < len(want)
 	})
 }
+
+// AppendString appends s as a JSON string, byte for byte as json.Marshal
+// writes it: as it is when it is printable ASCII that encoding/json (with
+// its HTML escaping) leaves alone, else through json.Marshal.
+func AppendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}

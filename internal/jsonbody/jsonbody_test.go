@@ -206,3 +206,16 @@ func TestMembers(t *testing.T) {
 		t.Fatalf("a member read from an array: %q", x.Raw)
 	}
 }
+
+// AppendString quotes as json.Marshal does, whatever the string holds.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "gpt-4.1-mini", `a"b\c`, "<&>", "\x00\x1f\x7f", "é\u2028\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Fatalf("AppendString(%q) = %s, json.Marshal: %s", s, got[1:], want)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/caddy-gw/caddy-gw/internal/dsync"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -98,7 +99,7 @@ func appendLine(b []byte, l logLine) []byte {
 			return b
 		}
 		b = append(append(append(b, ',', '"'), key...), '"', ':')
-		return appendJSONString(b, v)
+		return jsonbody.AppendString(b, v)
 	}
 	num := func(b []byte, key string, v int64, omitEmpty bool) []byte {
 		if omitEmpty && v == 0 {
@@ -107,7 +108,7 @@ func appendLine(b []byte, l logLine) []byte {
 		b = append(append(append(b, ',', '"'), key...), '"', ':')
 		return strconv.AppendInt(b, v, 10)
 	}
-	b = appendJSONString(append(b, `{"id":`...), l.RequestID)
+	b = jsonbody.AppendString(append(b, `{"id":`...), l.RequestID)
 	b = str(b, "a", l.Account, false)
 	b = str(b, "e", l.Endpoint, true)
 	b = str(b, "m", l.Model, true)
@@ -117,19 +118,6 @@ func appendLine(b []byte, l logLine) []byte {
 	b = num(b, "t", l.Time, false)
 	b = num(b, "f", l.Free, true)
 	return append(b, '}')
-}
-
-// appendJSONString appends v quoted: as it is when it is printable ASCII
-// that JSON (with encoding/json's HTML escaping) leaves alone, else as
-// json.Marshal quotes it.
-func appendJSONString(b []byte, v string) []byte {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(v) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	return append(append(append(b, '"'), v...), '"')
 }
 
 // openLog opens (creating) the segment name in dir, synced through ring,
