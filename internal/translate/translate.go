@@ -91,7 +91,6 @@ package translate
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -451,15 +450,7 @@ func plainKey(k string) bool {
 func appendValue(b []byte, v any) ([]byte, bool) {
 	switch v := v.(type) {
 	case string:
-		for i := 0; i < len(v); i++ {
-			if c := v[i]; c < ' ' || c > 0x7f || c == '"' || c == '\\' {
-				q, err := json.Marshal(v) // sjson's escaping of such strings
-				return append(b, q...), err == nil
-			}
-		}
-		b = append(b, '"')
-		b = append(b, v...)
-		return append(b, '"'), true
+		return jsonbody.AppendString(b, v), true
 	case bool:
 		return strconv.AppendBool(b, v), true
 	case int:
