@@ -174,7 +174,7 @@ func (db *DB) prepare() error {
 		{&db.settle.month, `SELECT cost FROM spend WHERE account_id = ? AND period = ? AND start = ?`},
 		{&db.settle.spend, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
 			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
-		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? RETURNING balance`},
+		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL RETURNING balance`},
 		{&db.settle.journal, journalInsert},
 	} {
 		if *p.stmt, err = db.w.Prepare(p.sql); err != nil {
@@ -248,11 +248,13 @@ func Open(dir string) (*DB, error) {
 }
 
 // dsn builds the driver's data source name for the database file at the
-// absolute path. The path is escaped as a file: URI so that characters such
+// absolute path. temp_store(MEMORY) keeps statement journals (a
+// multi-row insert's, to undo it alone) in memory rather than in a
+// temporary file written page by page. The path is escaped as a file: URI so that characters such
 // as '?', '#' or '%' in it survive.
 func dsn(path string, readOnly bool) string {
 	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path)}
-	q := "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	q := "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)&_txlock=immediate"
 	if readOnly {
 		q += "&_pragma=query_only(1)"
 	}
@@ -625,8 +627,15 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 		}
 	}
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		return db.settleTx(ctx, tx, entries, charged)
+		return db.settleTx(ctx, tx, entries, charged, true)
 	})
+	if errors.Is(err, errRepeat) {
+		// Rolled back: again, a ledger row at a time.
+		clear(charged)
+		err = db.inTx(ctx, func(tx *sql.Tx) error {
+			return db.settleTx(ctx, tx, entries, charged, false)
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
@@ -646,26 +655,28 @@ type settleGroup struct {
 // of the running totals and one of the balance, and a journal row per
 // charge that drew on a prepaid balance. The balance each draw left is
 // worked out from the balance after the last.
-func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool) error {
-	if err := db.insertLedger(ctx, tx, entries, charged); err != nil {
+func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool, chunked bool) error {
+	if err := db.insertLedger(ctx, tx, entries, charged, chunked); err != nil {
 		return err
 	}
+	type groupKey struct {
+		account    string
+		day, month int64
+	}
 	var groups []*settleGroup
+	byKey := map[groupKey]*settleGroup{}
 	for i, e := range entries {
 		if !charged[i] {
 			continue // already settled
 		}
 		day, _ := store.DayOf(e.Time)
 		month, _ := store.MonthOf(e.Time)
-		var g *settleGroup
-		for _, x := range groups {
-			if x.account == e.AccountID && x.day.Equal(day) && x.month.Equal(month) {
-				g = x
-			}
-		}
+		k := groupKey{e.AccountID, day.UnixNano(), month.UnixNano()}
+		g := byKey[k]
 		if g == nil {
 			g = &settleGroup{account: e.AccountID, day: day, month: month}
 			groups = append(groups, g)
+			byKey[k] = g
 		}
 		g.entries = append(g.entries, e)
 	}
@@ -677,65 +688,52 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, entries []store.Entry, c
 	return nil
 }
 
-// insertLedger inserts a ledger row per entry (charged[i] says whether
-// it was new): LedgerChunk rows a statement while every row of a chunk is
-// new, which the cached store's own check of request ids makes the rule;
-// a chunk holding a repeat is rolled back to its savepoint and inserted a
-// row at a time, so each row says whether it was new.
-func (db *DB) insertLedger(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool) error {
+// errRepeat rolls back a batch whose chunked ledger insert met a request
+// id the ledger has (SettleBatch then inserts a row at a time).
+var errRepeat = errors.New("sqlite: a repeated request id in a chunk")
+
+// insertLedger inserts a ledger row per entry; charged[i] says whether it
+// was new. Chunked, it inserts LedgerChunk rows a statement, the rest a
+// row at a time, and fails with errRepeat at the first chunk not all new
+// (the cached store's own check of request ids makes all new the rule).
+// Row by row, each row says whether it was new.
+func (db *DB) insertLedger(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool, chunked bool) error {
 	args := make([]any, 0, 8*LedgerChunk)
 	row := func(args []any, e store.Entry) []any {
 		at, _ := nanos(e.Time)
 		return append(args, e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
 	}
-	one := tx.StmtContext(ctx, db.settle.ledger)
-	var chunk *sql.Stmt
-	for len(entries) > 0 {
-		if len(entries) >= LedgerChunk {
-			if chunk == nil {
-				chunk = tx.StmtContext(ctx, db.settle.ledgerChunk)
-			}
+	if chunked && len(entries) >= LedgerChunk {
+		chunk := tx.StmtContext(ctx, db.settle.ledgerChunk)
+		for len(entries) >= LedgerChunk {
 			args = args[:0]
 			for _, e := range entries[:LedgerChunk] {
 				args = row(args, e)
 			}
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT chunk"); err != nil {
-				return err
-			}
 			res, err := chunk.ExecContext(ctx, args...)
-			var n int64
-			if err == nil {
-				n, err = res.RowsAffected()
-			}
-			if err == nil && n == LedgerChunk {
-				if _, err := tx.ExecContext(ctx, "RELEASE chunk"); err != nil {
-					return err
-				}
-				for i := range LedgerChunk {
-					charged[i] = true
-				}
-				entries, charged = entries[LedgerChunk:], charged[LedgerChunk:]
-				continue
-			}
-			// A repeat (or a failure, which the rows alone name): undo
-			// the chunk and take its rows one at a time.
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO chunk; RELEASE chunk"); err != nil {
-				return err
-			}
-		}
-		for i, e := range entries[:min(len(entries), LedgerChunk)] {
-			res, err := one.ExecContext(ctx, row(args[:0], e)...)
 			if err != nil {
-				return fmt.Errorf("settle %q: %w", e.RequestID, classify(err))
+				return errRepeat // the rows alone name which one failed
 			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return err
+			if n, err := res.RowsAffected(); err != nil || n != LedgerChunk {
+				return errRepeat
 			}
-			charged[i] = n > 0
+			for i := range LedgerChunk {
+				charged[i] = true
+			}
+			entries, charged = entries[LedgerChunk:], charged[LedgerChunk:]
 		}
-		n := min(len(entries), LedgerChunk)
-		entries, charged = entries[n:], charged[n:]
+	}
+	one := tx.StmtContext(ctx, db.settle.ledger)
+	for i, e := range entries {
+		res, err := one.ExecContext(ctx, row(args[:0], e)...)
+		if err != nil {
+			return fmt.Errorf("settle %q: %w", e.RequestID, classify(err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		charged[i] = n > 0
 	}
 	return nil
 }
@@ -773,12 +771,15 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		g.account, periodMonth, g.month.UnixNano(), int64(cost)); err != nil {
 		return err
 	}
+	// A row is written only for a prepaid balance: an account billed
+	// afterwards (its ledger rows name it, so it exists) matches none.
 	var after sql.NullInt64
-	if err := st(db.settle.balance).QueryRowContext(ctx, int64(drawn), g.account).Scan(&after); err != nil {
-		return classify(err)
-	}
-	if !after.Valid {
+	err := st(db.settle.balance).QueryRowContext(ctx, int64(drawn), g.account).Scan(&after)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !after.Valid {
 		return nil // billed afterwards: no balance to journal
+	}
+	if err != nil {
+		return classify(err)
 	}
 	// The balance before the group is the final one plus what it drew;
 	// each draw's journal row records the balance it left.
