@@ -437,34 +437,47 @@ func readBody(c *pipeline.Call, limit int64) ([]byte, error) {
 // parse accepted (a JSON object, checked), so the same format needs no
 // second check.
 func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte, string, error) {
-	if from == to {
-		if out, ok := sameFormat(body, to, model, stream); ok {
-			return out, pathOf[to], nil
+	if from != to {
+		var err error
+		if body, err = translateRequest(body, from, to, model); err != nil {
+			return nil, "", err
 		}
 	}
-	return editRequest(body, from, to, model, stream)
+	// The edits in one pass, on the client's body or the translation.
+	if out, ok := sameFormat(body, to, model, stream); ok {
+		return out, pathOf[to], nil
+	}
+	return editRequest(body, to, to, model, stream)
+}
+
+// translateRequest is a body of format from in format to, for model.
+func translateRequest(body []byte, from, to Format, model string) ([]byte, error) {
+	switch {
+	case from == ChatCompletions && to == Messages:
+		return translate.ChatToMessagesRequest(body, model)
+	case from == Messages && to == ChatCompletions:
+		return translate.MessagesToChatRequest(body, model)
+	case from == Responses && to == ChatCompletions:
+		return translate.ResponsesToChatRequest(body, model)
+	case from == Responses && to == Messages:
+		out, err := translate.ResponsesToChatRequest(body, model)
+		if err != nil {
+			return nil, err
+		}
+		return translate.ChatToMessagesRequest(out, model)
+	}
+	return nil, fmt.Errorf("no translation from format %d to %d", from, to)
 }
 
 // editRequest is requestFor by translation and edits, one after the
-// other.
+// other (sameFormat does the edits in one pass where it can).
 func editRequest(body []byte, from, to Format, model string, stream bool) ([]byte, string, error) {
 	var out []byte
 	var err error
-	switch {
-	case from == to:
+	if from == to {
 		out, err = sjson.SetBytes(body, "model", model)
-	case from == ChatCompletions && to == Messages:
-		out, err = translate.ChatToMessagesRequest(body, model)
-	case from == Messages && to == ChatCompletions:
-		out, err = translate.MessagesToChatRequest(body, model)
-	case from == Responses && to == ChatCompletions:
-		out, err = translate.ResponsesToChatRequest(body, model)
-	case from == Responses && to == Messages:
-		if out, err = translate.ResponsesToChatRequest(body, model); err == nil {
-			out, err = translate.ChatToMessagesRequest(out, model)
-		}
-	default:
-		return nil, "", fmt.Errorf("no translation from format %d to %d", from, to)
+	} else {
+		out, err = translateRequest(body, from, to, model)
 	}
 	if err != nil {
 		return nil, "", err

@@ -583,17 +583,54 @@ func FuzzSameFormat(f *testing.F) {
 		if jsonbody.Check(fast) != nil {
 			t.Fatalf("one pass writes a body the strict check refuses: %s", fast)
 		}
-		decode := func(b []byte) any {
-			d := json.NewDecoder(bytes.NewReader(b))
-			d.UseNumber()
-			var v any
-			if err := d.Decode(&v); err != nil {
-				t.Fatalf("%s: %v", b, err)
-			}
-			return v
-		}
-		if !reflect.DeepEqual(decode(fast), decode(slow)) {
+		if !reflect.DeepEqual(decodeJSON(t, fast), decodeJSON(t, slow)) {
 			t.Fatalf("body %s (format %d, stream %v):\none pass %s\nedits    %s", b, f, stream, fast, slow)
 		}
 	})
+}
+
+// A translated request's edits in one pass say what the edits one after
+// the other say.
+func FuzzRequestFor(f *testing.F) {
+	for _, b := range []string{
+		`{"model":"gw-fast","second_opinion":true,"max_tokens":null,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"gw-fast","max_tokens":7,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`,
+		`{"model":"gw-fast","input":"hi","instructions":"x","max_output_tokens":null,"store":true}`,
+	} {
+		for pair := range 4 {
+			f.Add(b, uint8(pair), pair%2 == 0)
+		}
+	}
+	pairs := [][2]Format{{ChatCompletions, Messages}, {Messages, ChatCompletions}, {Responses, ChatCompletions}, {Responses, Messages}}
+	f.Fuzz(func(t *testing.T, body string, pair uint8, stream bool) {
+		p := pairs[int(pair)%len(pairs)]
+		b := []byte(body)
+		if jsonbody.Check(b) != nil {
+			return
+		}
+		fast, _, ferr := requestFor(b, p[0], p[1], "m<1>", stream)
+		slow, _, serr := editRequest(b, p[0], p[1], "m<1>", stream)
+		if (ferr == nil) != (serr == nil) {
+			t.Fatalf("body %s (%d to %d): one pass %v, edits %v", b, p[0], p[1], ferr, serr)
+		}
+		if ferr != nil {
+			return
+		}
+		if !reflect.DeepEqual(decodeJSON(t, fast), decodeJSON(t, slow)) {
+			t.Fatalf("body %s (%d to %d, stream %v):\none pass %s\nedits    %s", b, p[0], p[1], stream, fast, slow)
+		}
+	})
+}
+
+// decodeJSON decodes b with its numbers as written, for comparing bodies
+// by what they say.
+func decodeJSON(t *testing.T, b []byte) any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return v
 }
