@@ -578,12 +578,19 @@ func TestBenchReport(t *testing.T) {
 		// (gw_charge_commit_seconds).
 		batches, charges     float64
 		commitP50, commitP99 time.Duration
+		// gwCPU and baseCPU: each process's CPU over the whole scenario
+		// (its background work in the other's batches too); zero when
+		// one process serves both targets.
+		gwCPU, baseCPU time.Duration
 	}
 	var results []result
 	for _, sc := range env.scenarios {
 		env.warm(t, sc.base, sc.gw)
 		sc.gw = env.withFreshAccounts(t, sc.gw)
 		commitsBefore := env.commits(t)
+		split := !sc.gw.bare && env.base != env.g
+		gwCPU0, _ := procCPU(env.g.pid(t))
+		baseCPU0, _ := procCPU(env.base.pid(t))
 		var gwBatches []time.Duration
 		ctx, cancel := context.WithTimeout(context.Background(), budget)
 		var gwS, baseS []benchSample
@@ -623,6 +630,10 @@ func TestBenchReport(t *testing.T) {
 		cancel()
 		r := result{name: sc.name, gw: benchSummarise(gwS, gwWall, sc.gw.stream), base: benchSummarise(baseS, baseWall, sc.base.stream)}
 		r.batches, r.charges, r.commitP50, r.commitP99 = env.commits(t).since(commitsBefore)
+		if gwCPU1, ok := procCPU(env.g.pid(t)); ok && split {
+			baseCPU1, _ := procCPU(env.base.pid(t))
+			r.gwCPU, r.baseCPU = gwCPU1-gwCPU0, baseCPU1-baseCPU0
+		}
 		r.gw.truncated, r.base.truncated = len(gwS) < n, len(baseS) < n
 		if len(gwBatches) > 0 {
 			r.gwFirst, r.gwLast = gwBatches[0], gwBatches[len(gwBatches)-1]
@@ -636,7 +647,8 @@ func TestBenchReport(t *testing.T) {
 		"gateway calls spread over %d fresh account(s) per scenario; access log on %s (GW_BENCH_ACCESS_LOG); baseline in %s (GW_BENCH_BASELINE); loopback; %s/%s, %d CPUs (the load generator's GOMAXPROCS %d), %s.\n",
 		n, conc, batch, env.accounts, benchLogSites(), benchBaselineWhere(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintf(&md, "Latencies in µs (streams: to the first and to the last body byte); ratio = gateway / baseline; "+
-		"added = gateway − baseline.\n\n")
+		"added = gateway − baseline. CPU per call: each process's user and system time over the whole scenario (/proc; "+
+		"work one does while the other's batch runs counts as its own), over its calls; CPU ratio = baseline / gateway.\n\n")
 	fmt.Fprintf(&md, "| scenario | measure | baseline p50 | gateway p50 | ratio | added | baseline p99 | gateway p99 | ratio | added |\n")
 	fmt.Fprintf(&md, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	row := func(name, measure string, b50, g50, b99, g99 time.Duration) {
@@ -652,14 +664,19 @@ func TestBenchReport(t *testing.T) {
 			row(r.name, "latency", r.base.lastP50, r.gw.lastP50, r.base.lastP99, r.gw.lastP99)
 		}
 	}
-	fmt.Fprintf(&md, "\n| scenario | baseline req/s | gateway req/s | ratio | gateway p50, first → last batch |\n|---|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&md, "\n| scenario | baseline req/s | gateway req/s | ratio | gateway p50, first → last batch | baseline CPU per call | gateway CPU per call | CPU ratio |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range results {
 		note := ""
 		if r.gw.truncated || r.base.truncated {
 			note = fmt.Sprintf(" (cut short by GW_BENCH_BUDGET: %d baseline, %d gateway requests)", r.base.n, r.gw.n)
 		}
-		fmt.Fprintf(&md, "| %s%s | %.0f | %.0f | %s | %.0f → %.0f µs |\n", r.name, note, r.base.perSecond, r.gw.perSecond,
-			benchRatio(r.gw.perSecond, r.base.perSecond), benchMicros(r.gwFirst), benchMicros(r.gwLast))
+		cpu := "– | – | –"
+		if r.gwCPU > 0 && r.baseCPU > 0 {
+			b, g := benchMicros(r.baseCPU)/float64(r.base.n), benchMicros(r.gwCPU)/float64(r.gw.n)
+			cpu = fmt.Sprintf("%.0f µs | %.0f µs | %s", b, g, benchRatio(b, g))
+		}
+		fmt.Fprintf(&md, "| %s%s | %.0f | %.0f | %s | %.0f → %.0f µs | %s |\n", r.name, note, r.base.perSecond, r.gw.perSecond,
+			benchRatio(r.gw.perSecond, r.base.perSecond), benchMicros(r.gwFirst), benchMicros(r.gwLast), cpu)
 	}
 	fmt.Fprintf(&md, "\nThe gateway's own measure of making its charges durable (gw_charge_commit_seconds: a batch's write and sync), "+
 		"and the latency it added beyond that (added − commit):\n\n")

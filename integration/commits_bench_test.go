@@ -3,8 +3,10 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,3 +99,32 @@ func (c benchCommits) since(earlier benchCommits) (batches, charges float64, p50
 	}
 	return batches, c.charges - earlier.charges, quantile(0.50), quantile(0.99)
 }
+
+// procCPU is the CPU time process pid has used so far: the user and
+// system time of all its threads, those that ended too (the kernel's
+// io_uring workers are threads of the gateway's process), from
+// /proc/<pid>/stat, in clock ticks of 10 ms. ok is false where there is no
+// /proc.
+func procCPU(pid int) (d time.Duration, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command's closing parenthesis, the state first
+	// (field 3): utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, false
+	}
+	user, err1 := strconv.ParseInt(f[11], 10, 64)
+	sys, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(user+sys) * (time.Second / clockTicks), true
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc's times on every
+// Linux architecture Go runs on.
+const clockTicks = 100

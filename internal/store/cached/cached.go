@@ -59,10 +59,13 @@ const MaxApply = 4096
 // ledger or a change of an account does not wait). Few transactions
 // matter more than fresh ones: each writes pages that the next charge's
 // fsync must flush to the device with its own (one transaction every
-// 50 ms doubled the fsync of one call in a hundred), and the charges are
-// durable in the log meanwhile.
+// 50 ms doubled the fsync of one call in a hundred), a large one writes
+// each index page it touches once for many charges (SQLite's cost of a
+// charge spread over 32 accounts: 8.2 µs in transactions of 512, 5.2 in
+// transactions of 4,096), and the charges are durable in the log
+// meanwhile.
 const (
-	ApplyBatch = 512
+	ApplyBatch = MaxApply
 	ApplyDelay = time.Second
 )
 
