@@ -10,7 +10,11 @@ package integration
 //
 // or scripts/bench.sh. TestBenchReport is skipped unless GW_BENCH=1. Its
 // knobs: GW_BENCH_SCENARIOS (a comma-separated subset of the scenario
-// names), GW_BENCH_GATEWAY_CPUS (pin bin/caddy to these CPUs with
+// names, in the order to run them), GW_BENCH_SYNC_BIN (bin/caddy-bench,
+// built with integration/benchsync: it serves the baselines, and the
+// scenarios fsync-on-bare and same-format-beyond-fsync measure the gateway
+// beyond the one fsync of a durable charge; scripts/hotpath.sh sets it),
+// GW_BENCH_GATEWAY_CPUS (pin bin/caddy to these CPUs with
 // taskset), GW_BENCH_N (requests per target and scenario, 2000),
 // GW_BENCH_CONC (concurrent clients, 8), GW_BENCH_ACCESS_LOG (which sites
 // write Caddyfile.example's access log: both, the default, gateway or
@@ -53,6 +57,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/integration/benchsync"
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 )
 
@@ -84,6 +89,9 @@ type benchTarget struct {
 	// bare marks a baseline target standing in for the gateway (the A/A
 	// scenario): it gets no gateway accounts.
 	bare bool
+	// synced marks the bare proxy that makes one record durable per
+	// request (gw_bench_sync).
+	synced bool
 }
 
 // benchScenario pairs a gateway request with the equivalent request sent
@@ -186,6 +194,27 @@ http://%s {
 %s	reverse_proxy %s
 }
 `, baseOA, baseLog, benchHostOf(tb, oa.URL), baseAN, baseLog, benchHostOf(tb, an.URL))
+	// The bare proxy plus the one fsync a durable charge needs: a
+	// site of bin/caddy-bench, when GW_BENCH_SYNC_BIN names it.
+	syncBin := os.Getenv("GW_BENCH_SYNC_BIN")
+	var baseSync string
+	if syncBin != "" {
+		if benchSharedBaseline() {
+			tb.Fatal("GW_BENCH_SYNC_BIN needs a baseline process of its own (not GW_BENCH_BASELINE=shared)")
+		}
+		baseSync = "127.0.0.1:" + freePorts(tb, 1)[0]
+		baseSites += fmt.Sprintf(`
+# The bare proxy plus one durable record a request (integration/benchsync).
+http://%s {
+%s	route {
+		gw_bench_sync {
+			dir %s
+		}
+		reverse_proxy %s
+	}
+}
+`, baseSync, baseLog, tb.TempDir(), benchHostOf(tb, oa.URL))
+	}
 	config := example
 	var base *gateway
 	if benchSharedBaseline() {
@@ -194,7 +223,7 @@ http://%s {
 		// A Caddy of its own, with no gw app: the process-wide tuning
 		// of the gw app (GOMAXPROCS, the collector's floor) does not
 		// reach it, and the gateway's heap is not its to collect.
-		base = startGateway(tb, gwOptions{Caddyfile: "{\n\tadmin {$GW_ADMIN}\n}\n" + baseSites})
+		base = startGateway(tb, gwOptions{Caddyfile: "{\n\tadmin {$GW_ADMIN}\n}\n" + baseSites, Bin: syncBin})
 	}
 
 	g := startGateway(tb, gwOptions{BootstrapKey: benchKey, Caddyfile: config, Env: map[string]string{
@@ -232,18 +261,16 @@ http://%s {
 	}
 	env := &benchEnv{g: g, base: base, oa: oa, an: an, client: client, accounts: benchEnvInt(tb, "GW_BENCH_ACCOUNTS", 1)}
 	aa := benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader, body: body("gpt-4.1-mini", chatMsgs), want: benchText, bare: true}
+	sameGW := benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-gpt-4.1-mini", chatMsgs), want: benchText}
+	sameBase := benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader,
+		body: body("gpt-4.1-mini", chatMsgs), want: benchText}
 	env.scenarios = []benchScenario{
 		{
 			// A/A: the bare proxy against itself, so the noise of the
 			// machine shows beside the real ratios.
 			name: "aa-bare-vs-bare", gw: aa, base: aa,
 		},
-		{
-			name: "same-format",
-			gw:   benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-gpt-4.1-mini", chatMsgs), want: benchText},
-			base: benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader,
-				body: body("gpt-4.1-mini", chatMsgs), want: benchText},
-		},
+		{name: "same-format", gw: sameGW, base: sameBase},
 		{
 			name: "translated-chat-in",
 			gw:   benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-claude-sonnet-4-5", chatMsgs), want: benchText},
@@ -282,12 +309,25 @@ http://%s {
 				body: body("claude-sonnet-4-5", msgsMsgs+msgsStream), stream: true, want: "event: message_stop"},
 		},
 	}
+	if baseSync != "" {
+		synced := benchTarget{url: "http://" + baseSync + "/v1/chat/completions", header: oaHeader,
+			body: body("gpt-4.1-mini", chatMsgs), want: benchText, bare: true, synced: true}
+		env.scenarios = append(env.scenarios,
+			// What the one fsync adds to the bare proxy, where the
+			// gateway makes its charge durable (the upstream has answered).
+			benchScenario{name: "fsync-on-bare", gw: synced, base: sameBase},
+			// The gateway against that: what it adds beyond the fsync.
+			benchScenario{name: "same-format-beyond-fsync", gw: sameGW, base: synced},
+		)
+	}
 	if only := os.Getenv("GW_BENCH_SCENARIOS"); only != "" {
 		var kept []benchScenario
-		for _, sc := range env.scenarios {
-			if slices.Contains(strings.Split(only, ","), sc.name) {
-				kept = append(kept, sc)
+		for name := range strings.SplitSeq(only, ",") {
+			i := slices.IndexFunc(env.scenarios, func(sc benchScenario) bool { return sc.name == name })
+			if i < 0 {
+				tb.Fatalf("GW_BENCH_SCENARIOS: no scenario %q here (fsync-on-bare and same-format-beyond-fsync need GW_BENCH_SYNC_BIN, bin/caddy-bench)", name)
 			}
+			kept = append(kept, env.scenarios[i])
 		}
 		env.scenarios = kept
 	}
@@ -582,6 +622,8 @@ func TestBenchReport(t *testing.T) {
 		// (its background work in the other's batches too); zero when
 		// one process serves both targets.
 		gwCPU, baseCPU time.Duration
+		// baseSynced: the baseline makes a record durable per request.
+		baseSynced bool
 	}
 	var results []result
 	for _, sc := range env.scenarios {
@@ -628,7 +670,8 @@ func TestBenchReport(t *testing.T) {
 			env.an.Reset()
 		}
 		cancel()
-		r := result{name: sc.name, gw: benchSummarise(gwS, gwWall, sc.gw.stream), base: benchSummarise(baseS, baseWall, sc.base.stream)}
+		r := result{name: sc.name, gw: benchSummarise(gwS, gwWall, sc.gw.stream), base: benchSummarise(baseS, baseWall, sc.base.stream),
+			baseSynced: sc.base.synced}
 		r.batches, r.charges, r.commitP50, r.commitP99 = env.commits(t).since(commitsBefore)
 		if gwCPU1, ok := procCPU(env.g.pid(t)); ok && split {
 			baseCPU1, _ := procCPU(env.base.pid(t))
@@ -648,7 +691,14 @@ func TestBenchReport(t *testing.T) {
 		n, conc, batch, env.accounts, benchLogSites(), benchBaselineWhere(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintf(&md, "Latencies in µs (streams: to the first and to the last body byte); ratio = gateway / baseline; "+
 		"added = gateway − baseline. CPU per call: each process's user and system time over the whole scenario (/proc; "+
-		"work one does while the other's batch runs counts as its own), over its calls; CPU ratio = baseline / gateway.\n\n")
+		"work one does while the other's batch runs counts as its own), over its calls; CPU ratio = baseline / gateway.")
+	if slices.ContainsFunc(env.scenarios, func(sc benchScenario) bool { return sc.gw.synced || sc.base.synced }) {
+		fmt.Fprintf(&md, " fsync-on-bare: the bare proxy that also makes one %d B record durable per request (pwrite over written blocks, "+
+			"then fdatasync, when the upstream's answer starts: gw_bench_sync) against the bare proxy, so its added column is that fsync's cost "+
+			"where a charge's is paid; same-format-beyond-fsync: the gateway against that proxy, so its added column is the gateway's latency "+
+			"beyond the one fsync a durable charge needs.", benchsync.RecordSize)
+	}
+	md.WriteString("\n\n")
 	fmt.Fprintf(&md, "| scenario | measure | baseline p50 | gateway p50 | ratio | added | baseline p99 | gateway p99 | ratio | added |\n")
 	fmt.Fprintf(&md, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	row := func(name, measure string, b50, g50, b99, g99 time.Duration) {
@@ -682,8 +732,8 @@ func TestBenchReport(t *testing.T) {
 		"and the latency it added beyond that (added − commit):\n\n")
 	fmt.Fprintf(&md, "| scenario | measure | batches | charges a batch | commit p50 | commit p99 | added p50 beyond it | added p99 beyond it |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range results {
-		if r.batches == 0 {
-			continue
+		if r.batches == 0 || r.baseSynced {
+			continue // a synced baseline has the fsync in it already
 		}
 		// A stream's charge is made durable before its last event (the
 		// first byte waits for no disk).

@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,6 +72,8 @@ type gwOptions struct {
 	Caddyfile string
 	// Env adds or overrides environment variables of the process.
 	Env map[string]string
+	// Bin is the binary to run; empty means the gateway binary under test.
+	Bin string
 }
 
 // gateway is one running bin/caddy process with its ports, data folder and
@@ -93,6 +96,7 @@ type gateway struct {
 	UpstreamURL string
 
 	dir    string
+	bin    string
 	env    []string
 	client *http.Client
 	log    *logBuffer
@@ -123,6 +127,7 @@ func startGateway(t testing.TB, opts gwOptions) *gateway {
 		DataDir:     filepath.Join(dir, "data"),
 		ConfigPath:  filepath.Join(dir, "Caddyfile"),
 		dir:         dir,
+		bin:         cmp.Or(opts.Bin, caddyBin),
 		log:         newLogBuffer(),
 		client: &http.Client{
 			Timeout:   requestTimeout,
@@ -264,7 +269,7 @@ var (
 // start runs the binary and waits for readyMsg on its stderr.
 func (g *gateway) start(t testing.TB) {
 	t.Helper()
-	args := []string{caddyBin, "run", "--config", g.ConfigPath, "--adapter", "caddyfile"}
+	args := []string{g.bin, "run", "--config", g.ConfigPath, "--adapter", "caddyfile"}
 	if cpus := os.Getenv("GW_BENCH_GATEWAY_CPUS"); cpus != "" {
 		// The benchmarks pin the gateway to its own CPUs (scripts/hotpath.sh).
 		args = append([]string{"taskset", "-c", cpus}, args...)
@@ -278,7 +283,7 @@ func (g *gateway) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", caddyBin, err)
+		t.Fatalf("starting %s: %v", g.bin, err)
 	}
 	p := &process{cmd: cmd, ready: make(chan struct{}), exited: make(chan struct{})}
 	go func() {

@@ -2,9 +2,11 @@
 # The hot path's measurements (issue "Hot path"), in one run: bin/caddy
 # pinned to CPU 0 with taskset, the load generator and the zero-latency
 # fake upstreams on CPU 1, a bare Caddy reverse_proxy to the same fakes (a
-# bin/caddy of its own, also on CPU 0) as the baseline, and an A/A row (the
-# bare proxy against itself) so the noise shows. Prints Markdown; asserts
-# nothing.
+# Caddy of its own, bin/caddy-bench, also on CPU 0) as the baseline, and an
+# A/A row (the bare proxy against itself) so the noise shows. At one
+# connection the bare proxy is also measured with one durable record per
+# request (fsync-on-bare), and the gateway against that
+# (same-format-beyond-fsync). Prints Markdown; asserts nothing.
 #
 #   scripts/hotpath.sh            all of it (about five minutes)
 #
@@ -29,6 +31,15 @@ if [[ $(nproc) -ge 2 ]]; then
 fi
 
 go run ./cmd/gwbuild >/dev/null
+# The baselines' Caddy, with the handler that makes one record durable per
+# request (integration/benchsync): the one fsync a durable charge needs,
+# measured where the gateway pays it.
+synced=
+if [[ ${GW_BENCH_BASELINE:-} != shared ]]; then
+	export GW_BENCH_SYNC_BIN=$PWD/bin/caddy-bench
+	go run ./cmd/gwbuild -o "$GW_BENCH_SYNC_BIN" -with github.com/caddy-gw/caddy-gw/integration/benchsync >/dev/null
+	synced=fsync-on-bare,same-format-beyond-fsync,
+fi
 go test -c -o "$out/integration.test" ./integration
 run() { # name, test, then env assignments
 	local name=$1 test=$2
@@ -51,6 +62,6 @@ run() { # name, test, then env assignments
 	run "32 connections, 32 accounts" TestBenchReport GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=32 \
 		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated-messages-in,translated-chat-in
 	run "one connection" TestBenchReport GW_BENCH_CONC=1 GW_BENCH_ACCOUNTS=1 GW_BENCH_N=$((GW_BENCH_N / 2)) \
-		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,translated-messages-in,translated-chat-in,same-format-stream
+		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,${synced}translated-messages-in,translated-chat-in,same-format-stream
 	run "1,000 concurrent streams" TestStreamsRSSReport
 } | tee "$out/hotpath.md"

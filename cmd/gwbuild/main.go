@@ -32,9 +32,13 @@
 // go build -trimpath -ldflags "-w -s". GOFLAGS from the environment applies;
 // GOWORK is switched off. It prints the path of the binary.
 //
+// -with names one more package to blank-import (repeat it for more); it
+// must be in one of the plugins' modules. The hot-path bench builds
+// bin/caddy-bench so, with its fsync handler (integration/benchsync).
+//
 // Usage:
 //
-//	go run ./cmd/gwbuild [-manifest xcaddy.json] [-o path]
+//	go run ./cmd/gwbuild [-manifest xcaddy.json] [-o path] [-with package]
 package main
 
 import (
@@ -47,6 +51,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -66,8 +71,13 @@ type manifest struct {
 func main() {
 	manifestPath := flag.String("manifest", "xcaddy.json", "build manifest")
 	output := flag.String("o", "", "output binary (overrides the manifest's output)")
+	var with []string
+	flag.Func("with", "one more package of a plugin's module to build in (repeatable)", func(pkg string) error {
+		with = append(with, pkg)
+		return nil
+	})
 	flag.Parse()
-	out, err := build(*manifestPath, *output)
+	out, err := build(*manifestPath, *output, with)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gwbuild:", err)
 		os.Exit(1)
@@ -77,8 +87,9 @@ func main() {
 
 // mainSource is the main package of the binary: what xcaddy writes, Caddy's
 // command and standard modules plus a blank import of each plugin's package
-// (its module root unless the manifest names another).
-func mainSource(plugins []plugin) string {
+// (its module root unless the manifest names another), then each package
+// of with.
+func mainSource(plugins []plugin, with []string) string {
 	var imports strings.Builder
 	for _, p := range plugins {
 		pkg := p.Package
@@ -87,15 +98,21 @@ func mainSource(plugins []plugin) string {
 		}
 		fmt.Fprintf(&imports, "\t_ %q\n", pkg)
 	}
+	for _, pkg := range with {
+		fmt.Fprintf(&imports, "\t_ %q\n", pkg)
+	}
 	return "package main\n\nimport (\n" +
 		"\tcaddycmd \"github.com/caddyserver/caddy/v2/cmd\"\n\n" +
 		"\t_ \"github.com/caddyserver/caddy/v2/modules/standard\"\n" +
 		imports.String() + ")\n\nfunc main() {\n\tcaddycmd.Main()\n}\n"
 }
 
-func build(manifestPath, output string) (string, error) {
+func build(manifestPath, output string, with []string) (string, error) {
 	m, baseDir, err := readManifest(manifestPath)
 	if err != nil {
+		return "", err
+	}
+	if err := checkWith(m.Plugins, with); err != nil {
 		return "", err
 	}
 	if output == "" {
@@ -115,7 +132,7 @@ func build(manifestPath, output string) (string, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainSource(m.Plugins)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainSource(m.Plugins, with)), 0o644); err != nil {
 		return "", err
 	}
 	goMod := "module gwbuild-main\n\ngo " + goVersion + "\n"
@@ -153,6 +170,17 @@ func build(manifestPath, output string) (string, error) {
 		}
 	}
 	return output, nil
+}
+
+// checkWith makes sure each package of with is in a plugin's module (the
+// build requires no other).
+func checkWith(plugins []plugin, with []string) error {
+	for _, pkg := range with {
+		if !slices.ContainsFunc(plugins, func(p plugin) bool { return pkg == p.Module || strings.HasPrefix(pkg, p.Module+"/") }) {
+			return fmt.Errorf("-with %s: not a package of a plugin's module", pkg)
+		}
+	}
+	return nil
 }
 
 func readManifest(path string) (manifest, string, error) {
