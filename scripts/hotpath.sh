@@ -8,7 +8,7 @@
 # request (fsync-on-bare), and the gateway against that
 # (same-format-beyond-fsync). Prints Markdown; asserts nothing.
 #
-#   scripts/hotpath.sh            all of it (about five minutes)
+#   scripts/hotpath.sh            all of it (about three minutes)
 #
 # Knobs: GW_BENCH_N (requests per target and scenario, 16000),
 # HOTPATH_OUT (folder for the tables, default .cache/hotpath),
