@@ -69,6 +69,10 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 	cl.W.WriteHeader(http.StatusOK)
 	w := sse.NewWriter(cl.W)
 	s := &relay{call: cl, m: m, tr: tr, w: w, escalated: escalated}
+	// Events are queued as they are read and flushed together when the
+	// upstream has sent nothing more yet: none waits for the next.
+	rd.OnWait(s.flush)
+	defer s.flush()
 	if !s.write(first) {
 		return nil
 	}
@@ -120,6 +124,7 @@ type relay struct {
 	failed    bool
 	sawDone   bool
 	gone      bool // the client stopped reading
+	queued    bool // events were queued since the last flush
 	// delivered counts the output tokens relayed so far (text, reasoning
 	// and tool-call arguments, with the o200k tokenizer): what a stream
 	// that fails is billed for when its provider reported no output. The
@@ -151,6 +156,9 @@ func (s *relay) write(evs []sse.Event) bool {
 			s.sawDone = true
 		}
 		if path, ok := finalUsagePath(s.format, ev); ok && !s.settled {
+			// What came before the usage goes out before the wait for
+			// the charge's sync.
+			s.flush()
 			cost, ok := s.settle(s.tr.Usage())
 			if !ok {
 				return false
@@ -168,13 +176,22 @@ func (s *relay) write(evs []sse.Event) bool {
 		if s.gone {
 			continue
 		}
-		if err := s.w.Write(ev); err != nil {
+		s.queued = true
+		if err := s.w.Queue(ev); err != nil {
 			// The client left; read on to the end so the answer it asked
 			// for is billed (see call.committed).
 			s.gone = true
 		}
 	}
 	return true
+}
+
+// flush sends the queued events to the client.
+func (s *relay) flush() {
+	if s.queued && !s.gone && s.w.Flush() != nil {
+		s.gone = true
+	}
+	s.queued = false
 }
 
 // uncountedLimit bounds the delivered text a stream keeps uncounted.

@@ -8,7 +8,11 @@
 // dispatched rather than discarded, as most client libraries do.
 //
 // The Writer writes one event at a time and flushes it at once, through
-// http.NewResponseController so that wrapped writers (Caddy's) flush too.
+// http.NewResponseController so that wrapped writers (Caddy's) flush too;
+// or queues events and flushes them together. A relay queues the events it
+// reads and flushes them when its Reader is about to wait for more
+// (OnWait): events that arrived together leave together, in one write, and
+// none waits for the next.
 package sse
 
 import (
@@ -55,6 +59,7 @@ func IsDone(ev Event) bool { return bytes.Equal(bytes.TrimSpace(ev.Data), []byte
 // Reader reads events from a stream.
 type Reader struct {
 	br      *bufio.Reader
+	onWait  func()
 	line    []byte
 	skipLF  bool // the last line ended in '\r': a '\n' right after it belongs to it
 	first   bool // no line read yet (a leading BOM is dropped)
@@ -69,6 +74,10 @@ type Reader struct {
 func NewReader(r io.Reader) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, 64<<10), first: true}
 }
+
+// OnWait has fn called each time the Reader has used up what it read and
+// is about to read the stream again, which may wait for its sender.
+func (r *Reader) OnWait(fn func()) { r.onWait = fn }
 
 // Next returns the next event. At the end of the stream it returns io.EOF;
 // after any error it keeps returning that error.
@@ -106,6 +115,9 @@ func (r *Reader) readLine() ([]byte, error) {
 	r.line = r.line[:0]
 	for {
 		if r.br.Buffered() == 0 {
+			if r.onWait != nil {
+				r.onWait()
+			}
 			if _, err := r.br.Peek(1); err != nil {
 				if errors.Is(err, io.EOF) {
 					return r.stripBOM(r.line), io.EOF
@@ -199,7 +211,8 @@ func (r *Reader) dispatch() (Event, bool) {
 	return ev, true
 }
 
-// Writer writes events to an HTTP response, flushing after each.
+// Writer writes events to an HTTP response, flushing after each (Write)
+// or when told (Queue, Flush).
 type Writer struct {
 	w      io.Writer
 	rc     *http.ResponseController
@@ -225,10 +238,20 @@ func StartStream(w http.ResponseWriter) {
 }
 
 // Write writes ev ("event:" when set, "id:" when it changed, one "data:" line
-// per line of the data, a blank line) and flushes it. Line breaks in the data
-// (\n, \r\n or \r) become separate data lines, so a reader gets them back as
-// \n. An event name or id with a line break is refused with ErrInvalidField.
+// per line of the data, a blank line) and flushes it, with whatever was
+// queued before it. Line breaks in the data (\n, \r\n or \r) become
+// separate data lines, so a reader gets them back as \n. An event name or
+// id with a line break is refused with ErrInvalidField.
 func (w *Writer) Write(ev Event) error {
+	if err := w.Queue(ev); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// Queue writes ev as Write does, without flushing it: it goes out with the
+// next Flush (or sooner, when the response's own buffer fills).
+func (w *Writer) Queue(ev Event) error {
 	if strings.ContainsAny(ev.Event, "\r\n") || strings.ContainsAny(ev.ID, "\r\n\x00") {
 		return ErrInvalidField
 	}
@@ -270,19 +293,21 @@ func (w *Writer) Write(ev Event) error {
 	}
 	b = append(b, '\n')
 	w.buf = b
-	return w.send(b)
+	_, err := w.w.Write(b)
+	return err
 }
 
 // WriteDone writes "data: [DONE]" and a blank line, the end of a
 // chat-completions-style stream, and flushes it.
 func (w *Writer) WriteDone() error {
-	return w.send([]byte("data: [DONE]\n\n"))
-}
-
-func (w *Writer) send(b []byte) error {
-	if _, err := w.w.Write(b); err != nil {
+	if _, err := w.w.Write([]byte("data: [DONE]\n\n")); err != nil {
 		return err
 	}
+	return w.Flush()
+}
+
+// Flush sends what was written so far to the client.
+func (w *Writer) Flush() error {
 	if err := w.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -300,4 +301,90 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// flushLog is a ResponseWriter that records how much of the body had been
+// written at each flush.
+type flushLog struct {
+	httptest.ResponseRecorder
+	at []int
+}
+
+func (f *flushLog) Flush() { f.at = append(f.at, f.Body.Len()) }
+
+// TestQueueAndFlush: queued events are written in order and flushed only
+// by Flush, Write or WriteDone, which flush them with their own.
+func TestQueueAndFlush(t *testing.T) {
+	f := &flushLog{ResponseRecorder: *httptest.NewRecorder()}
+	w := NewWriter(f)
+	for _, ev := range []Event{{Data: []byte("a")}, {Event: "e", Data: []byte("b\nc")}} {
+		if err := w.Queue(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const queued = "data: a\n\nevent: e\ndata: b\ndata: c\n\n"
+	if f.Body.String() != queued || len(f.at) != 0 {
+		t.Fatalf("after two Queue: body %q, flushes %v", f.Body.String(), f.at)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Queue(Event{Data: []byte("d")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(Event{Data: []byte("e")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteDone(); err != nil {
+		t.Fatal(err)
+	}
+	const all = queued + "data: d\n\ndata: e\n\ndata: [DONE]\n\n"
+	want := []int{len(queued), len(all) - len("data: [DONE]\n\n"), len(all)}
+	if f.Body.String() != all || !slices.Equal(f.at, want) {
+		t.Fatalf("body %q flushed at %v, want %q at %v", f.Body.String(), f.at, all, want)
+	}
+	if err := w.Queue(Event{Event: "a\nb"}); err != ErrInvalidField {
+		t.Fatalf("Queue of an event name with a line break: %v", err)
+	}
+}
+
+// chunks returns one piece per Read.
+type chunks []string
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(*c) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*c)[0])
+	if n == len((*c)[0]) {
+		*c = (*c)[1:]
+	} else {
+		(*c)[0] = (*c)[0][n:]
+	}
+	return n, nil
+}
+
+// TestOnWait: the Reader calls OnWait's function exactly when it has used
+// up what it read and reads the stream again, so events read together are
+// returned between two calls.
+func TestOnWait(t *testing.T) {
+	src := chunks{"data: a\n\ndata: b\n\n", "data: c\n", "\n"}
+	r := NewReader(&src)
+	var log []string
+	r.OnWait(func() { log = append(log, "wait") })
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			log = append(log, "EOF")
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, string(ev.Data))
+	}
+	want := []string{"wait", "a", "b", "wait", "wait", "c", "wait", "EOF"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("%q, want %q", log, want)
+	}
 }
