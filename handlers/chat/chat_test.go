@@ -634,3 +634,77 @@ func decodeJSON(t *testing.T, b []byte) any {
 	}
 	return v
 }
+
+// FuzzStreamEventReads holds the relay's reads of a stream event to the
+// plain path lookups they stand for: the error and usage of a chunk
+// looked up only when its data may hold them (mayHoldData), and the
+// delivered text (of an event that is JSON) appended in place of being
+// built as a string.
+func FuzzStreamEventReads(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"index":0,"delta":{"content":"hi","reasoning_content":"r","tool_calls":[{"function":{"arguments":"{\"a\":1}"}}]}}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}`,
+		`{"error":{"message":"x"}}`, `{"\u0065rror":{}}`, `{"\u0075sage":{"prompt_tokens":1}}`, `[DONE]`, `{"usage":null}`, `{"choices":{"a":{"delta":{"content":"o"}}}}`,
+		`{"type":"response.output_text.delta","delta":"d\u00e9"}`, `{"delta":{"text":"t","partial_json":"{","thinking":"th"}}`, `not json`,
+	} {
+		f.Add(s, "")
+		f.Add(s, "content_block_delta")
+	}
+	f.Fuzz(func(t *testing.T, data, name string) {
+		ev := sse.Event{Event: name, Data: []byte(data)}
+		done := sse.IsDone(ev)
+		if got, want := isError(ChatCompletions, ev), !done && gjson.Get(data, "error").Exists(); got != want {
+			t.Fatalf("isError %v, want %v", got, want)
+		}
+		if _, got := finalUsagePath(ChatCompletions, ev); got != (!done && gjson.Get(data, "usage").IsObject()) {
+			t.Fatalf("finalUsagePath %v", got)
+		}
+		p := &passthrough{format: ChatCompletions}
+		p.Event(ev)
+		var want translate.Usage
+		if !done && gjson.Get(data, "usage").IsObject() {
+			want = translate.ChatUsage(ev.Data)
+		}
+		if p.Usage() != want {
+			t.Fatalf("passthrough usage %+v, want %+v", p.Usage(), want)
+		}
+		if !gjson.Valid(data) {
+			return // path lookups read text out of data that is not JSON; appendDelta reads none
+		}
+		for _, format := range []Format{ChatCompletions, Messages, Responses} {
+			if got, want := string(appendDelta([]byte("x"), format, ev)), "x"+deltaTextByPaths(format, ev); got != want {
+				t.Fatalf("format %d: appendDelta %q, want %q", format, got, want)
+			}
+		}
+	})
+}
+
+// deltaTextByPaths is appendDelta's text by path lookups.
+func deltaTextByPaths(f Format, ev sse.Event) string {
+	data := string(ev.Data)
+	switch f {
+	case Messages:
+		if ev.Event != "content_block_delta" {
+			return ""
+		}
+		return gjson.Get(data, "delta.text").String() + gjson.Get(data, "delta.partial_json").String() + gjson.Get(data, "delta.thinking").String()
+	case Responses:
+		if strings.HasSuffix(gjson.Get(data, "type").String(), ".delta") {
+			return gjson.Get(data, "delta").String()
+		}
+		return ""
+	}
+	if sse.IsDone(ev) {
+		return ""
+	}
+	var b strings.Builder
+	gjson.Get(data, "choices").ForEach(func(_, c gjson.Result) bool {
+		b.WriteString(c.Get("delta.content").String() + c.Get("delta.reasoning_content").String())
+		c.Get("delta.tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			b.WriteString(tc.Get("function.arguments").String())
+			return true
+		})
+		return true
+	})
+	return b.String()
+}

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
@@ -167,11 +169,13 @@ func (s *relay) write(evs []sse.Event) bool {
 				ev.Data = data
 			}
 		}
-		if s.undelivered = append(s.undelivered, deltaText(s.format, ev)...); len(s.undelivered) >= uncountedLimit {
+		if s.undelivered = appendDelta(s.undelivered, s.format, ev); len(s.undelivered) >= uncountedLimit {
 			s.countDelivered()
 		}
-		if n := gjson.GetBytes(ev.Data, "sequence_number"); s.format == Responses && n.Type == gjson.Number {
-			s.seq = n.Int() + 1
+		if s.format == Responses {
+			if n := gjson.GetBytes(ev.Data, "sequence_number"); n.Type == gjson.Number {
+				s.seq = n.Int() + 1
+			}
 		}
 		if s.gone {
 			continue
@@ -222,37 +226,49 @@ func (s *relay) billDelivered() {
 	s.settle(u)
 }
 
-// deltaText is the generated text an event of format f carries: text,
-// reasoning and tool-call argument deltas.
-func deltaText(f Format, ev sse.Event) string {
+// appendDelta appends the generated text an event of format f carries
+// (text, reasoning and tool-call argument deltas) to b; an event whose
+// data is not JSON carries none.
+func appendDelta(b []byte, f Format, ev sse.Event) []byte {
+	// The event's data is read in place (jsonbody.Parse): the text is
+	// copied into b before anything else happens to it.
 	switch f {
 	case Messages:
 		if ev.Event != "content_block_delta" {
-			return ""
+			return b
 		}
-		d := gjson.GetBytes(ev.Data, "delta")
-		return d.Get("text").String() + d.Get("partial_json").String() + d.Get("thinking").String()
+		d := jsonbody.Parse(ev.Data).Get("delta")
+		b = append(b, d.Get("text").String()...)
+		b = append(b, d.Get("partial_json").String()...)
+		return append(b, d.Get("thinking").String()...)
 	case Responses:
-		if strings.HasSuffix(gjson.GetBytes(ev.Data, "type").String(), ".delta") {
-			return gjson.GetBytes(ev.Data, "delta").String()
+		if t := jsonbody.Parse(ev.Data); strings.HasSuffix(t.Get("type").String(), ".delta") {
+			return append(b, t.Get("delta").String()...)
 		}
-		return ""
+		return b
 	}
 	if sse.IsDone(ev) {
-		return ""
+		return b
 	}
-	var b strings.Builder
-	gjson.GetBytes(ev.Data, "choices").ForEach(func(_, c gjson.Result) bool {
+	jsonbody.Parse(ev.Data).Get("choices").ForEach(func(_, c gjson.Result) bool {
 		d := c.Get("delta")
-		b.WriteString(d.Get("content").String())
-		b.WriteString(d.Get("reasoning_content").String())
+		b = append(b, d.Get("content").String()...)
+		b = append(b, d.Get("reasoning_content").String()...)
 		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-			b.WriteString(tc.Get("function.arguments").String())
+			b = append(b, tc.Get("function.arguments").String()...)
 			return true
 		})
 		return true
 	})
-	return b.String()
+	return b
+}
+
+// mayHoldData reports whether an event's data may hold a member named word:
+// it spells the word, or holds a \u escape (which could spell it). A
+// chunk of a chat-completions stream is looked into for its "error" and
+// "usage" only then: most hold neither, and the look is a scan of it all.
+func mayHoldData(data []byte, word string) bool {
+	return bytes.Contains(data, []byte(word)) || bytes.Contains(data, []byte(`\u`))
 }
 
 // settle charges the stream's usage; on a store failure the client gets an
@@ -317,7 +333,7 @@ func isError(f Format, ev sse.Event) bool {
 		t := gjson.GetBytes(ev.Data, "type").String()
 		return ev.Event == "error" || t == "error" || t == "response.failed"
 	}
-	return !sse.IsDone(ev) && gjson.GetBytes(ev.Data, "error").Exists()
+	return !sse.IsDone(ev) && mayHoldData(ev.Data, "error") && gjson.GetBytes(ev.Data, "error").Exists()
 }
 
 // ProviderFailedMessage replaces a provider's own message in an error
@@ -352,7 +368,7 @@ func finalUsagePath(f Format, ev sse.Event) (string, bool) {
 	case Responses:
 		return "response.usage", responsesFinal[gjson.GetBytes(ev.Data, "type").String()]
 	}
-	return "usage", !sse.IsDone(ev) && gjson.GetBytes(ev.Data, "usage").IsObject()
+	return "usage", !sse.IsDone(ev) && mayHoldData(ev.Data, "usage") && gjson.GetBytes(ev.Data, "usage").IsObject()
 }
 
 // responsesFinal are the responses stream's terminal events that carry the
@@ -387,7 +403,7 @@ func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
 	case ChatCompletions:
 		if sse.IsDone(ev) {
 			p.done = true
-		} else if gjson.GetBytes(ev.Data, "usage").IsObject() {
+		} else if mayHoldData(ev.Data, "usage") && gjson.GetBytes(ev.Data, "usage").IsObject() {
 			p.usage = translate.ChatUsage(ev.Data)
 		}
 	case Messages:
