@@ -148,6 +148,7 @@ func (s *relay) write(evs []sse.Event) bool {
 			// terminal event: [DONE], response.failed) end the stream,
 			// in the gateway's words, not the provider's.
 			s.failed = true
+			s.flush() // what came before, before the wait for the bill's sync
 			s.billDelivered()
 			for _, rest := range evs[i:] {
 				_ = s.w.Write(scrubError(s.format, rest))
@@ -299,6 +300,7 @@ func (s *relay) fail(msg string) {
 		return
 	}
 	s.failed = true
+	s.flush() // what came before, before the wait for the bill's sync
 	s.billDelivered()
 	evs := translate.Fail(s.tr, "api_error", "upstream_error", msg)
 	if len(evs) == 0 {
