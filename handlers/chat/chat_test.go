@@ -637,9 +637,8 @@ func decodeJSON(t *testing.T, b []byte) any {
 
 // FuzzStreamEventReads holds the relay's reads of a stream event to the
 // plain path lookups they stand for: the error and usage of a chunk
-// looked up only when its data may hold them (mayHoldData), and the
-// delivered text (of an event that is JSON) appended in place of being
-// built as a string.
+// looked up only when its data may hold them (mayHold), and the
+// delivered text appended in place of being built as a string.
 func FuzzStreamEventReads(f *testing.F) {
 	for _, s := range []string{
 		`{"choices":[{"index":0,"delta":{"content":"hi","reasoning_content":"r","tool_calls":[{"function":{"arguments":"{\"a\":1}"}}]}}]}`,
@@ -667,9 +666,6 @@ func FuzzStreamEventReads(f *testing.F) {
 		}
 		if p.Usage() != want {
 			t.Fatalf("passthrough usage %+v, want %+v", p.Usage(), want)
-		}
-		if !gjson.Valid(data) {
-			return // path lookups read text out of data that is not JSON; appendDelta reads none
 		}
 		for _, format := range []Format{ChatCompletions, Messages, Responses} {
 			if got, want := string(appendDelta([]byte("x"), format, ev)), "x"+deltaTextByPaths(format, ev); got != want {
@@ -707,4 +703,46 @@ func deltaTextByPaths(f Format, ev sse.Event) string {
 		return true
 	})
 	return b.String()
+}
+
+// flushLog records how much of the body was written at each flush.
+type flushLog struct {
+	*httptest.ResponseRecorder
+	at []int
+}
+
+func (f *flushLog) Flush() { f.at = append(f.at, f.Body.Len()) }
+
+// TestRelayFlushesBeforeSettling: the events queued before the usage chunk
+// go out before settling (which waits for the charge's sync), not with
+// what follows it. Here the usage cannot be right, so the stream ends in
+// an error event and [DONE], flushed after them (the chunks carry no text,
+// which billing a failed stream would count, and flush, first).
+func TestRelayFlushesBeforeSettling(t *testing.T) {
+	f := &flushLog{ResponseRecorder: httptest.NewRecorder()}
+	tr := &passthrough{format: ChatCompletions}
+	s := &relay{call: &call{format: ChatCompletions}, tr: tr, w: sse.NewWriter(f)}
+	var evs []sse.Event
+	for _, d := range []string{
+		`{"choices":[{"index":0,"delta":{"role":"assistant"}}],"usage":null}`,
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`,
+		`{"choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":2}}`,
+	} {
+		out, err := tr.Event(sse.Event{Data: []byte(d)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, out...)
+	}
+	if s.write(evs) {
+		t.Fatal("a stream whose usage cannot be right went on")
+	}
+	s.flush()
+	before := "data: " + string(evs[0].Data) + "\n\ndata: " + string(evs[1].Data) + "\n\n"
+	if len(f.at) == 0 || f.at[0] != len(before) || !strings.HasPrefix(f.Body.String(), before) {
+		t.Fatalf("flushed at %v of %q; want the first flush at %d, the two chunks", f.at, f.Body.String(), len(before))
+	}
+	if !strings.HasSuffix(f.Body.String(), "data: [DONE]\n\n") || f.at[len(f.at)-1] != f.Body.Len() {
+		t.Fatalf("the error and [DONE] were not flushed: %v of %q", f.at, f.Body.String())
+	}
 }

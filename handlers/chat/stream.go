@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"strings"
@@ -126,7 +125,6 @@ type relay struct {
 	failed    bool
 	sawDone   bool
 	gone      bool // the client stopped reading
-	queued    bool // events were queued since the last flush
 	// delivered counts the output tokens relayed so far (text, reasoning
 	// and tool-call arguments, with the o200k tokenizer): what a stream
 	// that fails is billed for when its provider reported no output. The
@@ -148,7 +146,6 @@ func (s *relay) write(evs []sse.Event) bool {
 			// terminal event: [DONE], response.failed) end the stream,
 			// in the gateway's words, not the provider's.
 			s.failed = true
-			s.flush() // what came before, before the wait for the bill's sync
 			s.billDelivered()
 			for _, rest := range evs[i:] {
 				_ = s.w.Write(scrubError(s.format, rest))
@@ -159,9 +156,6 @@ func (s *relay) write(evs []sse.Event) bool {
 			s.sawDone = true
 		}
 		if path, ok := finalUsagePath(s.format, ev); ok && !s.settled {
-			// What came before the usage goes out before the wait for
-			// the charge's sync.
-			s.flush()
 			cost, ok := s.settle(s.tr.Usage())
 			if !ok {
 				return false
@@ -181,7 +175,6 @@ func (s *relay) write(evs []sse.Event) bool {
 		if s.gone {
 			continue
 		}
-		s.queued = true
 		if err := s.w.Queue(ev); err != nil {
 			// The client left; read on to the end so the answer it asked
 			// for is billed (see call.committed).
@@ -193,18 +186,19 @@ func (s *relay) write(evs []sse.Event) bool {
 
 // flush sends the queued events to the client.
 func (s *relay) flush() {
-	if s.queued && !s.gone && s.w.Flush() != nil {
+	if !s.gone && s.w.Flush() != nil {
 		s.gone = true
 	}
-	s.queued = false
 }
 
 // uncountedLimit bounds the delivered text a stream keeps uncounted.
 const uncountedLimit = 256 << 10
 
-// countDelivered adds the uncounted delivered text to delivered.
+// countDelivered adds the uncounted delivered text to delivered (what was
+// queued goes out first: counting takes a while).
 func (s *relay) countDelivered() {
 	if len(s.undelivered) > 0 {
+		s.flush()
 		s.delivered += int64(countTokens(string(s.undelivered)))
 		s.undelivered = s.undelivered[:0]
 	}
@@ -228,30 +222,30 @@ func (s *relay) billDelivered() {
 }
 
 // appendDelta appends the generated text an event of format f carries
-// (text, reasoning and tool-call argument deltas) to b; an event whose
-// data is not JSON carries none.
+// (text, reasoning and tool-call argument deltas) to b.
 func appendDelta(b []byte, f Format, ev sse.Event) []byte {
-	// The event's data is read in place (jsonbody.Parse): the text is
+	// The event's data is read in place (jsonbody.String): the text is
 	// copied into b before anything else happens to it.
+	data := jsonbody.String(ev.Data)
 	switch f {
 	case Messages:
 		if ev.Event != "content_block_delta" {
 			return b
 		}
-		d := jsonbody.Parse(ev.Data).Get("delta")
+		d := gjson.Get(data, "delta")
 		b = append(b, d.Get("text").String()...)
 		b = append(b, d.Get("partial_json").String()...)
 		return append(b, d.Get("thinking").String()...)
 	case Responses:
-		if t := jsonbody.Parse(ev.Data); strings.HasSuffix(t.Get("type").String(), ".delta") {
-			return append(b, t.Get("delta").String()...)
+		if strings.HasSuffix(gjson.Get(data, "type").String(), ".delta") {
+			return append(b, gjson.Get(data, "delta").String()...)
 		}
 		return b
 	}
 	if sse.IsDone(ev) {
 		return b
 	}
-	jsonbody.Parse(ev.Data).Get("choices").ForEach(func(_, c gjson.Result) bool {
+	gjson.Get(data, "choices").ForEach(func(_, c gjson.Result) bool {
 		d := c.Get("delta")
 		b = append(b, d.Get("content").String()...)
 		b = append(b, d.Get("reasoning_content").String()...)
@@ -264,17 +258,11 @@ func appendDelta(b []byte, f Format, ev sse.Event) []byte {
 	return b
 }
 
-// mayHoldData reports whether an event's data may hold a member named word:
-// it spells the word, or holds a \u escape (which could spell it). A
-// chunk of a chat-completions stream is looked into for its "error" and
-// "usage" only then: most hold neither, and the look is a scan of it all.
-func mayHoldData(data []byte, word string) bool {
-	return bytes.Contains(data, []byte(word)) || bytes.Contains(data, []byte(`\u`))
-}
-
 // settle charges the stream's usage; on a store failure the client gets an
 // error event instead of the usage block.
 func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
+	// What was queued goes out before the wait for the charge's sync.
+	s.flush()
 	s.settled = true
 	if !u.Valid() {
 		s.fail("the upstream reported usage that cannot be right")
@@ -300,7 +288,6 @@ func (s *relay) fail(msg string) {
 		return
 	}
 	s.failed = true
-	s.flush() // what came before, before the wait for the bill's sync
 	s.billDelivered()
 	evs := translate.Fail(s.tr, "api_error", "upstream_error", msg)
 	if len(evs) == 0 {
@@ -335,7 +322,7 @@ func isError(f Format, ev sse.Event) bool {
 		t := gjson.GetBytes(ev.Data, "type").String()
 		return ev.Event == "error" || t == "error" || t == "response.failed"
 	}
-	return !sse.IsDone(ev) && mayHoldData(ev.Data, "error") && gjson.GetBytes(ev.Data, "error").Exists()
+	return !sse.IsDone(ev) && mayHold(jsonbody.String(ev.Data), "error") && gjson.GetBytes(ev.Data, "error").Exists()
 }
 
 // ProviderFailedMessage replaces a provider's own message in an error
@@ -370,7 +357,7 @@ func finalUsagePath(f Format, ev sse.Event) (string, bool) {
 	case Responses:
 		return "response.usage", responsesFinal[gjson.GetBytes(ev.Data, "type").String()]
 	}
-	return "usage", !sse.IsDone(ev) && mayHoldData(ev.Data, "usage") && gjson.GetBytes(ev.Data, "usage").IsObject()
+	return "usage", !sse.IsDone(ev) && mayHold(jsonbody.String(ev.Data), "usage") && gjson.GetBytes(ev.Data, "usage").IsObject()
 }
 
 // responsesFinal are the responses stream's terminal events that carry the
@@ -405,7 +392,7 @@ func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
 	case ChatCompletions:
 		if sse.IsDone(ev) {
 			p.done = true
-		} else if mayHoldData(ev.Data, "usage") && gjson.GetBytes(ev.Data, "usage").IsObject() {
+		} else if mayHold(jsonbody.String(ev.Data), "usage") && gjson.GetBytes(ev.Data, "usage").IsObject() {
 			p.usage = translate.ChatUsage(ev.Data)
 		}
 	case Messages:

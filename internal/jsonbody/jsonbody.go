@@ -357,10 +357,16 @@ func (ks *keySet) add(k []byte) bool {
 // (a request, an answer) is a buffer of its own that nothing writes again
 // (sjson edits into a new one), so one copy per reading is spared.
 func Parse(b []byte) gjson.Result {
+	return gjson.Parse(String(b))
+}
+
+// String is b as a string without a copy, for path lookups (gjson.Get)
+// and searches; as with Parse, b must never change afterwards.
+func String(b []byte) string {
 	if len(b) == 0 {
-		return gjson.Result{}
+		return ""
 	}
-	return gjson.Parse(unsafe.String(&b[0], len(b)))
+	return unsafe.String(&b[0], len(b))
 }
 
 // Member names a member of an object and where Members puts it.

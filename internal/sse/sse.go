@@ -218,6 +218,7 @@ type Writer struct {
 	rc     *http.ResponseController
 	buf    []byte
 	lastID string
+	queued bool // written since the last flush
 }
 
 // NewWriter returns a Writer on w. It sets no headers: call StartStream first
@@ -293,6 +294,7 @@ func (w *Writer) Queue(ev Event) error {
 	}
 	b = append(b, '\n')
 	w.buf = b
+	w.queued = true
 	_, err := w.w.Write(b)
 	return err
 }
@@ -300,14 +302,20 @@ func (w *Writer) Queue(ev Event) error {
 // WriteDone writes "data: [DONE]" and a blank line, the end of a
 // chat-completions-style stream, and flushes it.
 func (w *Writer) WriteDone() error {
+	w.queued = true
 	if _, err := w.w.Write([]byte("data: [DONE]\n\n")); err != nil {
 		return err
 	}
 	return w.Flush()
 }
 
-// Flush sends what was written so far to the client.
+// Flush sends what was written so far to the client; with nothing written
+// since the last flush, it does nothing.
 func (w *Writer) Flush() error {
+	if !w.queued {
+		return nil
+	}
+	w.queued = false
 	if err := w.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}

@@ -313,7 +313,8 @@ type flushLog struct {
 func (f *flushLog) Flush() { f.at = append(f.at, f.Body.Len()) }
 
 // TestQueueAndFlush: queued events are written in order and flushed only
-// by Flush, Write or WriteDone, which flush them with their own.
+// by Flush, Write or WriteDone, which flush them with their own; a Flush
+// with nothing written since the last does nothing.
 func TestQueueAndFlush(t *testing.T) {
 	f := &flushLog{ResponseRecorder: *httptest.NewRecorder()}
 	w := NewWriter(f)
@@ -342,6 +343,9 @@ func TestQueueAndFlush(t *testing.T) {
 	want := []int{len(queued), len(all) - len("data: [DONE]\n\n"), len(all)}
 	if f.Body.String() != all || !slices.Equal(f.at, want) {
 		t.Fatalf("body %q flushed at %v, want %q at %v", f.Body.String(), f.at, all, want)
+	}
+	if err := w.Flush(); err != nil || len(f.at) != len(want) {
+		t.Fatalf("a Flush with nothing written flushed: %v %v", err, f.at)
 	}
 	if err := w.Queue(Event{Event: "a\nb"}); err != ErrInvalidField {
 		t.Fatalf("Queue of an event name with a line break: %v", err)
