@@ -21,6 +21,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -227,14 +228,17 @@ func (cl *call) attempt(m *catalog.Model, escalated bool) error {
 
 // whole serves a non-streaming answer of size bytes (-1: unknown).
 func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, escalated bool) error {
-	b, err := readAll(io.LimitReader(r, MaxResponse), size)
+	b, err := readAll(io.LimitReader(r, MaxResponse+1), size)
 	if err != nil {
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s broke off", m.ID), Retryable: true}
 	}
-	usage, empty := readAnswer(from, b)
-	if !usage.Valid() {
-		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s reported usage that cannot be right", m.ID), Retryable: true}
+	if len(b) > MaxResponse {
+		// Cut, it cannot be served (and its usage, written last, is
+		// lost): a failed call, billed nothing. The request's own size
+		// explains it, so no other model is tried.
+		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s is larger than %d bytes", m.ID, MaxResponse)}
 	}
+	reported, empty := readAnswer(from, b)
 	if empty && !cl.req.stops {
 		// An empty answer after the request's own stop sequences is the
 		// answer it asked for: served and billed, not escalated.
@@ -244,6 +248,7 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 	if err != nil {
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s could not be read: %v", m.ID, err), Retryable: true}
 	}
+	usage := cl.billable(m, reported, func() int64 { return outputTokens(from, b) })
 	cost, lane := cl.cost(m, usage, escalated)
 	if _, err := cl.Settle(usage.Input+usage.Output, pricing.UnitToken, m.ID, cost); err != nil {
 		return err
@@ -273,6 +278,18 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 		cl.h.Cache.Put(cl.Account.ID, cl.format, cl.body, Hit{Body: out, Model: m.ID})
 	}
 	return nil
+}
+
+// billable is the usage an answer of m is billed for (see billable): the
+// prompt counted from the client's body, the output by output. A count
+// used in place of the provider's is logged.
+func (cl *call) billable(m *catalog.Model, reported translate.Usage, output func() int64) translate.Usage {
+	u, counted := billable(reported, func() int64 { return int64(promptTokens(cl.format, cl.body)) }, output)
+	if counted {
+		cl.Gateway.Logger.Warn("answer without usable usage: billed from the gateway's own count", zap.String("request_id", cl.RequestID),
+			zap.String("model", m.ID), zap.Int64("input_tokens", u.Input), zap.Int64("output_tokens", u.Output))
+	}
+	return u
 }
 
 // receipt sets the receipt headers of a non-streaming answer.
@@ -647,56 +664,4 @@ func responseFor(body []byte, from, to Format, model string) ([]byte, error) {
 		return translate.ChatToResponsesResponse(b, model)
 	}
 	return nil, fmt.Errorf("no translation from format %d to %d", from, to)
-}
-
-// readAnswer reads a whole answer in format f in one pass over its top level:
-// its usage, and whether it is empty. An empty answer has nothing in it (no
-// text, tool call or refusal) and was not cut short by its output limit (a
-// reasoning model can spend the whole limit thinking: that answer is
-// billed, not retried).
-func readAnswer(f Format, body []byte) (u translate.Usage, empty bool) {
-	listKey, reasonKey := "choices", ""
-	switch f {
-	case Messages:
-		listKey, reasonKey = "content", "stop_reason"
-	case Responses:
-		listKey, reasonKey = "output", "status"
-	}
-	// Of a repeated key the first counts, as a path lookup reads it.
-	var usage, list, reason gjson.Result
-	jsonbody.Parse(body).ForEach(func(k, v gjson.Result) bool {
-		switch {
-		case k.Str == "usage" && !usage.Exists():
-			usage = v
-		case k.Str == listKey && !list.Exists():
-			list = v
-		case k.Str == reasonKey && !reason.Exists():
-			reason = v
-		}
-		return !usage.Exists() || !list.Exists() || reasonKey != "" && !reason.Exists()
-	})
-	switch f {
-	case Messages:
-		if !usage.Exists() {
-			usage = gjson.GetBytes(body, "message.usage")
-		}
-		return translate.MessagesUsageOf(usage), len(list.Array()) == 0 && reason.String() != "max_tokens"
-	case Responses:
-		if !usage.Exists() {
-			usage = gjson.GetBytes(body, "response.usage")
-		}
-		return translate.ResponsesUsageOf(usage), len(list.Array()) == 0 && reason.String() != "incomplete"
-	}
-	var first, msg, finish, content, calls, refusal gjson.Result
-	if list.IsArray() {
-		list.ForEach(func(_, v gjson.Result) bool {
-			first = v
-			return false
-		})
-	}
-	jsonbody.Members(first, jsonbody.Member{Key: "message", To: &msg}, jsonbody.Member{Key: "finish_reason", To: &finish})
-	jsonbody.Members(msg, jsonbody.Member{Key: "content", To: &content}, jsonbody.Member{Key: "tool_calls", To: &calls},
-		jsonbody.Member{Key: "refusal", To: &refusal})
-	return translate.ChatUsageOf(usage), content.String() == "" && len(calls.Array()) == 0 &&
-		refusal.String() == "" && finish.String() != "length"
 }

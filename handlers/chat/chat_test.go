@@ -17,6 +17,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/router"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
@@ -384,6 +385,18 @@ func TestEmpty(t *testing.T) {
 		{Messages, `{"content":[{"type":"text","text":"hi"}]}`, false},
 		{Responses, `{"output":[],"status":"completed"}`, true},
 		{Responses, `{"output":[],"status":"incomplete"}`, false},
+		// The same definition in every format: one empty text block, an
+		// empty output text or reasoning alone is nothing.
+		{Messages, `{"content":[{"type":"text","text":""}],"stop_reason":"end_turn"}`, true},
+		{Messages, `{"content":[{"type":"thinking","thinking":"hmm"}],"stop_reason":"end_turn"}`, true},
+		{Messages, `{"content":[{"type":"tool_use","id":"t","name":"f","input":{}}],"stop_reason":"tool_use"}`, false},
+		{Messages, `{"content":[],"stop_reason":"refusal"}`, false},
+		{Responses, `{"output":[{"type":"message","content":[{"type":"output_text","text":""}]}],"status":"completed"}`, true},
+		{Responses, `{"output":[{"type":"reasoning","summary":[{"type":"summary_text","text":"hmm"}]}],"status":"completed"}`, true},
+		{Responses, `{"output":[{"type":"message","content":[{"type":"refusal","refusal":"no"}]}],"status":"completed"}`, false},
+		{Responses, `{"output":[{"type":"function_call","name":"f","arguments":"{}"}],"status":"completed"}`, false},
+		{ChatCompletions, `{"choices":[{"message":{"content":"","reasoning_content":"hmm"},"finish_reason":"stop"}]}`, true},
+		{ChatCompletions, `{"choices":[{"message":{"content":""},"finish_reason":"stop"},{"message":{"content":"b"},"finish_reason":"stop"}]}`, false},
 	} {
 		if _, got := readAnswer(tc.f, []byte(tc.body)); got != tc.want {
 			t.Errorf("%d %s: %v, want %v", tc.f, tc.body, got, tc.want)
@@ -410,6 +423,52 @@ func TestReadAnswerUsage(t *testing.T) {
 	} {
 		if got, _ := readAnswer(tc.f, []byte(tc.body)); got != tc.want {
 			t.Errorf("%d %s: %+v, want %+v", tc.f, tc.body, got, tc.want)
+		}
+	}
+}
+
+// TestBillable: an answer is billed for what its provider reported, with
+// the gateway's own count in place of usage that is missing or cannot be
+// right, never at zero.
+func TestBillable(t *testing.T) {
+	prompt := func() int64 { return 40 }
+	for _, tc := range []struct {
+		reported, want translate.Usage
+		output         int64
+		counted        bool
+	}{
+		{translate.Usage{Input: 7, Output: 2, CachedInput: 3}, translate.Usage{Input: 7, Output: 2, CachedInput: 3}, 9, false},
+		{translate.Usage{}, translate.Usage{Input: 40, Output: 9}, 9, true},
+		{translate.Usage{Input: 7}, translate.Usage{Input: 7, Output: 9}, 9, true},
+		{translate.Usage{Input: 7}, translate.Usage{Input: 7}, 0, false}, // nothing delivered
+		{translate.Usage{Output: 5}, translate.Usage{Input: 40, Output: 5}, 9, true},
+		{translate.Usage{Input: -1, Output: 5}, translate.Usage{Input: 40, Output: 9}, 9, true},
+		{translate.Usage{Input: 2, CachedInput: 3, Output: 5}, translate.Usage{Input: 40, Output: 9}, 9, true},
+	} {
+		got, counted := billable(tc.reported, prompt, func() int64 { return tc.output })
+		if got != tc.want || counted != tc.counted {
+			t.Errorf("%+v (output %d): %+v counted=%t, want %+v counted=%t", tc.reported, tc.output, got, counted, tc.want, tc.counted)
+		}
+	}
+}
+
+// TestOutputTokens: the gateway's count of an answer covers every piece
+// of every format: text, reasoning, refusals and tool calls, all choices.
+func TestOutputTokens(t *testing.T) {
+	for _, tc := range []struct {
+		f    Format
+		body string
+		text string
+	}{
+		{ChatCompletions, `{"choices":[{"message":{"content":"one two","reasoning_content":"three","tool_calls":[{"function":{"name":"f","arguments":"{\"a\":1}"}}]}},{"message":{"refusal":"four"}}]}`,
+			`threeone twof{"a":1}four`},
+		{Messages, `{"content":[{"type":"thinking","thinking":"three"},{"type":"text","text":"one two"},{"type":"tool_use","name":"f","input":{"a":1}}]}`,
+			`threeone twof{"a":1}`},
+		{Responses, `{"output":[{"type":"reasoning","summary":[{"text":"three"}]},{"type":"message","content":[{"type":"output_text","text":"one two"}]},{"type":"function_call","name":"f","arguments":"{\"a\":1}"}]}`,
+			`threeone twof{"a":1}`},
+	} {
+		if got, want := outputTokens(tc.f, []byte(tc.body)), int64(countTokens(tc.text)); got != want || want == 0 {
+			t.Errorf("%d: %d tokens, want %d (%q)", tc.f, got, want, tc.text)
 		}
 	}
 }
@@ -715,18 +774,19 @@ func (f *flushLog) Flush() { f.at = append(f.at, f.Body.Len()) }
 
 // TestRelayFlushesBeforeSettling: the events queued before the usage chunk
 // go out before settling (which waits for the charge's sync), not with
-// what follows it. Here the usage cannot be right, so the stream ends in
-// an error event and [DONE], flushed after them (the chunks carry no text,
-// which billing a failed stream would count, and flush, first).
+// what follows it. Here the charge cannot be recorded (the call holds no
+// reservation), so the stream ends in an error event and [DONE], flushed
+// after them (the chunks carry no text, which billing a failed stream
+// would count, and flush, first).
 func TestRelayFlushesBeforeSettling(t *testing.T) {
 	f := &flushLog{ResponseRecorder: httptest.NewRecorder()}
 	tr := &passthrough{format: ChatCompletions}
-	s := &relay{call: &call{format: ChatCompletions}, tr: tr, w: sse.NewWriter(f)}
+	s := &relay{call: &call{Call: &pipeline.Call{}, format: ChatCompletions}, m: &catalog.Model{ID: "m"}, tr: tr, w: sse.NewWriter(f)}
 	var evs []sse.Event
 	for _, d := range []string{
 		`{"choices":[{"index":0,"delta":{"role":"assistant"}}],"usage":null}`,
 		`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`,
-		`{"choices":[],"usage":{"prompt_tokens":-1,"completion_tokens":2}}`,
+		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
 	} {
 		out, err := tr.Event(sse.Event{Data: []byte(d)})
 		if err != nil {
@@ -735,7 +795,7 @@ func TestRelayFlushesBeforeSettling(t *testing.T) {
 		evs = append(evs, out...)
 	}
 	if s.write(evs) {
-		t.Fatal("a stream whose usage cannot be right went on")
+		t.Fatal("a stream whose charge could not be recorded went on")
 	}
 	s.flush()
 	before := "data: " + string(evs[0].Data) + "\n\ndata: " + string(evs[1].Data) + "\n\n"

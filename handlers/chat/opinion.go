@@ -178,34 +178,3 @@ func readVerdict(model, reply string) *opinion {
 	}
 	return op
 }
-
-// answerText is the text of a client-format answer.
-func answerText(f Format, body []byte) string {
-	var parts []string
-	switch f {
-	case Messages:
-		for _, b := range gjson.GetBytes(body, "content").Array() {
-			if t := b.Get("text"); t.Exists() {
-				parts = append(parts, t.String())
-			} else if b.Get("type").String() == "tool_use" {
-				parts = append(parts, "[tool call "+b.Get("name").String()+" "+b.Get("input").Raw+"]")
-			}
-		}
-	case Responses:
-		for _, item := range gjson.GetBytes(body, "output").Array() {
-			for _, c := range item.Get("content").Array() {
-				parts = append(parts, c.Get("text").String())
-			}
-			if item.Get("type").String() == "function_call" {
-				parts = append(parts, "[tool call "+item.Get("name").String()+" "+item.Get("arguments").String()+"]")
-			}
-		}
-	default:
-		msg := gjson.GetBytes(body, "choices.0.message")
-		parts = append(parts, msg.Get("content").String())
-		for _, tc := range msg.Get("tool_calls").Array() {
-			parts = append(parts, "[tool call "+tc.Get("function.name").String()+" "+tc.Get("function.arguments").String()+"]")
-		}
-	}
-	return strings.Join(parts, "\n")
-}

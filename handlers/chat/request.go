@@ -2,6 +2,7 @@ package chat
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -138,6 +139,11 @@ func parse(body []byte, f Format) (*request, error) {
 				n.Answers = int(v.Num)
 			}
 		}
+		if f == ChatCompletions && !req.stream {
+			if err := fitsWhole(n, top.logprobs.Type == gjson.True, top.topLogprobs.Int()); err != nil {
+				return nil, err
+			}
+		}
 		n.Tools = len(top.tools.Array()) > 0
 		n.JSON = jsonFormat(top.responseFormat.Get("type"))
 		n.Text = text(msgs[len(msgs)-1].Get("content"))
@@ -158,6 +164,11 @@ func parse(body []byte, f Format) (*request, error) {
 		n.Tools = len(top.tools.Array()) > 0
 		n.JSON = jsonFormat(top.text.Get("format.type"))
 		n.PromptBound = promptBound(len(body), 0, 0, n.Tools)
+		if !req.stream {
+			if err := fitsWhole(n, top.topLogprobs.Exists(), top.topLogprobs.Int()); err != nil {
+				return nil, err
+			}
+		}
 		if in.Type == gjson.String {
 			n.Text = in.String()
 		} else if items := in.Array(); len(items) > 0 {
@@ -182,7 +193,7 @@ type members struct {
 	model, stream, temperature, secondOpinion, stop, stopSequences gjson.Result
 	background, modalities, serviceTier, messages, input, tools    gjson.Result
 	maxTokens, maxCompletionTokens, maxOutputTokens, n             gjson.Result
-	responseFormat, text                                           gjson.Result
+	responseFormat, text, logprobs, topLogprobs                    gjson.Result
 	// unpriced are the members of unpricedFields[f] present and not null.
 	unpriced []string
 }
@@ -228,6 +239,10 @@ func readMembers(root gjson.Result, f Format) members {
 			m.responseFormat = v
 		case "text":
 			m.text = v
+		case "logprobs":
+			m.logprobs = v
+		case "top_logprobs":
+			m.topLogprobs = v
 		default:
 			if v.Type != gjson.Null && slices.Contains(unpricedFields[f], k.Str) {
 				m.unpriced = append(m.unpriced, k.Str)
@@ -258,6 +273,41 @@ func readOutputLimit(v gjson.Result, field string) (int, error) {
 		return 0, invalid(field, "%s must be a whole number from 1 to %d", field, MaxOutputTokens)
 	}
 	return int(v.Num), nil
+}
+
+// What one output token can take in a whole answer's JSON, for the bound
+// of fitsWhole: its text (escaped), and with log-probabilities one entry
+// (token, logprob, bytes) for it and for each alternative asked.
+const (
+	answerBytesPerToken  = 16
+	logprobBytesPerEntry = 96
+)
+
+// fitsWhole refuses a non-streamed request whose answer could be larger
+// than the gateway reads of one (MaxResponse): answers × output limit ×
+// what a token takes, log-probabilities (logprobs, with top alternatives
+// each) included. Such an answer would be cut, so the call could only
+// fail after the provider made (and billed) it. It names the field that
+// multiplies the size: n, else top_logprobs, else the limit.
+func fitsWhole(n *router.Needs, logprobs bool, top int64) error {
+	answers, limit := int64(max(n.Answers, 1)), int64(n.MaxTokens)
+	if limit <= 0 {
+		limit = router.DefaultMaxTokens
+	}
+	perToken := int64(answerBytesPerToken)
+	if logprobs {
+		perToken += (1 + max(top, 0)) * logprobBytesPerEntry
+	}
+	if answers*limit*perToken <= MaxResponse {
+		return nil
+	}
+	switch {
+	case answers > 1:
+		return invalid("n", "n × the output limit makes an answer larger than the gateway reads (%d bytes); ask for fewer answers or stream", MaxResponse)
+	case logprobs:
+		return invalid("top_logprobs", "log-probabilities × the output limit make an answer larger than the gateway reads (%d bytes); ask for fewer or stream", MaxResponse)
+	}
+	return invalid("max_tokens", "the output limit makes an answer larger than the gateway reads (%d bytes); lower it or stream", MaxResponse)
 }
 
 // ToolUseOverheadTokens is what a provider adds to the prompt of a request
@@ -339,6 +389,12 @@ func unpriced(root gjson.Result, m *members, f Format) error {
 		if mayHold(root.Raw, "input_audio") && audioInput(list.v) {
 			return invalid(list.name, "audio input is billed at audio prices the gateway cannot price; send text")
 		}
+		if mayHold(root.Raw, "file") || mayHold(root.Raw, "document") {
+			if at := fetchedPart(list.v); at != "" {
+				return invalid(list.name, "%s%s is a document or file the provider fetches itself (by URL or file id): "+
+					"what it holds cannot be reserved for; send its content inline", list.name, at)
+			}
+		}
 	}
 	if mayHold(root.Raw, "cache_control") && longCache(root) {
 		return invalid("cache_control", "a prompt cache lifetime other than 5m costs more than the gateway can price; omit ttl or send \"5m\"")
@@ -374,6 +430,52 @@ func audioInput(list gjson.Result) bool {
 		return !found
 	})
 	return found
+}
+
+// fetchedPart finds the first content part of messages or input items
+// whose content the provider fetches itself, and returns where it is
+// ("[2].content[0]"), or "". Such a part costs a few bytes of the body but
+// a whole document upstream, so no reservation made from the body can
+// bound it: a messages-style document (or file) given by URL or file id,
+// a chat-completions file part by file id, a responses input file by URL
+// or file id. Images by URL are bounded (ImageTokenCeiling) and pass.
+func fetchedPart(list gjson.Result) string {
+	at := ""
+	list.ForEach(func(i, m gjson.Result) bool {
+		if j := fetchedIn(m.Get("content")); j != "" {
+			at = fmt.Sprintf("[%d].content%s", i.Int(), j)
+		}
+		return at == ""
+	})
+	return at
+}
+
+// fetchedIn is fetchedPart for one content list, tool results' content
+// included.
+func fetchedIn(content gjson.Result) string {
+	at := ""
+	content.ForEach(func(j, part gjson.Result) bool {
+		fetched := false
+		switch part.Get("type").String() {
+		case "document":
+			st := part.Get("source.type").String()
+			fetched = st == "url" || st == "file"
+		case "file":
+			fetched = part.Get("file_id").Exists() || part.Get("file.file_id").Exists()
+		case "input_file":
+			fetched = part.Get("file_url").Exists() || part.Get("file_id").Exists()
+		case "tool_result":
+			if k := fetchedIn(part.Get("content")); k != "" {
+				at = fmt.Sprintf("[%d].content%s", j.Int(), k)
+				return false
+			}
+		}
+		if fetched {
+			at = fmt.Sprintf("[%d]", j.Int())
+		}
+		return at == ""
+	})
+	return at
 }
 
 // mayHold reports whether the JSON text raw may spell word (a key or a

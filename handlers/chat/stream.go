@@ -206,8 +206,8 @@ func (s *relay) countDelivered() {
 
 // billDelivered charges a stream that failed for what it delivered: the
 // usage the provider reported so far, with the delivered output counted
-// where it reported less, and the prompt counted locally where it
-// reported none. Nothing delivered, nothing billed.
+// where it reported less (and the prompt counted locally where it
+// reported none, as settle does). Nothing delivered, nothing billed.
 func (s *relay) billDelivered() {
 	s.countDelivered()
 	if s.settled || s.delivered == 0 {
@@ -215,9 +215,6 @@ func (s *relay) billDelivered() {
 	}
 	u := s.tr.Usage()
 	u.Output = max(u.Output, s.delivered)
-	if u.Input == 0 {
-		u.Input = int64(promptTokens(s.format, s.body))
-	}
 	s.settle(u)
 }
 
@@ -258,16 +255,17 @@ func appendDelta(b []byte, f Format, ev sse.Event) []byte {
 	return b
 }
 
-// settle charges the stream's usage; on a store failure the client gets an
-// error event instead of the usage block.
+// settle charges the stream's usage (with the gateway's own count where
+// the provider reported none it can use: see billable); on a store
+// failure the client gets an error event instead of the usage block.
 func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
 	// What was queued goes out before the wait for the charge's sync.
 	s.flush()
 	s.settled = true
-	if !u.Valid() {
-		s.fail("the upstream reported usage that cannot be right")
-		return 0, false
-	}
+	u = s.billable(s.m, u, func() int64 {
+		s.countDelivered()
+		return s.delivered
+	})
 	cost, _ := s.cost(s.m, u, s.escalated)
 	if _, err := s.Settle(u.Input+u.Output, pricing.UnitToken, s.m.ID, cost); err != nil {
 		s.fail(gwerr.As(err).Message)

@@ -217,7 +217,7 @@ func (u *Upstream) messages(w http.ResponseWriter, r *http.Request, req map[stri
 
 	if !stream {
 		content := []any{}
-		if s.Text != "" {
+		if s.Text != "" || s.EmptyBlock {
 			content = append(content, o("type", "text", "text", s.Text))
 		}
 		for _, tc := range calls {
@@ -227,7 +227,7 @@ func (u *Upstream) messages(w http.ResponseWriter, r *http.Request, req map[stri
 			}
 			content = append(content, o("type", "tool_use", "id", tc.ID, "name", tc.Name, "input", input))
 		}
-		writeJSON(w, http.StatusOK, anthropicMessage{
+		writeAnswer(w, s, anthropicMessage{
 			ID: id, Type: "message", Role: "assistant", Model: model, Content: content,
 			StopReason: &stop, Usage: usage,
 		})

@@ -75,6 +75,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tidwall/sjson"
 )
 
 // ToolCall is one function/tool call the fake model makes.
@@ -146,6 +148,12 @@ type Script struct {
 	Gate chan struct{}
 	// Delay pauses before answering (for time-out tests only).
 	Delay time.Duration
+	// NoUsage leaves every usage object out of the answer (streamed or
+	// not), as a provider that reports none would.
+	NoUsage bool
+	// EmptyBlock, on a non-streamed messages answer without text, sends
+	// one text block with an empty text instead of no block.
+	EmptyBlock bool
 	// Images is how many images an image generation answers (0: the n
 	// asked; below 0: none); each is ImageData(i). A streamed one sends partial_images
 	// previews first; with MidStreamError an error event follows the
@@ -427,6 +435,9 @@ func (u *Upstream) writeStream(w http.ResponseWriter, r *http.Request, s Script,
 		}
 	}
 	for i, e := range events {
+		if s.NoUsage {
+			e.data = stripUsage(e.data)
+		}
 		if !writeEvent(w, rc, e) {
 			return
 		}
@@ -459,6 +470,32 @@ func writeEvent(w http.ResponseWriter, rc *http.ResponseController, e sseEvent) 
 		return false
 	}
 	return rc.Flush() == nil
+}
+
+// usagePaths are where the formats carry a usage object: a whole answer
+// or a chunk, message_start's message, a responses event's response.
+var usagePaths = []string{"usage", "message.usage", "response.usage"}
+
+// stripUsage is data without its usage objects.
+func stripUsage(data []byte) []byte {
+	for _, p := range usagePaths {
+		if out, err := sjson.DeleteBytes(data, p); err == nil {
+			data = out
+		}
+	}
+	return data
+}
+
+// writeAnswer writes a whole answer of s with status 200 (without its
+// usage when s.NoUsage).
+func writeAnswer(w http.ResponseWriter, s Script, v any) {
+	b := mustJSON(v)
+	if s.NoUsage {
+		b = stripUsage(b)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

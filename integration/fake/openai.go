@@ -325,7 +325,7 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, req map[string]a
 			msg = msg.with("tool_calls", tcs)
 		}
 		msg = msg.with("refusal", nil, "annotations", []any{})
-		writeJSON(w, http.StatusOK, chatCompletion{
+		writeAnswer(w, s, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: model,
 			Choices:     []chatChoice{{Index: 0, Message: msg, FinishReason: finish, Logprobs: s.logprobs(req)}},
 			Usage:       chatUsage(s.Usage),
@@ -536,7 +536,7 @@ func (u *Upstream) responses(w http.ResponseWriter, r *http.Request, req map[str
 	final := obj(status, output, responsesUsage(s.Usage), incomplete)
 
 	if !stream {
-		writeJSON(w, http.StatusOK, final)
+		writeAnswer(w, s, final)
 		return
 	}
 
