@@ -164,24 +164,29 @@ func TestEscalationNotSteered(t *testing.T) {
 	}
 }
 
-// Usage that cannot be right (below zero: a credit) fails the call
-// unbilled, on a whole answer and on a stream.
+// Usage that cannot be right (below zero: a credit) fails the call: a
+// whole answer is not served and billed nothing; a stream, whose answer
+// was delivered, ends in an error event and is billed for what it
+// delivered by the gateway's own count (never credited, never free).
 func TestNegativeUsageIsAFailure(t *testing.T) {
 	t.Parallel()
 	e := newChatEnv(t, "")
 	key := e.account(t, "negative", map[string]any{"balance_usd": "1.00"})
-	for _, stream := range []bool{false, true} {
-		e.reset()
-		e.OA.Push(fake.Script{Text: "credit me", Usage: fake.Usage{Input: 10, Output: -1_000_000}})
-		r := e.do(t, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"model":"gw-pinned-gpt-4.1-mini","stream":%t,"messages":[{"role":"user","content":"hi"}]}`, stream), bearer(key)...)
-		if !stream && r.Status != http.StatusBadGateway {
-			t.Fatalf("whole answer: %d %s", r.Status, r.Body)
-		}
-		if stream && (r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"error"`) || strings.Contains(string(r.Body), "cost_usd")) {
-			t.Fatalf("stream: %d %s", r.Status, r.Body)
-		}
+	e.OA.Push(fake.Script{Text: "credit me", Usage: fake.Usage{Input: 10, Output: -1_000_000}})
+	r := e.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(key)...)
+	if r.Status != http.StatusBadGateway {
+		t.Fatalf("whole answer: %d %s", r.Status, r.Body)
 	}
 	e.expectNoCharge(t, "negative", "1.00")
+
+	e.OA.Push(fake.Script{Text: "credit me", Usage: fake.Usage{Input: 10, Output: -1_000_000}})
+	r = e.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`, bearer(key)...)
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"error"`) || strings.Contains(string(r.Body), "cost_usd") {
+		t.Fatalf("stream: %d %s", r.Status, r.Body)
+	}
+	want := listCost(t, "gpt-4.1-mini", tokenUsage{Input: 4 + o200k(t, "hi"), Output: o200k(t, "credit me")}, false)
+	e.expectLedger(t, "negative", ledgerEntry{RequestID: r.Header.Get("X-Gw-Request-Id"), Model: "gpt-4.1-mini",
+		Units: 4 + o200k(t, "hi") + o200k(t, "credit me"), Unit: "token", Cost: want.String()})
 }
 
 // The reservation is an upper bound of the prompt too: a prompt whose

@@ -184,15 +184,12 @@ func outputTokens(f Format, body []byte) int64 {
 }
 
 // billable is the usage an answer is billed for: what its provider
-// reported, with the gateway's own count (prompt, and output as delivered)
-// in place of what is missing or cannot be right. A provider that reports
-// no input, or no output for an answer with something in it, reported no
+// reported (valid usage), with the gateway's own count (prompt, and output
+// as delivered) in place of what is missing. A provider that reports no
+// input, or no output for an answer with something in it, reported no
 // usable usage: such an answer is never billed at zero. counted reports
 // that the gateway's count was used (it is logged).
 func billable(u translate.Usage, prompt, output func() int64) (_ translate.Usage, counted bool) {
-	if !u.Valid() {
-		u, counted = translate.Usage{}, true
-	}
 	if u.Input == 0 {
 		u.Input, counted = prompt(), true
 	}

@@ -140,13 +140,14 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 		// Each attempt holds its own model's estimate: an escalation to a
 		// dearer model must pass the money check again.
 		c.Release()
-		if err := c.Reserve(pricing.Cost(c.Account.PAYG, router.EstimateLines(m, req.needs)...)); err != nil {
+		limit, err := cl.reserve(m)
+		if err != nil {
 			if i == 0 {
 				return err
 			}
 			return last
 		}
-		err := cl.attempt(m, i > 0)
+		err = cl.attempt(m, i > 0, limit)
 		if err == nil {
 			return nil
 		}
@@ -185,16 +186,31 @@ func escalationAllowed(allowlist []string, rt *router.Route, m *catalog.Model) b
 		catalog.Allowed(allowlist, catalog.PinnedPrefix+m.ID)
 }
 
-// attempt sends the request to m. A returned error is retryable (per
-// upstream.Retryable) only while nothing reached the client.
-func (cl *call) attempt(m *catalog.Model, escalated bool) error {
+// attempt sends the request to m, with the output limit the gateway
+// lowered to what the account's money covers (0: none lowered). A
+// returned error is retryable (per upstream.Retryable) only while nothing
+// reached the client.
+func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 	p := cl.Gateway.Catalog.Providers[m.Provider]
 	up := upstreamFormat(p)
 	target := up
 	if cl.format == Responses && up == ChatCompletions && p.Responses {
 		target = Responses
 	}
-	body, path, err := requestFor(cl.body, cl.format, target, m.ID, cl.req.stream)
+	body := cl.body
+	cl.W.Header().Del(HeaderOutputLimit)
+	if limit > 0 {
+		// Sent as if the client had set it, so every translation carries
+		// it; the answer announces it, and is not cached (a later call
+		// with more money left would get a longer one).
+		var err error
+		if body, err = sjson.SetBytes(cl.body, outputLimit[cl.format][0], limit); err != nil {
+			return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
+		}
+		cl.W.Header().Set(HeaderOutputLimit, strconv.Itoa(limit))
+		cl.cacheable = false
+	}
+	body, path, err := requestFor(body, cl.format, target, m.ID, cl.req.stream)
 	if err != nil {
 		return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
 	}
@@ -239,6 +255,9 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s is larger than %d bytes", m.ID, MaxResponse)}
 	}
 	reported, empty := readAnswer(from, b)
+	if !reported.Valid() {
+		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s reported usage that cannot be right", m.ID), Retryable: true}
+	}
 	if empty && !cl.req.stops {
 		// An empty answer after the request's own stop sequences is the
 		// answer it asked for: served and billed, not escalated.

@@ -48,7 +48,9 @@ type request struct {
 	// stops: the request names stop sequences, so an empty answer can be
 	// its own doing.
 	stops bool
-	needs router.Needs
+	// images is how many image parts the prompt holds.
+	images int
+	needs  router.Needs
 }
 
 // parse validates a client body of format f and reads what routing,
@@ -148,6 +150,7 @@ func parse(body []byte, f Format) (*request, error) {
 		n.JSON = jsonFormat(top.responseFormat.Get("type"))
 		n.Text = text(msgs[len(msgs)-1].Get("content"))
 		pics, data := images(top.messages)
+		req.images = pics
 		n.Vision = pics > 0
 		n.PromptTokens += pics * ImageTokenCeiling
 		n.PromptBound = promptBound(len(body), pics, data, n.Tools)
@@ -174,6 +177,7 @@ func parse(body []byte, f Format) (*request, error) {
 		} else if items := in.Array(); len(items) > 0 {
 			n.Text = text(items[len(items)-1].Get("content"))
 			pics, data := images(in)
+			req.images = pics
 			n.Vision = pics > 0
 			n.PromptTokens += pics * ImageTokenCeiling
 			n.PromptBound = promptBound(len(body), pics, data, n.Tools)

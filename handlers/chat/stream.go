@@ -205,15 +205,19 @@ func (s *relay) countDelivered() {
 }
 
 // billDelivered charges a stream that failed for what it delivered: the
-// usage the provider reported so far, with the delivered output counted
-// where it reported less (and the prompt counted locally where it
-// reported none, as settle does). Nothing delivered, nothing billed.
+// usage the provider reported so far (none when it cannot be right), with
+// the delivered output counted where it reported less (and the prompt
+// counted locally where it reported none, as settle does). Nothing
+// delivered, nothing billed.
 func (s *relay) billDelivered() {
 	s.countDelivered()
 	if s.settled || s.delivered == 0 {
 		return
 	}
 	u := s.tr.Usage()
+	if !u.Valid() {
+		u = translate.Usage{}
+	}
 	u.Output = max(u.Output, s.delivered)
 	s.settle(u)
 }
@@ -256,11 +260,18 @@ func appendDelta(b []byte, f Format, ev sse.Event) []byte {
 }
 
 // settle charges the stream's usage (with the gateway's own count where
-// the provider reported none it can use: see billable); on a store
-// failure the client gets an error event instead of the usage block.
+// the provider reported none: see billable); on usage that cannot be
+// right, or a store failure, the client gets an error event instead of
+// the usage block.
 func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
 	// What was queued goes out before the wait for the charge's sync.
 	s.flush()
+	if !u.Valid() {
+		// The stream fails; what it delivered is billed by the
+		// gateway's own count (billDelivered).
+		s.fail("the upstream reported usage that cannot be right")
+		return 0, false
+	}
 	s.settled = true
 	u = s.billable(s.m, u, func() int64 {
 		s.countDelivered()

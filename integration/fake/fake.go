@@ -154,6 +154,10 @@ type Script struct {
 	// EmptyBlock, on a non-streamed messages answer without text, sends
 	// one text block with an empty text instead of no block.
 	EmptyBlock bool
+	// CapOutput reports at most the request's output limit
+	// (max_completion_tokens, max_tokens or max_output_tokens) as output
+	// tokens, as a real model stops there.
+	CapOutput bool
 	// Images is how many images an image generation answers (0: the n
 	// asked; below 0: none); each is ImageData(i). A streamed one sends partial_images
 	// previews first; with MidStreamError an error event follows the
@@ -470,6 +474,23 @@ func writeEvent(w http.ResponseWriter, rc *http.ResponseController, e sseEvent) 
 		return false
 	}
 	return rc.Flush() == nil
+}
+
+// outputLimits are the request fields that limit a model's output.
+var outputLimits = []string{"max_completion_tokens", "max_tokens", "max_output_tokens"}
+
+// capped is s with its output usage at most req's output limit when
+// s.CapOutput is set.
+func (s Script) capped(req map[string]any) Script {
+	if !s.CapOutput {
+		return s
+	}
+	for _, f := range outputLimits {
+		if n, ok := req[f].(float64); ok && int(n) < s.Usage.Output {
+			s.Usage.Output = int(n)
+		}
+	}
+	return s
 }
 
 // usagePaths are where the formats carry a usage object: a whole answer

@@ -169,41 +169,93 @@ func (g *Gate) Reserve(ctx context.Context, accountID string, kind Kind, est pri
 	return &Hold{gate: g, account: accountID, amount: est}, nil
 }
 
-// refusal applies the money rules in order: prepaid balance (with the free
-// monthly credit), the free tier's chat stop, the daily cap, the monthly
-// cap, then the account ceiling. A limit refuses when it is already
-// reached, or when est would pass it.
-func (g *Gate) refusal(acc *store.Account, kind Kind, sp store.Spend, held, est pricing.Money, now time.Time) error {
-	// Sums saturate: no amount, however large, can wrap around and pass.
-	over := func(used, limit pricing.Money) bool {
-		used = addSat(used, held)
-		return used >= limit || addSat(used, est) > limit
+// rule is one money limit an account's call is under: what it counts as
+// used, its limit, and the refusal when it is reached.
+type rule struct {
+	used, limit pricing.Money
+	code, msg   string
+}
+
+// maxRules is how many rules can apply to one call.
+const maxRules = 5
+
+// rules lists the money rules that apply to a call of kind, in order:
+// prepaid balance (with the free monthly credit), the free tier's chat
+// stop, the daily cap, the monthly cap, then the account ceiling.
+func (g *Gate) rules(acc *store.Account, kind Kind, sp store.Spend, now time.Time) (rs [maxRules]rule, n int) {
+	add := func(used, limit pricing.Money, code, msg string) {
+		rs[n] = rule{used: used, limit: limit, code: code, msg: msg}
+		n++
 	}
 	if acc.Balance != nil {
 		free := max(g.Policy.FreeMonthlyCredit-sp.Month, 0)
-		if over(0, addSat(*acc.Balance, free)) {
-			return refuse(gwerr.CodeCreditExhausted, "the prepaid balance is used up; add credit to continue")
-		}
+		add(0, addSat(*acc.Balance, free), gwerr.CodeCreditExhausted, "the prepaid balance is used up; add credit to continue")
 	}
-	if kind == Chat && acc.Plan == store.PlanFree && over(sp.Total, FreeChatStop) {
-		return refuse(gwerr.CodeCreditExhausted, "the free tier's 1 USD of chat is used up; upgrade to a paid plan to continue")
+	if kind == Chat && acc.Plan == store.PlanFree {
+		add(sp.Total, FreeChatStop, gwerr.CodeCreditExhausted, "the free tier's 1 USD of chat is used up; upgrade to a paid plan to continue")
 	}
-	if acc.DailyCap != nil && over(sp.Today, *acc.DailyCap) {
-		return refuse(gwerr.CodeDailyCap, "the account's daily spend cap is reached")
+	if acc.DailyCap != nil {
+		add(sp.Today, *acc.DailyCap, gwerr.CodeDailyCap, "the account's daily spend cap is reached")
 	}
-	if acc.MonthlyCap != nil && over(sp.Month, *acc.MonthlyCap) {
-		return refuse(gwerr.CodeMonthlyCap, "the account's monthly spend cap is reached")
+	if acc.MonthlyCap != nil {
+		add(sp.Month, *acc.MonthlyCap, gwerr.CodeMonthlyCap, "the account's monthly spend cap is reached")
 	}
 	if acc.Plan == store.PlanPaid {
 		cleared := pricing.Money(0)
 		if acc.Cleared {
 			cleared = sp.Total
 		}
-		if limit, ok := g.Policy.Ceiling.Limit(acc.CreatedAt, cleared, now); ok && over(sp.Month, limit) {
-			return refuse(gwerr.CodeMonthlyCap, "the account's monthly ceiling is reached; it rises with cleared spend and account age")
+		if limit, ok := g.Policy.Ceiling.Limit(acc.CreatedAt, cleared, now); ok {
+			add(sp.Month, limit, gwerr.CodeMonthlyCap, "the account's monthly ceiling is reached; it rises with cleared spend and account age")
+		}
+	}
+	return rs, n
+}
+
+// refusal applies the money rules in order (see rules). A limit refuses
+// when it is already reached, or when est would pass it.
+func (g *Gate) refusal(acc *store.Account, kind Kind, sp store.Spend, held, est pricing.Money, now time.Time) error {
+	rs, n := g.rules(acc, kind, sp, now)
+	for _, r := range rs[:n] {
+		// Sums saturate: no amount, however large, can wrap around and pass.
+		used := addSat(r.used, held)
+		if used >= r.limit || addSat(used, est) > r.limit {
+			return refuse(r.code, r.msg)
 		}
 	}
 	return nil
+}
+
+// Room is the most a call of kind could reserve for accountID now: the
+// least that any money rule leaves after what is spent and held (at most
+// math.MaxInt64 when no rule applies). It refuses as Reserve would when a
+// rule leaves nothing. It reserves nothing: a call that must fit what is
+// left (see the chat handler's tightening) reserves its amount after, and
+// Reserve refuses it if another call took the room meanwhile.
+func (g *Gate) Room(ctx context.Context, accountID string, kind Kind) (pricing.Money, error) {
+	acc, err := g.Store.Account(ctx, accountID)
+	if err != nil {
+		return 0, Unresolved()
+	}
+	now := g.now()
+	sp, err := g.Store.Spend(ctx, accountID, now)
+	if err != nil {
+		return 0, Unresolved()
+	}
+	held, err := g.Locks.Held(ctx, accountID)
+	if err != nil {
+		return 0, Unresolved()
+	}
+	room := pricing.Money(math.MaxInt64)
+	rs, n := g.rules(&acc, kind, sp, now)
+	for _, r := range rs[:n] {
+		left := r.limit - addSat(r.used, held)
+		if left <= 0 {
+			return 0, refuse(r.code, r.msg)
+		}
+		room = min(room, left)
+	}
+	return room, nil
 }
 
 // addSat is a+b, at most math.MaxInt64 and at least math.MinInt64.

@@ -287,16 +287,27 @@ func (c *Call) Reserve(est pricing.Money) error {
 	if c.hold != nil && !c.hold.Done() {
 		return errors.New("pipeline: the call already holds a reservation")
 	}
-	kind := money.Ability
-	if c.Endpoint.Billing != nil {
-		kind = *c.Endpoint.Billing
-	}
-	h, err := c.Gateway.Money.Reserve(c.R.Context(), c.Account.ID, kind, est)
+	h, err := c.Gateway.Money.Reserve(c.R.Context(), c.Account.ID, c.kind(), est)
 	if err != nil {
 		return err
 	}
 	c.hold = h
 	return nil
+}
+
+// kind is the spend the call's route is billed as.
+func (c *Call) kind() money.Kind {
+	if c.Endpoint.Billing != nil {
+		return *c.Endpoint.Billing
+	}
+	return money.Ability
+}
+
+// Room is the most the call's account could reserve now, or the money
+// refusal when nothing is left (money.Gate.Room): for a call that sizes
+// itself to what is left before it reserves.
+func (c *Call) Room() (pricing.Money, error) {
+	return c.Gateway.Money.Room(c.R.Context(), c.Account.ID, c.kind())
 }
 
 // AbilityCost prices units of an ability alias (gw-image, gw-voice-fast,
