@@ -1,0 +1,149 @@
+package chat
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/limits"
+	"github.com/caddy-gw/caddy-gw/internal/money"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/internal/store/cached"
+	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// reserveFixture is a chat call of one account on the hot path's store
+// (memory in front of SQLite), for the reservation's tests and benchmarks.
+type reserveFixture struct {
+	gw  *pipeline.Gateway
+	ep  *pipeline.Endpoint
+	m   *catalog.Model
+	cat *catalog.Catalog
+}
+
+func newReserveFixture(tb testing.TB) *reserveFixture {
+	tb.Helper()
+	cat, err := catalog.New([]catalog.Provider{{Name: "o", Format: "openai", BaseURL: "http://127.0.0.1:9/v1"}},
+		[]catalog.Model{{ID: "m", Provider: "o", Lane: "standard", InputPrice: pricing.USD(1) / 2, OutputPrice: pricing.USD(2)}}, nil, nil, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db, err := sqlite.Open(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st, err := cached.New(db, tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	chatSpend := money.Chat
+	m, _ := cat.Model("m")
+	return &reserveFixture{cat: cat, m: m, ep: &pipeline.Endpoint{Name: "chat", Family: gwerr.Chat, Billing: &chatSpend},
+		gw: &pipeline.Gateway{Store: st, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: st, Locks: money.NewMemoryLocks()},
+			Limits: limits.NewMemory(nil)}}
+}
+
+// call is a chat call of account with body, parsed.
+func (f *reserveFixture) call(tb testing.TB, account, body string) *call {
+	tb.Helper()
+	req, err := parse([]byte(body), ChatCompletions)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	acc, err := f.gw.Store.Account(context.Background(), account)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
+	c := &pipeline.Call{W: httptest.NewRecorder(), R: r, Endpoint: f.ep, RequestID: "r", Account: acc, Gateway: f.gw}
+	return &call{Call: c, format: ChatCompletions, body: []byte(body), req: req}
+}
+
+func (f *reserveFixture) account(tb testing.TB, id string, balance *pricing.Money) {
+	tb.Helper()
+	if err := f.gw.Store.CreateAccount(context.Background(), store.Account{ID: id, Plan: store.PlanPaid, Cleared: true, Balance: balance}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+const reserveBody = `{"model":"m","messages":[{"role":"user","content":"Name one fish."}]}`
+
+// TestFit: the lowered output limit is the most that the room covers with
+// the prompt, never below MinOutputTokens; a client's own limit is priced
+// as it is.
+func TestFit(t *testing.T) {
+	f := newReserveFixture(t)
+	f.account(t, "a", nil)
+	cl := f.call(t, "a", reserveBody)
+	const prompt = 100
+	perOut := pricing.Cost(false, pricing.Line{Units: 1, Rate: pricing.PerMillion(f.m.OutputPrice)})
+	promptCost := pricing.Cost(false, pricing.Line{Units: prompt, Rate: pricing.PerMillion(f.m.InputPrice)})
+	for _, tc := range []struct {
+		room   pricing.Money
+		out    int
+		fitted bool
+	}{
+		{promptCost + 1000*perOut, 1000, true},
+		{promptCost + 1000*perOut + perOut - 1, 1000, true},
+		{promptCost + MinOutputTokens*perOut, MinOutputTokens, true},
+		{promptCost + MinOutputTokens*perOut - 1, 0, false},
+		{pricing.USD(1), router.DefaultMaxTokens, true},
+	} {
+		est, out, ok := cl.fit(f.m, prompt, tc.room)
+		if ok != tc.fitted || out != tc.out || ok && (est > tc.room || est != promptCost+pricing.Money(out)*perOut) {
+			t.Errorf("room %s: est %s out %d ok %t, want out %d ok %t", tc.room, est, out, ok, tc.out, tc.fitted)
+		}
+	}
+	set := f.call(t, "a", `{"model":"m","max_completion_tokens":500,"messages":[{"role":"user","content":"hi"}]}`)
+	if _, out, ok := set.fit(f.m, prompt, promptCost+499*perOut); ok || out != 500 {
+		t.Errorf("a client's limit that does not fit: out %d ok %t", out, ok)
+	}
+}
+
+// BenchmarkReserve measures the reservation of a chat call: the worst
+// case's reservation alone (what every call did before the tightening
+// existed), the reservation as it is now with plentiful money (the same
+// work: the tightening does not run), and the tightened reservation of a
+// call whose worst case does not fit (prompt counted, limit lowered).
+func BenchmarkReserve(b *testing.B) {
+	f := newReserveFixture(b)
+	f.account(b, "rich", nil)
+	tight := pricing.Cost(false, pricing.Line{Units: 1000, Rate: pricing.PerMillion(f.m.OutputPrice)})
+	f.account(b, "tight", &tight)
+	b.Run("worst-case-only", func(b *testing.B) {
+		cl := f.call(b, "rich", reserveBody)
+		for b.Loop() {
+			if err := cl.Reserve(pricing.Cost(false, router.EstimateLines(f.m, cl.req.needs)...)); err != nil {
+				b.Fatal(err)
+			}
+			cl.Release()
+		}
+	})
+	b.Run("plentiful", func(b *testing.B) {
+		cl := f.call(b, "rich", reserveBody)
+		for b.Loop() {
+			if limit, err := cl.reserve(f.m); err != nil || limit != 0 {
+				b.Fatal(limit, err)
+			}
+			cl.Release()
+		}
+	})
+	b.Run("tightened", func(b *testing.B) {
+		cl := f.call(b, "tight", reserveBody)
+		for b.Loop() {
+			if limit, err := cl.reserve(f.m); err != nil || limit == 0 {
+				b.Fatal(limit, err)
+			}
+			cl.Release()
+		}
+	})
+}
