@@ -53,14 +53,23 @@ func (cl *call) reserve(m *catalog.Model) (limit int, err error) {
 	if refused == nil || !slices.Contains(tightenable, gwerr.As(refused).Code) {
 		return 0, refused
 	}
+	// Nothing is counted when even an empty prompt would not fit.
+	room, err := cl.Room()
+	if err != nil {
+		return 0, err
+	}
+	if _, _, ok := cl.fit(m, 0, room); !ok {
+		return 0, refused
+	}
 	prompt, err := cl.exactPrompt(m)
 	if err != nil {
 		return 0, refused
 	}
-	for range tightenTries {
-		room, err := cl.Room()
-		if err != nil {
-			return 0, err
+	for i := range tightenTries {
+		if i > 0 {
+			if room, err = cl.Room(); err != nil {
+				return 0, err
+			}
 		}
 		est, out, ok := cl.fit(m, prompt, room)
 		if !ok {
