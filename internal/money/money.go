@@ -78,16 +78,21 @@ func wholeMonths(a, b time.Time) int64 {
 	return int64(max(m, 0))
 }
 
-// Locks serialises the money decisions of one account and keeps the sum of
-// its outstanding reservations. The embedded implementation is in memory;
-// a multi-node one keeps both in a shared store.
+// Locks serialises the money decisions of one account and keeps its
+// outstanding reservations, one record per hold, so that releasing a hold
+// can only take back what that hold added. The embedded implementation is
+// in memory; a multi-node one keeps both in a shared store.
 type Locks interface {
 	// Lock takes the account's lock; unlock releases it.
 	Lock(ctx context.Context, account string) (unlock func(), err error)
-	// Held returns the account's outstanding reservations (under Lock).
+	// Held returns the sum of the account's outstanding holds (under
+	// Lock), never below zero.
 	Held(ctx context.Context, account string) (pricing.Money, error)
-	// Add changes the account's outstanding reservations by delta.
-	Add(ctx context.Context, account string, delta pricing.Money) error
+	// Hold records a hold of amount for the account and returns its id.
+	Hold(ctx context.Context, account string, amount pricing.Money) (id string, err error)
+	// Drop deletes the account's hold id; a hold already gone changes
+	// nothing.
+	Drop(ctx context.Context, account, id string) error
 }
 
 // Gate is the money gate.
@@ -163,10 +168,13 @@ func (g *Gate) Reserve(ctx context.Context, accountID string, kind Kind, est pri
 	if err := g.refusal(&acc, kind, sp, held, est, now); err != nil {
 		return nil, err
 	}
-	if err := g.Locks.Add(ctx, accountID, est); err != nil {
-		return nil, Unresolved()
+	h := &Hold{gate: g, account: accountID, amount: est}
+	if est > 0 {
+		if h.id, err = g.Locks.Hold(ctx, accountID, est); err != nil {
+			return nil, Unresolved()
+		}
 	}
-	return &Hold{gate: g, account: accountID, amount: est}, nil
+	return h, nil
 }
 
 // refusal applies the money rules in order: prepaid balance (with the free
@@ -238,6 +246,7 @@ type Hold struct {
 	gate    *Gate
 	account string
 	amount  pricing.Money
+	id      string // the Locks' record of it ("" when amount is zero)
 	done    bool
 }
 
@@ -247,12 +256,19 @@ func (h *Hold) Done() bool { return h.done }
 // Amount is what the hold reserves.
 func (h *Hold) Amount() pricing.Money { return h.amount }
 
+// SettleLockWait bounds how long a settlement waits for the account's
+// lock before it records the charge without it.
+const SettleLockWait = 2 * LockLease
+
 // Settle records the call's real cost in the ledger under e.RequestID and
-// drops the reservation, both under the account's lock so that a
-// concurrent Reserve sees either the hold or the charge, never neither. It
-// reports whether this settlement charged the account: false when the
-// request id was settled before. A store error refuses with
-// credit_unresolved and charges nothing.
+// drops the reservation, under the account's lock so that a concurrent
+// Reserve sees either the hold or the charge, never neither. The lock only
+// orders admission checks: when it cannot be had (the shared lock store
+// is down or restarting), the charge is recorded without it, since the
+// work it pays for is done. It reports whether this settlement charged the
+// account: false when the request id was settled before. A store that
+// cannot make the charge durable refuses with credit_unresolved and
+// charges nothing.
 func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 	if h.done {
 		return false, errors.New("money: hold already settled or released")
@@ -263,10 +279,11 @@ func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 	if e.Time.IsZero() {
 		e.Time = h.gate.now()
 	}
-	unlock, err := h.gate.Locks.Lock(ctx, h.account)
+	lctx, cancel := context.WithTimeout(ctx, SettleLockWait)
+	unlock, err := h.gate.Locks.Lock(lctx, h.account)
+	cancel()
 	if err != nil {
-		h.Release(ctx)
-		return false, unsettled()
+		unlock = func() {}
 	}
 	// A store that counts the charge at once (store.LaterSettler) is
 	// waited on after the lock is released: calls of one account then
@@ -278,8 +295,7 @@ func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 		charged, err := h.gate.Store.Settle(ctx, e)
 		wait = func() (bool, error) { return charged, err }
 	}
-	h.done = true
-	_ = h.gate.Locks.Add(ctx, h.account, -h.amount)
+	h.drop(ctx)
 	unlock()
 	charged, err := wait()
 	if err != nil {
@@ -300,6 +316,14 @@ func (h *Hold) Release(ctx context.Context) {
 	if h == nil || h.done {
 		return
 	}
+	h.drop(context.WithoutCancel(ctx))
+}
+
+// drop marks the hold done and deletes its record (one the lock store
+// cannot delete now expires there).
+func (h *Hold) drop(ctx context.Context) {
 	h.done = true
-	_ = h.gate.Locks.Add(context.WithoutCancel(ctx), h.account, -h.amount)
+	if h.id != "" {
+		_ = h.gate.Locks.Drop(ctx, h.account, h.id)
+	}
 }
