@@ -697,3 +697,97 @@ func TestSettleWithoutTheLock(t *testing.T) {
 	// The hold Redis lost is not counted once Redis is back.
 	waitHeld(t, l, "a", 0)
 }
+
+// Concurrent calls on two nodes while Redis loses the holds of calls
+// still running (a FLUSHALL, then a restart): the calls admitted after
+// the loss get only the room the running calls leave, so together they
+// never take the balance below zero, and each charge is in the ledger once.
+func TestRedisHoldsLostUnderLoad(t *testing.T) {
+	rs := testsvc.RedisServer(t)
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	f := newFixture(t, Policy{})
+	cost := usd("0.01")
+	f.account(t, store.Account{ID: "busy", Plan: store.PlanPaid, Cleared: true, Balance: ptr(20 * cost)})
+	var nodes []*Gate
+	for range 2 {
+		l := newRedisLocks(client, HoldLease, 100*time.Millisecond, 500*time.Millisecond)
+		if err := l.first(ctx); err != nil {
+			t.Fatal(err)
+		}
+		go l.loop()
+		t.Cleanup(func() { l.Destruct() })
+		nodes = append(nodes, &Gate{Store: f.store, Locks: l, Now: func() time.Time { return f.now }})
+	}
+	var mu sync.Mutex
+	var holds []*Hold
+	// reserveAll reserves one call's cost n times at once on both nodes,
+	// each retried while refused with credit_unresolved (Redis down, or
+	// its holds being restored); it returns how many were refused for
+	// want of money.
+	reserveAll := func(n int) (refused int) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				deadline := time.Now().Add(20 * time.Second)
+				for {
+					h, err := nodes[i%2].Reserve(ctx, "busy", Ability, cost)
+					mu.Lock()
+					switch {
+					case err == nil:
+						holds = append(holds, h)
+					case code(t, err) == gwerr.CodeCreditExhausted:
+						refused++
+					case code(t, err) != gwerr.CodeCreditUnresolved || time.Now().After(deadline):
+						t.Errorf("reserve: %v", err)
+					default:
+						mu.Unlock()
+						time.Sleep(10 * time.Millisecond) // polling the gate's answer
+						continue
+					}
+					mu.Unlock()
+					return
+				}
+			})
+		}
+		wg.Wait()
+		return refused
+	}
+	seq := 0
+	round := func(name string, lose func(), wantAdmitted int) {
+		t.Helper()
+		seq++
+		refused := reserveAll(4)
+		lose()
+		refused += reserveAll(8)
+		if admitted := len(holds); admitted != wantAdmitted || admitted+refused != 12 {
+			t.Fatalf("%s: %d admitted, %d refused; want %d admitted", name, admitted, refused, wantAdmitted)
+		}
+		for i, h := range holds {
+			if _, err := h.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d-%d", seq, i), Cost: cost}); err != nil {
+				t.Fatalf("%s: settle: %v", name, err)
+			}
+		}
+		holds = nil
+	}
+	round("no loss", func() {}, 12) // 8 left
+	round("flush", func() {
+		if err := client.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}, 8) // 4 held when Redis lost them, so 4 more: 0 left
+	if _, err := f.store.UpdateAccount(ctx, "busy", func(a *store.Account) error { *a.Balance += 8 * cost; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	round("restart", func() { rs.Stop(); rs.Start() }, 8) // likewise
+	acc, _ := f.store.Account(ctx, "busy")
+	entries, _ := f.store.Entries(ctx, "busy", 1000)
+	if *acc.Balance != 0 || len(entries) != 28 {
+		t.Fatalf("balance %s, %d entries; want 0 and 28", acc.Balance, len(entries))
+	}
+}

@@ -29,8 +29,10 @@ const (
 	HoldRenew = 2 * time.Second
 	// RestoreWait is how long, after Redis is found to have lost the
 	// holds, every node refuses new reservations (credit_unresolved):
-	// long enough for each live node to have written its holds again.
-	RestoreWait = HoldRenew + time.Second
+	// long enough for each live node to have written its holds again,
+	// even one whose first renewal after the loss failed (its client
+	// still reconnecting).
+	RestoreWait = 2*HoldRenew + time.Second
 	// lockRetry is the longest pause between two tries of a taken lock.
 	lockRetry = 2 * time.Millisecond
 )
