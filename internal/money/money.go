@@ -256,13 +256,22 @@ func (h *Hold) Done() bool { return h.done }
 // Amount is what the hold reserves.
 func (h *Hold) Amount() pricing.Money { return h.amount }
 
+// Spooler is a store that may keep a charge on the node before the store
+// every node reads has it (a database that was down): Applied returns a
+// channel closed once that store has it, nil when it has already.
+type Spooler interface {
+	Applied(requestID string) <-chan struct{}
+}
+
 // SettleLockWait bounds how long a settlement waits for the account's
 // lock before it records the charge without it.
 const SettleLockWait = 2 * LockLease
 
 // Settle records the call's real cost in the ledger under e.RequestID and
 // drops the reservation, under the account's lock so that a concurrent
-// Reserve sees either the hold or the charge, never neither. The lock only
+// Reserve sees either the hold or the charge, never neither (a charge the
+// store keeps on the node for now, see Spooler, keeps its hold until the
+// shared store has it). The lock only
 // orders admission checks: when it cannot be had (the shared lock store
 // is down or restarting), the charge is recorded without it, since the
 // work it pays for is done. It reports whether this settlement charged the
@@ -295,7 +304,21 @@ func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 		charged, err := h.gate.Store.Settle(ctx, e)
 		wait = func() (bool, error) { return charged, err }
 	}
-	h.drop(ctx)
+	var applied <-chan struct{}
+	if sp, ok := h.gate.Store.(Spooler); ok && h.id != "" {
+		applied = sp.Applied(e.RequestID)
+	}
+	if applied != nil {
+		// The charge waits on this node for the shared store: its hold
+		// stays until then, so every node's checks still count it.
+		h.done = true
+		go func() {
+			<-applied
+			_ = h.gate.Locks.Drop(context.Background(), h.account, h.id)
+		}()
+	} else {
+		h.drop(ctx)
+	}
 	unlock()
 	charged, err := wait()
 	if err != nil {

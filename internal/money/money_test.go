@@ -791,3 +791,34 @@ func TestRedisHoldsLostUnderLoad(t *testing.T) {
 		t.Fatalf("balance %s, %d entries; want 0 and 28", acc.Balance, len(entries))
 	}
 }
+
+// spooling is a store that keeps every charge on the node until applied
+// is closed (as a node's spool while the shared database is down).
+type spooling struct {
+	store.Store
+	applied chan struct{}
+}
+
+func (s spooling) Applied(string) <-chan struct{} { return s.applied }
+
+// A charge the store keeps on the node for now keeps its hold until the
+// shared store has it: the other nodes' checks count the money meanwhile.
+func TestSpooledChargeKeepsItsHold(t *testing.T) {
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1.00"))})
+	sp := spooling{Store: f.store, applied: make(chan struct{})}
+	f.gate.Store = sp
+	ctx := context.Background()
+	h, err := f.gate.Reserve(ctx, "a", Ability, usd("0.30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charged, err := h.Settle(ctx, store.Entry{RequestID: "kept", Cost: usd("0.20")}); err != nil || !charged {
+		t.Fatalf("settle: %v %v", charged, err)
+	}
+	if held, err := f.gate.Locks.Held(ctx, "a"); err != nil || held != usd("0.30") {
+		t.Fatalf("held %s (%v) while the charge is kept on the node, want 0.30", held, err)
+	}
+	close(sp.applied)
+	waitHeld(t, f.gate.Locks, "a", 0)
+}

@@ -40,6 +40,9 @@ type spool struct {
 	log     *chargeLog
 	pending []store.Entry
 	ids     map[string]bool
+	// applied are closed when the charge of their request id leaves the
+	// spool (see Batched.Applied).
+	applied map[string]chan struct{}
 	wake    chan struct{}
 }
 
@@ -53,7 +56,7 @@ func openSpool(dir string) (*spool, error) {
 	if err != nil {
 		return nil, err
 	}
-	sp := &spool{log: l, ids: map[string]bool{}, wake: make(chan struct{}, 1)}
+	sp := &spool{log: l, ids: map[string]bool{}, applied: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
 	for _, e := range entries {
 		if !sp.ids[e.RequestID] {
 			sp.ids[e.RequestID] = true
@@ -92,6 +95,22 @@ func (sp *spool) has(requestID string) bool {
 	return sp.ids[requestID]
 }
 
+// appliedCh returns a channel closed once requestID leaves the spool, or
+// nil when it is not in it.
+func (sp *spool) appliedCh(requestID string) <-chan struct{} {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if !sp.ids[requestID] {
+		return nil
+	}
+	c := sp.applied[requestID]
+	if c == nil {
+		c = make(chan struct{})
+		sp.applied[requestID] = c
+	}
+	return c
+}
+
 // next returns (a copy of) the oldest n spooled charges.
 func (sp *spool) next(n int) []store.Entry {
 	sp.mu.Lock()
@@ -107,6 +126,10 @@ func (sp *spool) remove(done map[string]bool) error {
 	sp.pending = slices.DeleteFunc(sp.pending, func(e store.Entry) bool { return done[e.RequestID] })
 	for id := range done {
 		delete(sp.ids, id)
+		if c := sp.applied[id]; c != nil {
+			close(c)
+			delete(sp.applied, id)
+		}
 	}
 	if len(sp.pending) > 0 {
 		return nil
@@ -207,6 +230,17 @@ func (s *Batched) report(err error) {
 	if s.OnError != nil {
 		s.OnError(err)
 	}
+}
+
+// Applied returns a channel closed once the charge of requestID, kept in
+// this node's spool, is in the database (or refused there for good); nil
+// when it is not in the spool. The money gate keeps the call's hold until
+// then, so the other nodes' checks still count the money.
+func (s *Batched) Applied(requestID string) <-chan struct{} {
+	if s.spool == nil {
+		return nil
+	}
+	return s.spool.appliedCh(requestID)
 }
 
 // Spooled is how many charges wait in the spool for the database.

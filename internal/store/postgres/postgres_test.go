@@ -160,8 +160,17 @@ func TestSpooledChargesOutliveTheDatabase(t *testing.T) {
 	if charged, err := b.Settle(ctx, entry("down1", 2000)); err != nil || charged {
 		t.Fatalf("a spooled id settled again: %v %v", charged, err)
 	}
+	applied := b.Applied("down1")
+	if applied == nil || b.Applied("up") != nil {
+		t.Fatal("Applied: want a channel for a spooled charge only")
+	}
 	pg.Start()
 	waitSpooled(t, b, 0)
+	select {
+	case <-applied:
+	default:
+		t.Fatal("Applied not closed once the database has the charge")
+	}
 	acc, err := b.Account(ctx, "a")
 	if err != nil || *acc.Balance != balance-6000 {
 		t.Fatalf("balance %v (%v), want %d", acc.Balance, err, balance-6000)
