@@ -271,13 +271,12 @@ const SettleLockWait = 2 * LockLease
 // drops the reservation, under the account's lock so that a concurrent
 // Reserve sees either the hold or the charge, never neither (a charge the
 // store keeps on the node for now, see Spooler, keeps its hold until the
-// shared store has it). The lock only
-// orders admission checks: when it cannot be had (the shared lock store
-// is down or restarting), the charge is recorded without it, since the
-// work it pays for is done. It reports whether this settlement charged the
-// account: false when the request id was settled before. A store that
-// cannot make the charge durable refuses with credit_unresolved and
-// charges nothing.
+// shared store has it). The lock only orders admission checks: when it
+// cannot be had (the shared lock store is down or restarting), the charge
+// is recorded without it, since the work it pays for is done. It reports
+// whether this settlement charged the account: false when the request id
+// was settled before. A store that cannot make the charge durable refuses
+// with credit_unresolved and charges nothing.
 func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 	if h.done {
 		return false, errors.New("money: hold already settled or released")
