@@ -153,7 +153,9 @@ type StoreConfig struct {
 	// DatabaseURL, when not empty after placeholders are expanded
 	// ({env.GW_DATABASE_URL}), is a postgres:// URL: accounts, keys, the
 	// ledger and every durable record live in PostgreSQL, shared by every
-	// node that names it (Dir is then unused). It is never logged.
+	// node that names it; Dir then holds only the node's charge spool
+	// (charges the database could not take yet), so each node needs a
+	// Dir of its own. It is never logged.
 	DatabaseURL string `json:"database_url,omitempty"`
 }
 
@@ -253,6 +255,9 @@ func (p pooledStore) Destruct() error { return p.Close() }
 const (
 	DefaultStoreBackend = "sqlite"
 	DefaultDataDir      = "./data"
+	// SpoolDir is the folder, in the data folder, of a node's charges
+	// that the shared database could not take yet.
+	SpoolDir = "spool"
 )
 
 // Provision sets the app up.
@@ -386,6 +391,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 func (a *App) openStore() (store.Store, error) {
 	if url := a.Store.DatabaseURL; url != "" {
+		spoolDir, err := filepath.Abs(filepath.Join(a.Store.Dir, SpoolDir))
+		if err != nil {
+			return nil, err
+		}
 		// The pool's name hides the URL (it may hold a password).
 		a.storeKey = "postgres:" + secretName(url)
 		v, _, err := stores.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
@@ -395,8 +404,14 @@ func (a *App) openStore() (store.Store, error) {
 			if err != nil {
 				return nil, err
 			}
-			// Concurrent charges share a transaction (group commit).
-			b := cached.NewBatched(db)
+			// Concurrent charges share a transaction (group commit); those
+			// the database cannot take now wait in the node's spool.
+			b, err := cached.NewSpooled(db, spoolDir)
+			if err != nil {
+				db.Close()
+				return nil, err
+			}
+			b.OnError = func(err error) { caddy.Log().Named("gw").Error("charge spool", zap.Error(err)) }
 			b.ObserveCommits(metrics.ObserveCommit)
 			return pooledStore{b}, nil
 		})

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 	"github.com/caddy-gw/caddy-gw/internal/testsvc"
@@ -41,17 +42,26 @@ func TestNodesFaults(t *testing.T) {
 			t.Errorf("%d without Retry-After", r.Status)
 		}
 	}
-	// until retries a call a few times while a restarted server's
-	// connections are re-established.
+	// until retries a call while a restarted server's connections are
+	// re-established (and, for Redis, while the nodes write their holds
+	// back, when the refusal is credit_unresolved).
 	until := func(what string) {
 		t.Helper()
-		for range 10 {
-			if r := chat(); r.Status == http.StatusOK {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r := chat()
+			if r.Status == http.StatusOK {
 				answered++
 				return
 			}
+			if r.Status != http.StatusPaymentRequired || !strings.Contains(string(r.Body), `"credit_unresolved"`) {
+				t.Fatalf("after %s came back: %d %s", what, r.Status, r.Body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no answer within 20 s after %s came back", what)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the node's answer, an observable state
 		}
-		t.Fatalf("no answer after %s came back", what)
 	}
 	expectChat(http.StatusOK, "")
 

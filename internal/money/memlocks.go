@@ -2,6 +2,7 @@ package money
 
 import (
 	"context"
+	"strconv"
 	"sync"
 
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -13,12 +14,15 @@ import (
 type MemoryLocks struct {
 	mu       sync.Mutex
 	accounts map[string]*accountState
+	seq      uint64
 }
 
 type accountState struct {
 	sem  chan struct{} // one slot: the account's lock
 	refs int           // lock holders and waiters
 	held pricing.Money
+	// holds are the account's outstanding holds by id.
+	holds map[string]pricing.Money
 }
 
 // NewMemoryLocks returns empty locks.
@@ -29,7 +33,7 @@ func (m *MemoryLocks) state(account string, ref int) *accountState {
 	defer m.mu.Unlock()
 	s := m.accounts[account]
 	if s == nil {
-		s = &accountState{sem: make(chan struct{}, 1)}
+		s = &accountState{sem: make(chan struct{}, 1), holds: map[string]pricing.Money{}}
 		m.accounts[account] = s
 	}
 	s.refs += ref
@@ -40,7 +44,7 @@ func (m *MemoryLocks) drop(account string, s *accountState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.refs--
-	if s.refs == 0 && s.held == 0 {
+	if s.refs == 0 && len(s.holds) == 0 {
 		delete(m.accounts, account)
 	}
 }
@@ -67,16 +71,36 @@ func (m *MemoryLocks) Held(_ context.Context, account string) (pricing.Money, er
 	return 0, nil
 }
 
-// Add changes the account's outstanding reservations.
-func (m *MemoryLocks) Add(_ context.Context, account string, delta pricing.Money) error {
-	if delta == 0 {
-		return nil
-	}
-	s := m.state(account, 0)
+// Hold records a hold of amount for the account and returns its id.
+func (m *MemoryLocks) Hold(_ context.Context, account string, amount pricing.Money) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s.held += delta
-	if s.refs == 0 && s.held == 0 {
+	s := m.accounts[account]
+	if s == nil {
+		s = &accountState{sem: make(chan struct{}, 1), holds: map[string]pricing.Money{}}
+		m.accounts[account] = s
+	}
+	m.seq++
+	id := strconv.FormatUint(m.seq, 36)
+	s.holds[id] = amount
+	s.held += amount
+	return id, nil
+}
+
+// Drop deletes hold id of the account; an id it does not hold changes
+// nothing.
+func (m *MemoryLocks) Drop(_ context.Context, account, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.accounts[account]
+	if s == nil {
+		return nil
+	}
+	if amount, ok := s.holds[id]; ok {
+		delete(s.holds, id)
+		s.held -= amount
+	}
+	if s.refs == 0 && len(s.holds) == 0 {
 		delete(m.accounts, account)
 	}
 	return nil

@@ -78,16 +78,21 @@ func wholeMonths(a, b time.Time) int64 {
 	return int64(max(m, 0))
 }
 
-// Locks serialises the money decisions of one account and keeps the sum of
-// its outstanding reservations. The embedded implementation is in memory;
-// a multi-node one keeps both in a shared store.
+// Locks serialises the money decisions of one account and keeps its
+// outstanding reservations, one record per hold, so that releasing a hold
+// can only take back what that hold added. The embedded implementation is
+// in memory; a multi-node one keeps both in a shared store.
 type Locks interface {
 	// Lock takes the account's lock; unlock releases it.
 	Lock(ctx context.Context, account string) (unlock func(), err error)
-	// Held returns the account's outstanding reservations (under Lock).
+	// Held returns the sum of the account's outstanding holds (under
+	// Lock), never below zero.
 	Held(ctx context.Context, account string) (pricing.Money, error)
-	// Add changes the account's outstanding reservations by delta.
-	Add(ctx context.Context, account string, delta pricing.Money) error
+	// Hold records a hold of amount for the account and returns its id.
+	Hold(ctx context.Context, account string, amount pricing.Money) (id string, err error)
+	// Drop deletes the account's hold id; a hold already gone changes
+	// nothing.
+	Drop(ctx context.Context, account, id string) error
 }
 
 // Gate is the money gate.
@@ -163,10 +168,13 @@ func (g *Gate) Reserve(ctx context.Context, accountID string, kind Kind, est pri
 	if err := g.refusal(&acc, kind, sp, held, est, now); err != nil {
 		return nil, err
 	}
-	if err := g.Locks.Add(ctx, accountID, est); err != nil {
-		return nil, Unresolved()
+	h := &Hold{gate: g, account: accountID, amount: est}
+	if est > 0 {
+		if h.id, err = g.Locks.Hold(ctx, accountID, est); err != nil {
+			return nil, Unresolved()
+		}
 	}
-	return &Hold{gate: g, account: accountID, amount: est}, nil
+	return h, nil
 }
 
 // rule is one money limit an account's call is under: what it counts as
@@ -290,6 +298,7 @@ type Hold struct {
 	gate    *Gate
 	account string
 	amount  pricing.Money
+	id      string // the Locks' record of it ("" when amount is zero)
 	done    bool
 }
 
@@ -299,12 +308,27 @@ func (h *Hold) Done() bool { return h.done }
 // Amount is what the hold reserves.
 func (h *Hold) Amount() pricing.Money { return h.amount }
 
+// Spooler is a store that may keep a charge on the node before the store
+// every node reads has it (a database that was down): Applied returns a
+// channel closed once that store has it, nil when it has already.
+type Spooler interface {
+	Applied(requestID string) <-chan struct{}
+}
+
+// SettleLockWait bounds how long a settlement waits for the account's
+// lock before it records the charge without it.
+const SettleLockWait = 2 * LockLease
+
 // Settle records the call's real cost in the ledger under e.RequestID and
-// drops the reservation, both under the account's lock so that a
-// concurrent Reserve sees either the hold or the charge, never neither. It
-// reports whether this settlement charged the account: false when the
-// request id was settled before. A store error refuses with
-// credit_unresolved and charges nothing.
+// drops the reservation, under the account's lock so that a concurrent
+// Reserve sees either the hold or the charge, never neither (a charge the
+// store keeps on the node for now, see Spooler, keeps its hold until the
+// shared store has it). The lock only orders admission checks: when it
+// cannot be had (the shared lock store is down or restarting), the charge
+// is recorded without it, since the work it pays for is done. It reports
+// whether this settlement charged the account: false when the request id
+// was settled before. A store that cannot make the charge durable refuses
+// with credit_unresolved and charges nothing.
 func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 	if h.done {
 		return false, errors.New("money: hold already settled or released")
@@ -315,10 +339,11 @@ func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 	if e.Time.IsZero() {
 		e.Time = h.gate.now()
 	}
-	unlock, err := h.gate.Locks.Lock(ctx, h.account)
+	lctx, cancel := context.WithTimeout(ctx, SettleLockWait)
+	unlock, err := h.gate.Locks.Lock(lctx, h.account)
+	cancel()
 	if err != nil {
-		h.Release(ctx)
-		return false, unsettled()
+		unlock = func() {}
 	}
 	// A store that counts the charge at once (store.LaterSettler) is
 	// waited on after the lock is released: calls of one account then
@@ -330,8 +355,21 @@ func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 		charged, err := h.gate.Store.Settle(ctx, e)
 		wait = func() (bool, error) { return charged, err }
 	}
-	h.done = true
-	_ = h.gate.Locks.Add(ctx, h.account, -h.amount)
+	var applied <-chan struct{}
+	if sp, ok := h.gate.Store.(Spooler); ok && h.id != "" {
+		applied = sp.Applied(e.RequestID)
+	}
+	if applied != nil {
+		// The charge waits on this node for the shared store: its hold
+		// stays until then, so every node's checks still count it.
+		h.done = true
+		go func() {
+			<-applied
+			_ = h.gate.Locks.Drop(context.Background(), h.account, h.id)
+		}()
+	} else {
+		h.drop(ctx)
+	}
 	unlock()
 	charged, err := wait()
 	if err != nil {
@@ -352,6 +390,14 @@ func (h *Hold) Release(ctx context.Context) {
 	if h == nil || h.done {
 		return
 	}
+	h.drop(context.WithoutCancel(ctx))
+}
+
+// drop marks the hold done and deletes its record (one the lock store
+// cannot delete now expires there).
+func (h *Hold) drop(ctx context.Context) {
 	h.done = true
-	_ = h.gate.Locks.Add(context.WithoutCancel(ctx), h.account, -h.amount)
+	if h.id != "" {
+		_ = h.gate.Locks.Drop(ctx, h.account, h.id)
+	}
 }

@@ -512,13 +512,11 @@ func TestRedisLocksAcrossNodes(t *testing.T) {
 		t.Fatalf("balance %s", acc.Balance)
 	}
 
-	// A node holding money dies: once its heartbeat is gone its hold no
-	// longer counts, and the other node's checks see the money again.
+	// A node holding money dies: once its hold's lease ends (nobody
+	// renews it) it no longer counts, and the other node's checks see the
+	// money again.
 	f.account(t, store.Account{ID: "orphan", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1"))})
-	dying, err := NewRedisLocks(ctx, client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dying := newRedisLocks(client, 300*time.Millisecond, time.Hour, RestoreWait)
 	g := &Gate{Store: f.store, Locks: dying, Now: func() time.Time { return f.now }}
 	if _, err := g.Reserve(ctx, "orphan", Ability, usd("1")); err != nil {
 		t.Fatal(err)
@@ -526,12 +524,301 @@ func TestRedisLocksAcrossNodes(t *testing.T) {
 	if _, err := gates[0].Reserve(ctx, "orphan", Ability, usd("0.5")); code(t, err) != gwerr.CodeCreditExhausted {
 		t.Fatalf("while the other node holds it all: %v", err)
 	}
-	client.Del(ctx, nodeKey(dying.Node())) // the heartbeat's key expires
-	if held, _ := gates[0].Locks.Held(ctx, "orphan"); held != 0 {
-		t.Fatalf("a dead node's hold counts: %s", held)
-	}
+	waitHeld(t, gates[0].Locks, "orphan", 0)
 	if _, err := gates[0].Reserve(ctx, "orphan", Ability, usd("0.5")); err != nil {
 		t.Fatalf("after the node died: %v", err)
 	}
-	dying.Destruct()
+}
+
+// waitHeld waits (at most 10 s) until the account's holds sum to want.
+func waitHeld(t *testing.T, l Locks, account string, want pricing.Money) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		held, err := l.Held(context.Background(), account)
+		if err == nil && held == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("held %s (%v), want %s", held, err, want)
+		}
+		time.Sleep(20 * time.Millisecond) // polling an observable state
+	}
+}
+
+// Redis that loses a node's holds (FLUSHALL, a restart) never lets the
+// node's later releases take the account's holds below zero: every hold
+// is its own record, deleted on release. Until the nodes have written
+// their holds back, reservations are refused (credit_unresolved); then a
+// reservation gets exactly the room the balance leaves, no more.
+func TestRedisHoldsLostNeverNegative(t *testing.T) {
+	rs := testsvc.RedisServer(t)
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1.00"))})
+	// Shortened timings: renewals every 100 ms, a 400 ms wait after a loss.
+	const renew, restore = 100 * time.Millisecond, 400 * time.Millisecond
+	var nodes []*Gate
+	for range 2 {
+		l := newRedisLocks(client, HoldLease, renew, restore)
+		if err := l.first(ctx); err != nil {
+			t.Fatal(err)
+		}
+		go l.loop()
+		t.Cleanup(func() { l.Destruct() })
+		nodes = append(nodes, &Gate{Store: f.store, Locks: l, Now: func() time.Time { return f.now }})
+	}
+	reserve := func(g *Gate, est string) (*Hold, error) {
+		t.Helper()
+		// Retried while the holds are being restored: that refusal is
+		// credit_unresolved, never a grant.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			h, err := g.Reserve(ctx, "a", Ability, usd(est))
+			if err == nil || code(t, err) != gwerr.CodeCreditUnresolved || time.Now().After(deadline) {
+				return h, err
+			}
+			time.Sleep(20 * time.Millisecond) // polling an observable state
+		}
+	}
+	mustHold := func(g *Gate, est string) *Hold {
+		t.Helper()
+		h, err := reserve(g, est)
+		if err != nil {
+			t.Fatalf("reserve %s: %v", est, err)
+		}
+		return h
+	}
+	mustRefuse := func(g *Gate, est string) {
+		t.Helper()
+		if h, err := reserve(g, est); code(t, err) != gwerr.CodeCreditExhausted {
+			h.Release(ctx)
+			t.Fatalf("reserve %s: %v, want credit_exhausted", est, err)
+		}
+	}
+
+	for _, loss := range []struct {
+		name string
+		lose func()
+	}{
+		{"flush", func() {
+			if err := client.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"restart", func() { rs.Stop(); rs.Start() }},
+	} {
+		// Holds on both nodes, then Redis loses them, then some are
+		// released before the nodes write theirs back.
+		h1, h2, h3 := mustHold(nodes[0], "0.30"), mustHold(nodes[1], "0.20"), mustHold(nodes[0], "0.10")
+		loss.lose()
+		if _, err := nodes[1].Reserve(ctx, "a", Ability, usd("0.01")); code(t, err) != gwerr.CodeCreditUnresolved {
+			t.Fatalf("%s: reserve right after the loss: %v, want credit_unresolved", loss.name, err)
+		}
+		h1.Release(ctx)
+		waitHeld(t, nodes[1].Locks, "a", usd("0.30"))
+		// Exactly the room left: 1.00 - 0.30 held.
+		mustRefuse(nodes[1], "0.71")
+		h4 := mustHold(nodes[1], "0.70")
+		mustRefuse(nodes[0], "0.01")
+		for _, h := range []*Hold{h2, h3, h4} {
+			h.Release(ctx)
+			h.Release(ctx) // a second release changes nothing
+		}
+		waitHeld(t, nodes[0].Locks, "a", 0)
+		mustRefuse(nodes[0], "1.01")
+		h5 := mustHold(nodes[0], "1.00")
+		mustRefuse(nodes[1], "0.01")
+		h5.Release(ctx)
+		waitHeld(t, nodes[1].Locks, "a", 0)
+		if n, err := client.HLen(ctx, holdsKey("a")).Result(); err != nil || n != 0 {
+			t.Fatalf("%s: %d hold records left (%v)", loss.name, n, err)
+		}
+	}
+
+	// Releases whose records Redis no longer has (lost, and the node's
+	// renewal not yet run) never count below zero either.
+	lone := newRedisLocks(client, HoldLease, time.Hour, restore)
+	if err := lone.first(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{Store: f.store, Locks: lone, Now: func() time.Time { return f.now }}
+	h := mustHold(g, "0.40")
+	if err := client.Del(ctx, holdsKey("a")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	if held, err := lone.Held(ctx, "a"); err != nil || held != 0 {
+		t.Fatalf("held %s (%v) after releasing a lost hold", held, err)
+	}
+	mustRefuse(g, "1.01")
+	mustHold(g, "1.00").Release(ctx)
+}
+
+// A call whose work is done is charged even when the shared lock store is
+// down as it settles: the lock only orders admission checks.
+func TestSettleWithoutTheLock(t *testing.T) {
+	rs := testsvc.RedisServer(t)
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	l, err := NewRedisLocks(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Destruct() })
+	f := newFixture(t, Policy{})
+	f.gate.Locks = l
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1.00"))})
+	h, err := f.gate.Reserve(ctx, "a", Ability, usd("0.40"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Stop()
+	charged, err := h.Settle(ctx, store.Entry{RequestID: "delivered", Cost: usd("0.25")})
+	if err != nil || !charged {
+		t.Fatalf("settle with Redis down: %v %v", charged, err)
+	}
+	entries, _ := f.store.Entries(ctx, "a", 10)
+	if acc, _ := f.store.Account(ctx, "a"); len(entries) != 1 || entries[0].Cost != usd("0.25") || *acc.Balance != usd("0.75") {
+		t.Fatalf("entries %+v, balance %s", entries, acc.Balance)
+	}
+	rs.Start()
+	// The hold Redis lost is not counted once Redis is back.
+	waitHeld(t, l, "a", 0)
+}
+
+// Concurrent calls on two nodes while Redis loses the holds of calls
+// still running (a FLUSHALL, then a restart): the calls admitted after
+// the loss get only the room the running calls leave, so together they
+// never take the balance below zero, and each charge is in the ledger once.
+func TestRedisHoldsLostUnderLoad(t *testing.T) {
+	rs := testsvc.RedisServer(t)
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	f := newFixture(t, Policy{})
+	cost := usd("0.01")
+	f.account(t, store.Account{ID: "busy", Plan: store.PlanPaid, Cleared: true, Balance: ptr(20 * cost)})
+	var nodes []*Gate
+	for range 2 {
+		l := newRedisLocks(client, HoldLease, 100*time.Millisecond, 500*time.Millisecond)
+		if err := l.first(ctx); err != nil {
+			t.Fatal(err)
+		}
+		go l.loop()
+		t.Cleanup(func() { l.Destruct() })
+		nodes = append(nodes, &Gate{Store: f.store, Locks: l, Now: func() time.Time { return f.now }})
+	}
+	var mu sync.Mutex
+	var holds []*Hold
+	// reserveAll reserves one call's cost n times at once on both nodes,
+	// each retried while refused with credit_unresolved (Redis down, or
+	// its holds being restored); it returns how many were refused for
+	// want of money.
+	reserveAll := func(n int) (refused int) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				deadline := time.Now().Add(20 * time.Second)
+				for {
+					h, err := nodes[i%2].Reserve(ctx, "busy", Ability, cost)
+					mu.Lock()
+					switch {
+					case err == nil:
+						holds = append(holds, h)
+					case code(t, err) == gwerr.CodeCreditExhausted:
+						refused++
+					case code(t, err) != gwerr.CodeCreditUnresolved || time.Now().After(deadline):
+						t.Errorf("reserve: %v", err)
+					default:
+						mu.Unlock()
+						time.Sleep(10 * time.Millisecond) // polling the gate's answer
+						continue
+					}
+					mu.Unlock()
+					return
+				}
+			})
+		}
+		wg.Wait()
+		return refused
+	}
+	seq := 0
+	round := func(name string, lose func(), wantAdmitted int) {
+		t.Helper()
+		seq++
+		refused := reserveAll(4)
+		lose()
+		refused += reserveAll(8)
+		if admitted := len(holds); admitted != wantAdmitted || admitted+refused != 12 {
+			t.Fatalf("%s: %d admitted, %d refused; want %d admitted", name, admitted, refused, wantAdmitted)
+		}
+		for i, h := range holds {
+			if _, err := h.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d-%d", seq, i), Cost: cost}); err != nil {
+				t.Fatalf("%s: settle: %v", name, err)
+			}
+		}
+		holds = nil
+	}
+	round("no loss", func() {}, 12) // 8 left
+	round("flush", func() {
+		if err := client.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}, 8) // 4 held when Redis lost them, so 4 more: 0 left
+	if _, err := f.store.UpdateAccount(ctx, "busy", func(a *store.Account) error { *a.Balance += 8 * cost; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	round("restart", func() { rs.Stop(); rs.Start() }, 8) // likewise
+	acc, _ := f.store.Account(ctx, "busy")
+	entries, _ := f.store.Entries(ctx, "busy", 1000)
+	if *acc.Balance != 0 || len(entries) != 28 {
+		t.Fatalf("balance %s, %d entries; want 0 and 28", acc.Balance, len(entries))
+	}
+}
+
+// spooling is a store that keeps every charge on the node until applied
+// is closed (as a node's spool while the shared database is down).
+type spooling struct {
+	store.Store
+	applied chan struct{}
+}
+
+func (s spooling) Applied(string) <-chan struct{} { return s.applied }
+
+// A charge the store keeps on the node for now keeps its hold until the
+// shared store has it: the other nodes' checks count the money meanwhile.
+func TestSpooledChargeKeepsItsHold(t *testing.T) {
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1.00"))})
+	sp := spooling{Store: f.store, applied: make(chan struct{})}
+	f.gate.Store = sp
+	ctx := context.Background()
+	h, err := f.gate.Reserve(ctx, "a", Ability, usd("0.30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charged, err := h.Settle(ctx, store.Entry{RequestID: "kept", Cost: usd("0.20")}); err != nil || !charged {
+		t.Fatalf("settle: %v %v", charged, err)
+	}
+	if held, err := f.gate.Locks.Held(ctx, "a"); err != nil || held != usd("0.30") {
+		t.Fatalf("held %s (%v) while the charge is kept on the node, want 0.30", held, err)
+	}
+	close(sp.applied)
+	waitHeld(t, f.gate.Locks, "a", 0)
 }

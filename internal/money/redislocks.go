@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,76 +20,128 @@ const (
 	// LockLease bounds how long an account's lock outlives a node that
 	// died holding it.
 	LockLease = 5 * time.Second
-	// NodeLease is how long a node's holds count without its heartbeat;
-	// the heartbeat renews it every NodeLease/3.
-	NodeLease = 30 * time.Second
+	// HoldLease is how long a hold counts past its last renewal: a node
+	// that dies (or loses Redis) stops holding after at most this long.
+	HoldLease = 30 * time.Second
+	// HoldRenew is how often a node writes its outstanding holds to Redis
+	// again, with a fresh HoldLease: so a Redis that lost them (a restart,
+	// a flush) has them back within this long.
+	HoldRenew = 2 * time.Second
+	// RestoreWait is how long, after Redis is found to have lost the
+	// holds, every node refuses new reservations (credit_unresolved):
+	// long enough for each live node to have written its holds again,
+	// even one whose first renewal after the loss failed (its client
+	// still reconnecting).
+	RestoreWait = 2*HoldRenew + time.Second
 	// lockRetry is the longest pause between two tries of a taken lock.
 	lockRetry = 2 * time.Millisecond
 )
 
 // RedisLocks are Locks shared by every node on one Redis: an account's
 // lock is a key set with NX and a lease, and its holds are a hash of one
-// field per node, counted only while that node's heartbeat key lives. A
-// node that dies leaves its lock for at most LockLease and its holds for at
-// most NodeLease; then they stop counting, and nothing it had not settled
-// is charged.
+// field per hold (its id → amount and expiry), released by deleting the
+// field. A hold counts until its expiry, which its node renews every
+// HoldRenew while the call runs; a node that dies leaves its lock for at
+// most LockLease and its holds for at most HoldLease, and nothing it had
+// not settled is charged. The sum of holds can never go below zero: a
+// release only deletes its own record.
+//
+// The node keeps its outstanding holds in memory too, and writes them all
+// again at each renewal: a Redis that restarts empty or is flushed has
+// them back within HoldRenew. Meanwhile (RestoreWait from the moment any
+// node sees the loss) reservations are refused with credit_unresolved
+// rather than granted against holds that are not there.
 type RedisLocks struct {
 	Client redis.UniversalClient
 	node   string
-	stop   chan struct{}
-	once   sync.Once
+	// lease, renew and restore are HoldLease, HoldRenew and RestoreWait
+	// (tests shorten them).
+	lease, renew, restore time.Duration
+
+	mu    sync.Mutex
+	holds map[string]redisHold // this node's outstanding holds by id
+	// orphans are holds released while Redis could not be told; each
+	// renewal tries to delete them again (they expire in any case).
+	orphans map[string]string // hold id → account
+	seq     uint64
+
+	stop chan struct{}
+	kick chan struct{}
+	once sync.Once
+}
+
+// redisHold is one outstanding hold of this node.
+type redisHold struct {
+	account string
+	amount  pricing.Money
 }
 
 var _ Locks = (*RedisLocks)(nil)
 
-// NewRedisLocks registers this node (a random id) and starts its
-// heartbeat; Destruct stops it.
+// NewRedisLocks registers this node (a random id) and starts its renewal;
+// Destruct stops it.
 func NewRedisLocks(ctx context.Context, c redis.UniversalClient) (*RedisLocks, error) {
-	l := &RedisLocks{Client: c, node: randomToken(), stop: make(chan struct{})}
-	if err := l.beat(ctx); err != nil {
+	l := newRedisLocks(c, HoldLease, HoldRenew, RestoreWait)
+	if err := l.first(ctx); err != nil {
 		return nil, err
 	}
-	go func() {
-		t := time.NewTicker(NodeLease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-l.stop:
-				return
-			case <-t.C:
-				ctx, cancel := context.WithTimeout(context.Background(), NodeLease/3)
-				_ = l.beat(ctx)
-				cancel()
-			}
-		}
-	}()
+	go l.loop()
 	return l, nil
 }
 
-// Node is this node's id in the holds.
-func (l *RedisLocks) Node() string { return l.node }
-
-func (l *RedisLocks) beat(ctx context.Context) error {
-	return l.Client.Set(ctx, nodeKey(l.node), 1, NodeLease).Err()
+func newRedisLocks(c redis.UniversalClient, lease, renew, restore time.Duration) *RedisLocks {
+	return &RedisLocks{Client: c, node: randomToken(), lease: lease, renew: renew, restore: restore,
+		holds: map[string]redisHold{}, orphans: map[string]string{}, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
-// Destruct stops the heartbeat and drops the node, whose holds then stop
-// counting at once.
+// Node is this node's id, the prefix of its holds' ids.
+func (l *RedisLocks) Node() string { return l.node }
+
+// loop renews this node's holds every renew, and at once when a check
+// found that Redis lost them.
+func (l *RedisLocks) loop() {
+	t := time.NewTicker(l.renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.renew)
+		_ = l.renewAll(ctx)
+		cancel()
+	}
+}
+
+// Destruct stops the renewal and deletes this node's outstanding holds,
+// which then stop counting at once.
 func (l *RedisLocks) Destruct() error {
 	l.once.Do(func() {
 		close(l.stop)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = l.Client.Del(ctx, nodeKey(l.node)).Err()
+		l.mu.Lock()
+		holds := l.holds
+		l.holds = map[string]redisHold{}
+		l.mu.Unlock()
+		pipe := l.Client.Pipeline()
+		for id, h := range holds {
+			pipe.HDel(ctx, holdsKey(h.account), id)
+		}
+		_, _ = pipe.Exec(ctx)
 	})
 	return nil
 }
 
-func nodeKey(node string) string    { return "gw:node:" + node }
-func lockKey(account string) string { return "gw:lock:{" + account + "}" }
-func holdsKey(account string) string {
-	return "gw:holds:{" + account + "}"
-}
+// sinceKey holds the Redis server time (milliseconds) from which its
+// holds are whole: set when the first node starts, and again when a node
+// finds it missing (Redis lost its data), which starts a RestoreWait.
+const sinceKey = "gw:holds:since"
+
+func lockKey(account string) string  { return "gw:lock:{" + account + "}" }
+func holdsKey(account string) string { return "gw:holds:{" + account + "}" }
 
 func randomToken() string {
 	var b [12]byte
@@ -130,24 +183,89 @@ func (l *RedisLocks) Lock(ctx context.Context, account string) (func(), error) {
 	}
 }
 
-// heldScript sums the holds of live nodes and drops those of dead ones.
-var heldScript = redis.NewScript(`
+// nowMs is the Lua that reads the Redis server's clock in milliseconds:
+// every node's expiries are on the one clock.
+const nowMs = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
+
+// firstScript marks the holds whole as of restore ago when no node has
+// yet (the first node on a new Redis waits for nothing).
+var firstScript = redis.NewScript(nowMs + `
+redis.call('SET', KEYS[1], now - tonumber(ARGV[1]), 'NX')
+return 0
+`)
+
+// heldScript sums an account's holds that have not expired, deleting the
+// expired ones; never below zero. With the holds not whole (Redis lost
+// them less than RestoreWait ago) it answers the error errRestoring.
+var heldScript = redis.NewScript(nowMs + `
+local since = redis.call('GET', KEYS[2])
+if not since then
+	redis.call('SET', KEYS[2], now)
+	return redis.error_reply('GWRESTORING holds lost')
+end
+if now - tonumber(since) < tonumber(ARGV[1]) then
+	return redis.error_reply('GWRESTORING holds being restored')
+end
 local fields = redis.call('HGETALL', KEYS[1])
 local sum = 0
 for i = 1, #fields, 2 do
-	if redis.call('EXISTS', 'gw:node:' .. fields[i]) == 1 then
-		sum = sum + tonumber(fields[i + 1])
-	else
+	local v = fields[i + 1]
+	local sep = string.find(v, ':', 1, true)
+	local amount, expiry = 0, 0
+	if sep then
+		amount, expiry = tonumber(string.sub(v, 1, sep - 1)) or 0, tonumber(string.sub(v, sep + 1)) or 0
+	end
+	if expiry <= now then
 		redis.call('HDEL', KEYS[1], fields[i])
+	elseif amount > 0 then
+		sum = sum + amount
 	end
 end
+if sum < 0 then sum = 0 end
 return tostring(sum)
 `)
 
-// Held sums the account's holds of every live node.
+// holdScript writes (or renews) one hold: amount and an expiry lease
+// from now; the account's hash lives as long as its newest hold.
+var holdScript = redis.NewScript(nowMs + `
+local expiry = now + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. expiry)
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 0
+`)
+
+// renewScript is holdScript for a renewal, which also marks the holds
+// whole from now when Redis lost that mark (starting a RestoreWait).
+var renewScript = redis.NewScript(nowMs + `
+redis.call('SET', KEYS[2], now, 'NX')
+local expiry = now + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. expiry)
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 0
+`)
+
+// errRestoring is Held's answer while Redis's holds are being restored.
+var errRestoring = errors.New("money: the shared holds are being restored")
+
+func (l *RedisLocks) first(ctx context.Context) error {
+	return firstScript.Run(ctx, l.Client, []string{sinceKey}, l.restore.Milliseconds()).Err()
+}
+
+// Held sums the account's outstanding holds of every node.
 func (l *RedisLocks) Held(ctx context.Context, account string) (pricing.Money, error) {
-	s, err := heldScript.Run(ctx, l.Client, []string{holdsKey(account)}).Text()
+	s, err := heldScript.Run(ctx, l.Client, []string{holdsKey(account), sinceKey}, l.restore.Milliseconds()).Text()
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "GWRESTORING") {
+			// Put this node's holds back at once; the other nodes do at
+			// their next renewal.
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+			return 0, errRestoring
+		}
 		return 0, err
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
@@ -157,12 +275,101 @@ func (l *RedisLocks) Held(ctx context.Context, account string) (pricing.Money, e
 	return pricing.Money(v), nil
 }
 
-// Add changes this node's holds of the account by delta.
-func (l *RedisLocks) Add(ctx context.Context, account string, delta pricing.Money) error {
-	if delta == 0 {
-		return nil
+// Hold records a hold of amount for the account and returns its id.
+func (l *RedisLocks) Hold(ctx context.Context, account string, amount pricing.Money) (string, error) {
+	l.mu.Lock()
+	l.seq++
+	id := l.node + "-" + strconv.FormatUint(l.seq, 36)
+	l.holds[id] = redisHold{account: account, amount: amount}
+	l.mu.Unlock()
+	err := holdScript.Run(ctx, l.Client, []string{holdsKey(account)}, id, int64(amount), l.lease.Milliseconds()).Err()
+	if err != nil {
+		l.mu.Lock()
+		delete(l.holds, id)
+		l.orphans[id] = account // it may have been written all the same
+		l.mu.Unlock()
+		return "", err
 	}
-	// A field at zero stays (deleting it could race a concurrent Add);
-	// it goes with the node.
-	return l.Client.HIncrBy(ctx, holdsKey(account), l.node, int64(delta)).Err()
+	return id, nil
+}
+
+// Drop deletes hold id of the account. One Redis could not be told of is
+// deleted at a later renewal, and expires in any case.
+func (l *RedisLocks) Drop(ctx context.Context, account, id string) error {
+	l.mu.Lock()
+	delete(l.holds, id)
+	l.mu.Unlock()
+	if err := l.Client.HDel(ctx, holdsKey(account), id).Err(); err != nil {
+		l.mu.Lock()
+		l.orphans[id] = account
+		l.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// renewAll writes every outstanding hold of this node again with a fresh
+// lease (putting back what Redis lost), and deletes the orphans. A hold
+// dropped while the renewal ran is deleted again after it.
+func (l *RedisLocks) renewAll(ctx context.Context) error {
+	l.mu.Lock()
+	holds := make(map[string]redisHold, len(l.holds))
+	for id, h := range l.holds {
+		holds[id] = h
+	}
+	orphans := l.orphans
+	l.orphans = map[string]string{}
+	l.mu.Unlock()
+
+	pipe := l.Client.Pipeline()
+	for id, h := range holds {
+		renewScript.Eval(ctx, pipe, []string{holdsKey(h.account), sinceKey}, id, int64(h.amount), l.lease.Milliseconds())
+	}
+	for id, account := range orphans {
+		pipe.HDel(ctx, holdsKey(account), id)
+	}
+	if len(holds) == 0 {
+		// Mark the holds whole even when this node holds nothing, so a
+		// loss starts its wait without waiting for a check.
+		renewSince(ctx, pipe)
+	}
+	_, err := pipe.Exec(ctx)
+
+	l.mu.Lock()
+	if err != nil {
+		for id, account := range orphans {
+			l.orphans[id] = account
+		}
+	}
+	gone := map[string]string{}
+	for id, h := range holds {
+		if _, ok := l.holds[id]; !ok {
+			gone[id] = h.account
+		}
+	}
+	l.mu.Unlock()
+	if len(gone) > 0 {
+		pipe := l.Client.Pipeline()
+		for id, account := range gone {
+			pipe.HDel(ctx, holdsKey(account), id)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			l.mu.Lock()
+			for id, account := range gone {
+				l.orphans[id] = account
+			}
+			l.mu.Unlock()
+		}
+	}
+	return err
+}
+
+// sinceScript marks the holds whole from now when Redis lost that mark.
+var sinceScript = redis.NewScript(nowMs + `
+redis.call('SET', KEYS[1], now, 'NX')
+return 0
+`)
+
+func renewSince(ctx context.Context, pipe redis.Pipeliner) {
+	sinceScript.Eval(ctx, pipe, []string{sinceKey})
 }

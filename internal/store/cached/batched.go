@@ -2,6 +2,7 @@ package cached
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"slices"
 	"sync"
@@ -21,9 +22,23 @@ type SharedBackend interface {
 // transaction, and each waits for its own. Nothing is cached (other nodes
 // write too), and a charge is durable when Settle returns, so the money
 // gate keeps the account's lock until then.
+//
+// With a spool (NewSpooled), a charge the backend cannot take within
+// SpoolAfter (it is down or restarting) is made durable in the node's
+// spool instead, and Settle succeeds; the spool's applier brings the
+// backend up to date once it answers again. Meanwhile the node's own
+// account and spend reads count its spooled charges.
 type Batched struct {
 	SharedBackend
 	commits
+
+	// OnError, when set, hears of spooled charges the backend refused
+	// for good and of a spool that could not be emptied.
+	OnError func(error)
+
+	spool        *spool // nil: no spool
+	spoolStop    chan struct{}
+	spoolStopped chan struct{}
 
 	mu      sync.Mutex
 	queue   []*shared
@@ -47,8 +62,33 @@ func NewBatched(b SharedBackend) *Batched {
 	return s
 }
 
+// NewSpooled is NewBatched with a spool in dir (the node's own data
+// folder; never one another node uses): whatever an earlier run left there
+// is applied to b in the background, as every charge spooled later.
+func NewSpooled(b SharedBackend, dir string) (*Batched, error) {
+	sp, err := openSpool(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Batched{SharedBackend: b, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		spool: sp, spoolStop: make(chan struct{}), spoolStopped: make(chan struct{})}
+	sp.signal()
+	go s.write()
+	go s.applySpool()
+	return s, nil
+}
+
 // Settle queues e for the next batch and waits for it.
 func (s *Batched) Settle(ctx context.Context, e store.Entry) (bool, error) {
+	if e.RequestID == "" {
+		return false, errors.New("cached: settle: empty request id")
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if s.spool != nil && s.spool.has(e.RequestID) {
+		return false, nil // settled before, and on its way to the backend
+	}
 	c := &shared{e: e, done: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
@@ -78,6 +118,14 @@ func (s *Batched) Close() error {
 		}
 	}
 	<-s.stopped
+	if s.spool != nil {
+		if !already {
+			close(s.spoolStop)
+		}
+		<-s.spoolStopped
+		// What is left stays in the spool for the next start.
+		_ = s.spool.log.close()
+	}
 	return s.SharedBackend.Close()
 }
 
@@ -104,14 +152,37 @@ func (s *Batched) write() {
 	}
 }
 
-// commit settles a batch (see settleEach) and wakes its callers.
+// commit settles a batch (see settleEach) and wakes its callers. With a
+// spool, the charges the backend could not take (but for a reason that
+// may pass) go to the spool and count as charged once it has them.
 func (s *Batched) commit(batch []*shared) {
 	entries := make([]store.Entry, len(batch))
 	for i, c := range batch {
 		entries[i] = c.e
 	}
 	start := time.Now()
-	charged, errs := settleEach(s.SharedBackend, entries)
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if s.spool != nil {
+		ctx, cancel = context.WithTimeout(ctx, SpoolAfter)
+	}
+	charged, errs := settleEach(ctx, s.SharedBackend, entries)
+	cancel()
+	if s.spool != nil {
+		var late []store.Entry
+		var at []int
+		for i, err := range errs {
+			if err != nil && !refusedForGood(err) {
+				late, at = append(late, entries[i]), append(at, i)
+			}
+		}
+		if len(late) > 0 {
+			if err := s.spool.add(late); err == nil {
+				for _, i := range at {
+					charged[i], errs[i] = true, nil
+				}
+			}
+		}
+	}
 	d, ok := time.Since(start), 0
 	for i, c := range batch {
 		c.charged, c.err = charged[i], errs[i]

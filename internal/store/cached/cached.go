@@ -922,7 +922,7 @@ func (s *Store) commit(batch []*charge) {
 	for i, c := range batch {
 		entries[i] = c.e
 	}
-	charged, errs := settleEach(s.Backend, entries)
+	charged, errs := settleEach(context.Background(), s.Backend, entries)
 	for i, c := range batch {
 		c.inBackend, c.backendErr = charged[i], errs[i]
 	}
@@ -931,8 +931,7 @@ func (s *Store) commit(batch []*charge) {
 // settleEach settles entries in one transaction; when that fails, each
 // alone, so one bad entry fails only itself. It reports each entry's
 // charged and error.
-func settleEach(b store.BatchSettler, entries []store.Entry) ([]bool, []error) {
-	ctx := context.Background()
+func settleEach(ctx context.Context, b store.BatchSettler, entries []store.Entry) ([]bool, []error) {
 	errs := make([]error, len(entries))
 	charged, err := b.SettleBatch(ctx, entries)
 	if err == nil {

@@ -2,15 +2,18 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/postgres"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/internal/testsvc"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 func open(t *testing.T, url string) *postgres.DB {
@@ -101,4 +104,168 @@ func TestBatchedConformance(t *testing.T) {
 		b := cached.NewBatched(open(t, pg.NewDatabase(t)))
 		return b
 	})
+}
+
+// Batched with a spool passes the shared suite too.
+func TestSpooledConformance(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	storetest.Conformance(t, func(t *testing.T) store.Store {
+		b, err := cached.NewSpooled(open(t, pg.NewDatabase(t)), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
+
+// A charge made while PostgreSQL is down is kept in the node's spool and
+// Settle succeeds; the charge reaches the database once it is back, once,
+// and so does what a stopped node left in its spool, also when the
+// database already had some of it. Meanwhile the node's reads count it.
+func TestSpooledChargesOutliveTheDatabase(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	url := pg.NewDatabase(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cached.NewSpooled(db, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	balance := pricing.Money(1_000_000)
+	if err := b.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Balance: &balance}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC()
+	entry := func(id string, cost pricing.Money) store.Entry {
+		return store.Entry{RequestID: id, AccountID: "a", Endpoint: "chat", Cost: cost, Time: at}
+	}
+	settle := func(b *cached.Batched, e store.Entry) {
+		t.Helper()
+		if charged, err := b.Settle(ctx, e); err != nil || !charged {
+			t.Fatalf("settle %s: %v %v", e.RequestID, charged, err)
+		}
+	}
+	settle(b, entry("up", 1000))
+	pg.Stop()
+	settle(b, entry("down1", 2000))
+	settle(b, entry("down2", 3000))
+	if n := b.Spooled(); n != 2 {
+		t.Fatalf("%d spooled, want 2", n)
+	}
+	// Told again while spooled: settled before.
+	if charged, err := b.Settle(ctx, entry("down1", 2000)); err != nil || charged {
+		t.Fatalf("a spooled id settled again: %v %v", charged, err)
+	}
+	applied := b.Applied("down1")
+	if applied == nil || b.Applied("up") != nil {
+		t.Fatal("Applied: want a channel for a spooled charge only")
+	}
+	pg.Start()
+	waitSpooled(t, b, 0)
+	select {
+	case <-applied:
+	default:
+		t.Fatal("Applied not closed once the database has the charge")
+	}
+	acc, err := b.Account(ctx, "a")
+	if err != nil || *acc.Balance != balance-6000 {
+		t.Fatalf("balance %v (%v), want %d", acc.Balance, err, balance-6000)
+	}
+	sp, err := b.Spend(ctx, "a", at)
+	if err != nil || sp.Total != 6000 || sp.Today != 6000 {
+		t.Fatalf("spend %+v (%v)", sp, err)
+	}
+
+	// The node stops with charges in its spool; the database takes one of
+	// them meanwhile (another way in); the next start applies the spool,
+	// each charge once.
+	pg.Stop()
+	settle(b, entry("left1", 4000))
+	settle(b, entry("left2", 5000))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pg.Start()
+	db2 := open(t, url)
+	if charged, err := db2.Settle(ctx, entry("left1", 4000)); err != nil || !charged {
+		t.Fatalf("left1 straight to the database: %v %v", charged, err)
+	}
+	b2, err := cached.NewSpooled(db2, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Close() })
+	waitSpooled(t, b2, 0)
+	entries, err := b2.Entries(ctx, "a", 100)
+	if err != nil || len(entries) != 5 {
+		t.Fatalf("%d entries (%v), want 5", len(entries), err)
+	}
+	seen := map[string]int{}
+	for _, e := range entries {
+		seen[e.RequestID]++
+	}
+	for _, id := range []string{"up", "down1", "down2", "left1", "left2"} {
+		if seen[id] != 1 {
+			t.Fatalf("%s in the ledger %d times", id, seen[id])
+		}
+	}
+	if acc, err := b2.Account(ctx, "a"); err != nil || *acc.Balance != balance-15000 {
+		t.Fatalf("balance %v (%v), want %d", acc.Balance, err, balance-15000)
+	}
+	if problems, err := b2.CheckJournal(ctx); err != nil || len(problems) != 0 {
+		t.Fatalf("journal %v %v", problems, err)
+	}
+}
+
+// A spooled charge counts in the node's own reads until the database has
+// it: the balance it will take is taken, its spend added.
+func TestSpooledChargesCountMeanwhile(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	url := pg.NewDatabase(t)
+	ctx := context.Background()
+	db := open(t, url)
+	balance := pricing.Money(1_000_000)
+	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Balance: &balance}); err != nil {
+		t.Fatal(err)
+	}
+	// A backend that refuses every charge: the spool keeps them.
+	b, err := cached.NewSpooled(refusing{db}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	at := time.Now().UTC()
+	if charged, err := b.Settle(ctx, store.Entry{RequestID: "x", AccountID: "a", Cost: 7000, Time: at}); err != nil || !charged {
+		t.Fatalf("settle: %v %v", charged, err)
+	}
+	acc, err := b.Account(ctx, "a")
+	if err != nil || *acc.Balance != balance-7000 {
+		t.Fatalf("balance %v (%v)", acc.Balance, err)
+	}
+	if sp, err := b.Spend(ctx, "a", at); err != nil || sp.Total != 7000 || sp.Today != 7000 || sp.Month != 7000 {
+		t.Fatalf("spend %+v (%v)", sp, err)
+	}
+}
+
+// refusing is a database that cannot take charges (as one that is down).
+type refusing struct{ *postgres.DB }
+
+func (refusing) SettleBatch(context.Context, []store.Entry) ([]bool, error) {
+	return nil, errors.New("connection refused")
+}
+
+// waitSpooled waits (at most 20 s) until b's spool holds n charges.
+func waitSpooled(t *testing.T, b *cached.Batched, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for b.Spooled() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spooled, want %d", b.Spooled(), n)
+		}
+		time.Sleep(20 * time.Millisecond) // polling an observable state
+	}
 }
