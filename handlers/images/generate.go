@@ -242,13 +242,14 @@ func gate(c *pipeline.Call, r *request) (*catalog.Ability, *catalog.Provider, er
 		size = catalog.DefaultImageSize // sent, so that the image made is the one priced
 		r.pass["size"] = size
 	}
+	qualities, sizes := ab.ImageChoices()
 	if !ab.HasQuality(quality) {
-		return nil, nil, invalid("quality", "quality %s has no price for %s", quality, r.alias)
+		return nil, nil, invalid("quality", "this quality has no price on %s; it prices %s (or auto)", r.alias, strings.Join(qualities, ", "))
 	}
 	unit, ok := ab.ImageUnitPrice(quality, size)
 	switch {
 	case !ok && ab.ImagePriced():
-		return nil, nil, invalid("size", "size %s has no price for %s at this quality", size, r.alias)
+		return nil, nil, invalid("size", "this size has no price on %s at this quality; it prices %s (or auto)", r.alias, strings.Join(sizes, ", "))
 	case !ok:
 		return nil, nil, unavailable("%s has no published price; it is not served", r.alias)
 	}

@@ -167,7 +167,9 @@ type Ability struct {
 	// DisplayName is the row's readable name.
 	DisplayName string `json:"display_name,omitempty"`
 	// PriceMicrocents is the plan price of one unit in millionths of a US
-	// dollar; absent means unpublished (null on the row).
+	// dollar; absent means unpublished (null on the row). An image alias
+	// with a price table must leave it out: it is set to the table's lowest
+	// price, the "from" price its row shows.
 	PriceMicrocents *int64 `json:"price_microcents,omitempty"`
 	// Voices are the voices of a speech alias (gw-voice-speak): the rows
 	// of GET /v1/audio/voices under this alias (CONTRACT §7).

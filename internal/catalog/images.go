@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -121,6 +122,20 @@ func (a *Ability) ImageUnitPrice(quality, size string) (price pricing.Money, ok 
 		}
 	}
 	return price, ok
+}
+
+// ImageChoices are the qualities and the sizes the price table names, in
+// its order, each once.
+func (a *Ability) ImageChoices() (qualities, sizes []string) {
+	for _, p := range a.ImagePrices {
+		if !slices.Contains(qualities, p.Quality) {
+			qualities = append(qualities, p.Quality)
+		}
+		if !slices.Contains(sizes, p.Size) {
+			sizes = append(sizes, p.Size)
+		}
+	}
+	return qualities, sizes
 }
 
 // PreviewTokenCount is the output tokens one streamed preview costs.

@@ -107,3 +107,10 @@ func TestImagePriceValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestImageChoices(t *testing.T) {
+	q, s := (&Ability{ImagePrices: imageTable(t)}).ImageChoices()
+	if strings.Join(q, ",") != "low,high" || strings.Join(s, ",") != "1024x1024,1536x1024" {
+		t.Fatalf("choices %v %v", q, s)
+	}
+}
