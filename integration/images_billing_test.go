@@ -135,6 +135,19 @@ func TestImagesPricedByQualityAndSize(t *testing.T) {
 	r = e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"a red fox","quality":"high"}`, bearer(payg)...)
 	imageReceipt(t, e.gateway, "priced-payg", r.Header, "gpt-image-1", 1, usageCost(t, "a red fox", 0, 1, "high", "1024x1024", 0, true))
 
+	// A prepaid balance holds the price asked: enough for a low image,
+	// not for a high one (nor for one whose quality the provider picks).
+	prepaid := e.newAccountKey(t, map[string]any{"id": "priced-prepaid", "plan": "paid", "cleared": true, "balance_usd": "0.05"})
+	for _, body := range []string{`{"prompt":"p","quality":"high"}`, `{"prompt":"p"}`} {
+		r := e.do(t, http.MethodPost, "/v1/images/generations", body, bearer(prepaid)...)
+		if r.Status != http.StatusPaymentRequired {
+			t.Fatalf("%s on 0.05 USD: %d %s", body, r.Status, r.Body)
+		}
+		matchJSON(t, r.Body, `{"detail":{"error":{"code":"credit_exhausted","message":"<string>"}}}`)
+	}
+	r = e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"p","quality":"low"}`, bearer(prepaid)...)
+	imageReceipt(t, e.gateway, "priced-prepaid", r.Header, "gpt-image-1", 1, usageCost(t, "p", 0, 1, "low", "", 0, false))
+
 	// max_price against the price of what is asked: low 1024x1024 at
 	// 0.011 fits 0.011; high 1536x1024 at 0.25 does not fit 0.2; nor
 	// does a quality left to the provider (its dearest, high, 0.167)
