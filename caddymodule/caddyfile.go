@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -46,6 +48,11 @@ func init() {
 //			price_microcents <integer>
 //			voice <id> [<name> [<gender> [<description> [<languages>...]]]]   # speech aliases
 //			voices <id>...                  # gw-voice-speak-hd: the gw-voice-speak voices it takes
+//			category <class>...             # image aliases: Standard, Plus, Pro, Ultra
+//			previews                        # image aliases: the model streams partial images
+//			image_price <quality> <size>=<USD>...   # image aliases: USD per image
+//			token_price <text in USD/M> <image in USD/M> <image out USD/M>   # image aliases
+//			preview_tokens <n>              # image aliases: output tokens per preview (default 100)
 //		}
 //		audio {
 //			accurate_up_to <duration>
@@ -489,11 +496,56 @@ func parseAbility(d *caddyfile.Dispenser) (catalog.Ability, error) {
 				return a, d.ArgErr()
 			}
 			a.Previews = true
+		case "image_price":
+			args := d.RemainingArgs()
+			if len(args) < 2 {
+				return a, d.Err("image_price: want <quality> <size>=<USD>...")
+			}
+			for _, pair := range args[1:] {
+				size, price, err := parseSizePrice(pair)
+				if err != nil {
+					return a, d.Errf("image_price %s: %v", args[0], err)
+				}
+				a.ImagePrices = append(a.ImagePrices, catalog.ImagePrice{Quality: args[0], Size: size, Price: price})
+			}
+		case "token_price":
+			args := d.RemainingArgs()
+			if len(args) != 3 {
+				return a, d.Err("token_price: want <text input USD/M> <image input USD/M> <image output USD/M>")
+			}
+			tp := &catalog.ImageTokenPrices{}
+			for i, dst := range []*pricing.Money{&tp.TextInput, &tp.ImageInput, &tp.ImageOutput} {
+				v, err := pricing.ParseUSD(args[i])
+				if err != nil || v < 0 {
+					return a, d.Errf("token_price: %q: %v", args[i], pricing.ErrBadAmount)
+				}
+				*dst = v
+			}
+			a.TokenPrices = tp
+		case "preview_tokens":
+			n, err := wholeNumber(d)
+			if err != nil {
+				return a, err
+			}
+			a.PreviewTokens = n
 		default:
 			return a, d.Errf("unknown ability option %q", opt)
 		}
 	}
 	return a, nil
+}
+
+// parseSizePrice reads one <size>=<USD> of an image_price line.
+func parseSizePrice(pair string) (string, pricing.Money, error) {
+	size, amount, ok := strings.Cut(pair, "=")
+	if !ok || size == "" {
+		return "", 0, fmt.Errorf("%q: want <size>=<USD>, such as 1024x1024=0.011", pair)
+	}
+	price, err := pricing.ParseUSD(amount)
+	if err != nil || price <= 0 {
+		return "", 0, fmt.Errorf("%q: the price must be a positive amount of US dollars", pair)
+	}
+	return size, price, nil
 }
 
 func parseMoney(d *caddyfile.Dispenser, m *MoneyConfig) error {

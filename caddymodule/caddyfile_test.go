@@ -68,6 +68,13 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"audio model two args", "gw {\n audio {\n verbose_model a b\n }\n}", "wrong argument count"},
 		{"voice without id", "gw {\n ability gw-voice-speak {\n voice\n }\n}", "voice: want <id>"},
 		{"voices without ids", "gw {\n ability gw-voice-speak-hd {\n voices\n }\n}", "wrong argument count"},
+		{"image price no sizes", "gw {\n ability gw-image {\n image_price low\n }\n}", "image_price: want <quality> <size>=<USD>"},
+		{"image price no equals", "gw {\n ability gw-image {\n image_price low 1024x1024\n }\n}", `image_price low: "1024x1024": want <size>=<USD>`},
+		{"image price bad amount", "gw {\n ability gw-image {\n image_price low 1024x1024=cheap\n }\n}", "positive amount"},
+		{"image price zero", "gw {\n ability gw-image {\n image_price low 1024x1024=0\n }\n}", "positive amount"},
+		{"token price two args", "gw {\n ability gw-image {\n token_price 5 10\n }\n}", "token_price: want"},
+		{"token price bad", "gw {\n ability gw-image {\n token_price 5 10 x\n }\n}", `token_price: "x"`},
+		{"preview tokens bad", "gw {\n ability gw-image {\n preview_tokens many\n }\n}", "preview_tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var app App
@@ -83,4 +90,21 @@ func TestCaddyfileErrors(t *testing.T) {
 			t.Errorf("directive %q: no error", in)
 		}
 	}
+}
+
+// FuzzSizePrice holds parseSizePrice to its contract on any text: a size
+// and a positive price, or an error.
+func FuzzSizePrice(f *testing.F) {
+	for _, s := range []string{"1024x1024=0.011", "1536x1024=0.25", "=1", "1024x1024=", "a=b=c", "x=-1", "x=0", "x=1e3", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, pair string) {
+		size, price, err := parseSizePrice(pair)
+		if err != nil {
+			return
+		}
+		if size == "" || price <= 0 || !strings.HasPrefix(pair, size+"=") {
+			t.Fatalf("parseSizePrice(%q) = %q, %s", pair, size, price)
+		}
+	})
 }

@@ -186,7 +186,7 @@ func TestImagesStreamNoPreviews(t *testing.T) {
 		t.Fatalf("upstream asked %v", sent)
 	}
 	e.expectLedger(t, "no-previews", ledgerEntry{RequestID: resp.Header.Get("X-Gw-Request-Id"), Endpoint: "images", Model: "gpt-image-1", Units: 1, Unit: "image",
-		Cost: imageCost(imageProPrice, 1).String()})
+		Cost: usageCost(t, "p", 0, 1, "", "", 0, false).String()})
 
 	// gw-image still has previews in the same gateway.
 	types = nil
@@ -214,27 +214,36 @@ func TestImagesEditOptions(t *testing.T) {
 	// category Pro picks gw-image-pro; the answer names it, with the
 	// provider's usage and the cost as charged.
 	r := edit(bearer(key), "category", "Pro")
-	cost := imageCost(imageProPrice, 1)
+	cost := usageCost(t, "p", 1, 1, "", "", 0, false)
 	if r.Status != http.StatusOK {
 		t.Fatalf("category Pro: %d %s", r.Status, r.Body)
 	}
+	out := fake.ImageOutputTokens(fake.ImageMade("", ""))
 	matchJSON(t, r.Body, `{"created":"<number>","data":[{"b64_json":"`+fake.ImageData(0)+`"}],"model":"gw-image-pro",`+
-		`"usage":{"cost":"`+cost.String()+`","input_tokens":12,"input_tokens_details":{"image_tokens":0,"text_tokens":12},"output_tokens":6,"total_tokens":18}}`)
+		`"usage":{"cost":"`+cost.String()+`","input_tokens":`+itoa(1+fake.ImageReferenceTokens)+`,"input_tokens_details":{"image_tokens":`+itoa(fake.ImageReferenceTokens)+
+		`,"text_tokens":1},"output_tokens":`+itoa(out)+`,"total_tokens":`+itoa(1+fake.ImageReferenceTokens+out)+`}}`)
 	imageReceipt(t, e.gateway, "options-editor", r.Header, "gpt-image-1", 1, cost)
 
-	// max_price under the final price: 402, the provider not called, nothing charged.
+	// max_price under the price asked (a low image, 0.011): 402, the
+	// provider not called, nothing charged. At it: made, and charged no
+	// more than max_price though the reference's tokens cost more.
 	before, entries := len(e.OA.Requests()), len(e.ledger(t, "options-editor"))
-	r = edit(bearer(key), "model", "gw-image-pro", "max_price", "0.039")
+	r = edit(bearer(key), "model", "gw-image-pro", "quality", "low", "max_price", "0.0109")
 	expectError(t, r, http.StatusPaymentRequired, `{"error":{"message":"<string>","type":"<string>","code":"price_exceeds_max_price"}}`, "req-")
 	if len(e.OA.Requests()) != before || len(e.ledger(t, "options-editor")) != entries {
 		t.Fatal("an edit over max_price reached the provider or was charged")
 	}
-	if r := edit(bearer(key), "model", "gw-image-pro", "max_price", "0.04"); r.Status != http.StatusOK {
+	if usageCost(t, "p", 1, 1, "low", "", 0, false) <= usdOf(t, "0.011") {
+		t.Fatal("the usage of a low edit no longer costs more than its table price")
+	}
+	r = edit(bearer(key), "model", "gw-image-pro", "quality", "low", "max_price", "0.011")
+	if r.Status != http.StatusOK {
 		t.Fatalf("edit at max_price: %d %s", r.Status, r.Body)
 	}
+	imageReceipt(t, e.gateway, "options-editor", r.Header, "gpt-image-1", 1, usdOf(t, "0.011"))
 
 	// x-api-key works on both routes.
-	if r := edit([]string{"X-Api-Key", key}); r.Status != http.StatusOK || r.Header.Get("X-Gw-Cost-Usd") != imageCost(imagePrice, 1).String() {
+	if r := edit([]string{"X-Api-Key", key}); r.Status != http.StatusOK || r.Header.Get("X-Gw-Cost-Usd") != usageCost(t, "p", 1, 1, "", "", 0, false).String() {
 		t.Fatalf("edit with x-api-key: %d %s", r.Status, r.Body)
 	}
 	if r := e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"p"}`, "X-Api-Key", key); r.Status != http.StatusOK {

@@ -26,12 +26,6 @@ import (
 // /images/edits, driven with openai-go: every row of the spec's image
 // tables, the stream, and receipts equal to the ledger.
 
-// Plan prices of Caddyfile.example's image aliases, in microcents an image.
-const (
-	imagePrice    = 10000 // gw-image
-	imageProPrice = 40000 // gw-image-pro
-)
-
 type imageEnv struct {
 	*gateway
 	OA *fake.Upstream
@@ -70,13 +64,17 @@ func imageReceipt(t testing.TB, g *gateway, account string, h http.Header, model
 	g.expectLedger(t, account, ledgerEntry{RequestID: h.Get("X-Gw-Request-Id"), Endpoint: "images", Model: model, Units: units, Unit: "image", Cost: cost.String()})
 }
 
-func imageCost(price, n int64) pricing.Money {
-	return pricing.Cost(false, pricing.Line{Units: n, Rate: pricing.PerUnit(pricing.Micro(price))})
-}
-
 func TestImagesGenerate(t *testing.T) {
 	t.Parallel()
-	e := newImageEnv(t, "")
+	// gw-image-pro on a model of its own, so that the alias a category
+	// picks shows in X-Gw-Routed-Model.
+	const pro = "model gpt-image-1\n\t\t\tdisplay_name \"Image Pro\""
+	cfg := withGW(t, "\t\timages {\n\t\t\tgenerate_timeout 1s\n\t\t\tedit_timeout 1s\n\t\t}\n")
+	if !strings.Contains(cfg, pro) {
+		t.Fatal("Caddyfile.example's gw-image-pro no longer names model gpt-image-1 before its display name")
+	}
+	g, oa := startWithFakes(t, strings.Replace(cfg, pro, "model gpt-image-1.5\n\t\t\tdisplay_name \"Image Pro\"", 1))
+	e := &imageEnv{gateway: g, OA: oa}
 	key := e.newAccountKey(t, map[string]any{"id": "painter", "plan": "paid", "cleared": true})
 	c := e.client(key)
 	ctx := context.Background()
@@ -94,36 +92,33 @@ func TestImagesGenerate(t *testing.T) {
 	if strings.Contains(img.RawJSON(), "cost") || strings.Contains(img.RawJSON(), "usage") {
 		t.Errorf("a generation carries no cost: %s", img.RawJSON())
 	}
-	imageReceipt(t, e.gateway, "painter", resp.Header, "gpt-image-1", 2, imageCost(imagePrice, 2))
+	imageReceipt(t, e.gateway, "painter", resp.Header, "gpt-image-1", 2, usageCost(t, "a red fox", 0, 2, "high", "1024x1024", 0, false))
 	sent := e.OA.Requests()[0]
 	if sent.Path != "/v1/images/generations" || sent.JSON()["model"] != "gpt-image-1" || sent.JSON()["prompt"] != "a red fox" ||
 		sent.JSON()["n"] != float64(2) || sent.JSON()["size"] != "1024x1024" || sent.JSON()["quality"] != "high" {
 		t.Fatalf("upstream %s %s", sent.Path, sent.Body)
 	}
 
-	// The provider made fewer: only those are billed.
+	// The provider made fewer: only those are billed (its usage counts them).
 	e.OA.Push(fake.Script{Images: 1})
 	img, err = c.Images.Generate(ctx, openai.ImageGenerateParams{Prompt: "two foxes", N: openai.Int(2)}, option.WithResponseInto(&resp))
 	if err != nil || len(img.Data) != 1 {
 		t.Fatalf("fewer: %v %+v", err, img)
 	}
-	imageReceipt(t, e.gateway, "painter", resp.Header, "gpt-image-1", 1, imageCost(imagePrice, 1))
+	imageReceipt(t, e.gateway, "painter", resp.Header, "gpt-image-1", 1, usageCost(t, "two foxes", 0, 1, "", "", 0, false))
 
 	// category picks the alias of that price class; a named model wins.
-	for _, tc := range []struct {
-		body  string
-		price int64
-	}{
-		{`{"prompt":"p","category":"Pro"}`, imageProPrice},
-		{`{"prompt":"p","category":"ultra"}`, imageProPrice},
-		{`{"prompt":"p","category":"Plus"}`, imagePrice},
-		{`{"prompt":"p","category":"Standard"}`, imagePrice},
-		{`{"prompt":"p","model":"gw-image-pro"}`, imageProPrice},
-		{`{"prompt":"p","model":"gw-image","category":"Ultra"}`, imagePrice},
+	for _, tc := range []struct{ body, model string }{
+		{`{"prompt":"p","category":"Pro"}`, "gpt-image-1.5"},
+		{`{"prompt":"p","category":"ultra"}`, "gpt-image-1.5"},
+		{`{"prompt":"p","category":"Plus"}`, "gpt-image-1"},
+		{`{"prompt":"p","category":"Standard"}`, "gpt-image-1"},
+		{`{"prompt":"p","model":"gw-image-pro"}`, "gpt-image-1.5"},
+		{`{"prompt":"p","model":"gw-image","category":"Ultra"}`, "gpt-image-1"},
 	} {
 		r := e.do(t, http.MethodPost, "/v1/images/generations", tc.body, bearer(key)...)
-		if r.Status != http.StatusOK || r.Header.Get("X-Gw-Cost-Usd") != imageCost(tc.price, 1).String() {
-			t.Errorf("%s: %d %s cost %s", tc.body, r.Status, r.Body, r.Header.Get("X-Gw-Cost-Usd"))
+		if r.Status != http.StatusOK || r.Header.Get("X-Gw-Routed-Model") != tc.model || r.Header.Get("X-Gw-Cost-Usd") != usageCost(t, "p", 0, 1, "", "", 0, false).String() {
+			t.Errorf("%s: %d %s model %s cost %s", tc.body, r.Status, r.Body, r.Header.Get("X-Gw-Routed-Model"), r.Header.Get("X-Gw-Cost-Usd"))
 		}
 	}
 
@@ -137,15 +132,16 @@ func TestImagesGenerate(t *testing.T) {
 		t.Fatalf("chat-shaped prompt %v", got)
 	}
 
-	// max_price is checked against the final price before anything is made.
+	// max_price is checked against the price of what is asked before
+	// anything is made: two low images are 0.022.
 	before := len(e.OA.Requests())
 	entries := len(e.ledger(t, "painter"))
-	r = e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"p","n":2,"max_price":0.015}`, bearer(key)...)
+	r = e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"p","quality":"low","n":2,"max_price":0.0219}`, bearer(key)...)
 	expectError(t, r, 402, `{"error":{"message":"<string>","type":"<string>","code":"price_exceeds_max_price"}}`, "req-")
 	if len(e.OA.Requests()) != before || len(e.ledger(t, "painter")) != entries {
 		t.Fatal("over max_price: something was made or charged")
 	}
-	if r := e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"p","n":2,"max_price":0.02}`, bearer(key)...); r.Status != 200 {
+	if r := e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"p","quality":"low","n":2,"max_price":0.022}`, bearer(key)...); r.Status != 200 {
 		t.Fatalf("at max_price: %d %s", r.Status, r.Body)
 	}
 
@@ -256,8 +252,10 @@ func TestImagesStream(t *testing.T) {
 	if got := e.OA.Requests()[0].JSON(); got["stream"] != true || got["partial_images"] != float64(3) {
 		t.Fatalf("upstream %v", got)
 	}
+	// Billed at its first preview: the image at the quality the provider
+	// chose and the three previews.
 	e.expectLedger(t, "streamer", ledgerEntry{RequestID: resp.Header.Get("X-Gw-Request-Id"), Endpoint: "images", Model: "gpt-image-1", Units: 1, Unit: "image",
-		Cost: imageCost(imagePrice, 1).String()})
+		Cost: tableCost(t, fake.ImageAutoQuality, "1024x1024", 1, 3, false).String()})
 
 	// The raw stream: data lines with a type, [DONE] last.
 	r := e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"raw","stream":true,"partial_images":1}`, bearer(key)...)
@@ -267,8 +265,8 @@ func TestImagesStream(t *testing.T) {
 		t.Fatalf("raw stream %d %s", r.Status, body)
 	}
 
-	// A failure after the stream began: an error event, [DONE], and no
-	// charge when no image was delivered.
+	// A failure after the stream began: an error event, [DONE]; the
+	// preview delivered before it is billed.
 	entries := len(e.ledger(t, "streamer"))
 	e.OA.Push(fake.Script{MidStreamError: true})
 	r = e.do(t, http.MethodPost, "/v1/images/generations", `{"prompt":"breaks","stream":true,"partial_images":2}`, bearer(key)...)
@@ -277,9 +275,11 @@ func TestImagesStream(t *testing.T) {
 		!strings.HasSuffix(body, "data: [DONE]\n\n") || strings.Contains(body, "image_generation.completed") {
 		t.Fatalf("broken stream %s", body)
 	}
-	if n := len(e.ledger(t, "streamer")); n != entries {
-		t.Fatalf("a stream that delivered no image was charged (%d entries, want %d)", n, entries)
+	if n := len(e.ledger(t, "streamer")); n != entries+1 {
+		t.Fatalf("a stream that delivered a preview: %d entries, want %d", n, entries+1)
 	}
+	e.expectLedger(t, "streamer", ledgerEntry{RequestID: r.Header.Get("X-Gw-Request-Id"), Endpoint: "images", Model: "gpt-image-1", Units: 1, Unit: "image",
+		Cost: tableCost(t, fake.ImageAutoQuality, "1024x1024", 1, 2, false).String()})
 }
 
 // multipartImages builds an edit upload: files under field, then fields as
@@ -320,7 +320,7 @@ func TestImagesEdit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cost := imageCost(imageProPrice, 1)
+	cost := usageCost(t, "make it night", 3, 1, "", "", 0, false)
 	if len(img.Data) != 1 || img.Data[0].B64JSON != fake.ImageData(0) {
 		t.Fatalf("edit %s", img.RawJSON())
 	}
@@ -342,7 +342,7 @@ func TestImagesEdit(t *testing.T) {
 	// A single image under "image" works too (the default model).
 	body, ct := multipartImages(t, "image", [][]byte{png}, "prompt", "add a hat")
 	r := e.do(t, http.MethodPost, "/v1/images/edits", body, append(bearer(key), "Content-Type", ct)...)
-	if r.Status != 200 || r.Header.Get("X-Gw-Cost-Usd") != imageCost(imagePrice, 1).String() {
+	if r.Status != 200 || r.Header.Get("X-Gw-Cost-Usd") != usageCost(t, "add a hat", 1, 1, "", "", 0, false).String() {
 		t.Fatalf("single image: %d %s", r.Status, r.Body)
 	}
 

@@ -61,7 +61,7 @@ func TestMCPTools(t *testing.T) {
 		t.Fatalf("list_capabilities: %v %+v", err, res)
 	}
 	caps := structured(t, res)
-	if caps["tier"] != "paid" || caps["premium_unlocked"] != true || caps["enabled"].(map[string]any)["images"].(map[string]any)["est_microcents"] != float64(10000) {
+	if caps["tier"] != "paid" || caps["premium_unlocked"] != true || caps["enabled"].(map[string]any)["images"].(map[string]any)["est_microcents"] != float64(11000) { // the lowest image price
 		t.Fatalf("list_capabilities %v", caps)
 	}
 	// image_generate calls the generation route with the caller's key: the
@@ -70,11 +70,12 @@ func TestMCPTools(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("image_generate: %v %+v", err, res)
 	}
-	if obj := structured(t, res); obj["cost_microcents"] != float64(10000) || obj["created"] == nil ||
+	cost := usageCost(t, "a fox", 0, 1, "", "", 0, false)
+	if obj := structured(t, res); obj["cost_microcents"] != float64(cost.Microcents()) || obj["created"] == nil ||
 		obj["data"].([]any)[0].(map[string]any)["b64_json"] == "" {
 		t.Fatalf("image_generate result %v", obj)
 	}
-	if l := g.ledger(t, "toolsy"); len(l) != 1 || l[0].Unit != "image" || l[0].Cost != "0.01" || l[0].Endpoint != "images" {
+	if l := g.ledger(t, "toolsy"); len(l) != 1 || l[0].Unit != "image" || l[0].Cost != cost.String() || l[0].Endpoint != "images" {
 		t.Fatalf("image_generate ledger %+v", l)
 	}
 	// A route's refusal: a tool result with the error object, never a
@@ -124,7 +125,7 @@ func TestMCPTools(t *testing.T) {
 	if err != nil || !res.IsError {
 		t.Fatalf("image_generate on free: %v %+v", err, res)
 	}
-	if obj := structured(t, res); obj["error"] != "premium_locked" || obj["upgrade_url"] != "https://billing.example/upgrade" || obj["price_microcents"] != float64(10000) {
+	if obj := structured(t, res); obj["error"] != "premium_locked" || obj["upgrade_url"] != "https://billing.example/upgrade" || obj["price_microcents"] != float64(11000) {
 		t.Fatalf("premium_locked object %v", obj)
 	}
 	if got := toolNames(t, fs); !strings.Contains(got, "image_generate") {

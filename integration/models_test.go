@@ -10,6 +10,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // exampleCatalog is what Caddyfile.example declares: its backing models and
@@ -60,6 +62,17 @@ func parseExample(t testing.TB, text string) exampleCatalog {
 					t.Fatalf("Caddyfile.example: ability %s: price_microcents %q", ability, m[2])
 				}
 				a.PriceMicrocents = n
+			case "image_price": // <quality> <size>=<USD>...: the row shows the lowest
+				for _, pair := range strings.Fields(m[2])[1:] {
+					_, amount, _ := strings.Cut(pair, "=")
+					v, err := pricing.ParseUSD(amount)
+					if err != nil {
+						t.Fatalf("Caddyfile.example: ability %s: image_price %q", ability, pair)
+					}
+					if n := v.Microcents(); a.PriceMicrocents == 0 || n < a.PriceMicrocents {
+						a.PriceMicrocents = n
+					}
+				}
 			}
 			c.Abilities[ability] = a
 			continue

@@ -35,6 +35,7 @@ type request struct {
 	partial  int64 // previews asked (at most MaxPartialImages)
 	maxPrice *pricing.Money
 	pass     map[string]any
+	unit     pricing.Money // the price of one image as asked, set by gate
 }
 
 // pick resolves the alias: model when named, else category's alias, else
@@ -221,8 +222,10 @@ func chatPrompt(root gjson.Result) (string, error) {
 	return "", invalid("messages", "the last user message has no text to draw")
 }
 
-// gate checks the key's list, prices the request and holds its cost:
-// over max_price is 402 price_exceeds_max_price before anything is made.
+// gate checks the key's list, prices what the request asks and holds
+// its cost. A quality or size the catalogue has no price for is 400
+// naming the field, and a price over max_price is 402
+// price_exceeds_max_price, both before anything is made.
 func gate(c *pipeline.Call, r *request) (*catalog.Ability, *catalog.Provider, error) {
 	if err := c.AllowModel(r.alias); err != nil {
 		return nil, nil, err
@@ -233,18 +236,114 @@ func gate(c *pipeline.Call, r *request) (*catalog.Ability, *catalog.Provider, er
 	if p == nil {
 		return nil, nil, unavailable("images are not configured on this gateway")
 	}
-	cost, ok := c.AbilityCost(r.alias, r.n)
-	if !ok {
+	quality, _ := r.pass["quality"].(string)
+	size, _ := r.pass["size"].(string)
+	if ab.ImagePriced() && size == "" {
+		size = catalog.DefaultImageSize // sent, so that the image made is the one priced
+		r.pass["size"] = size
+	}
+	qualities, sizes := ab.ImageChoices()
+	if !ab.HasQuality(quality) {
+		return nil, nil, invalid("quality", "this quality has no price on %s; it prices %s (or auto)", r.alias, strings.Join(qualities, ", "))
+	}
+	unit, ok := ab.ImageUnitPrice(quality, size)
+	switch {
+	case !ok && ab.ImagePriced():
+		return nil, nil, invalid("size", "this size has no price on %s at this quality; it prices %s (or auto)", r.alias, strings.Join(sizes, ", "))
+	case !ok:
 		return nil, nil, unavailable("%s has no published price; it is not served", r.alias)
 	}
-	if r.maxPrice != nil && cost > *r.maxPrice {
+	r.unit = unit
+	lines := ab.ImageLines(r.n, unit, r.previews(ab))
+	price := pricing.Cost(c.Account.PAYG, lines...)
+	if r.maxPrice != nil && price > *r.maxPrice {
 		return nil, nil, &gwerr.Error{Kind: gwerr.Payment, Code: CodePriceExceedsMaxPrice,
-			Message: "the price, " + cost.String() + " USD, is above max_price; nothing was made or charged"}
+			Message: "the price, " + price.String() + " USD, is above max_price; nothing was made or charged"}
 	}
-	if err := c.Reserve(cost); err != nil {
+	// The hold also covers the prompt's text, at most a token a byte.
+	if ab.TokenPrices != nil {
+		lines = append(lines, pricing.Line{Units: int64(len(r.prompt)), Rate: pricing.PerMillion(ab.TokenPrices.TextInput)})
+	}
+	if err := c.Reserve(pricing.Cost(c.Account.PAYG, lines...)); err != nil {
 		return nil, nil, err
 	}
 	return ab, p, nil
+}
+
+// previews is how many previews the provider is asked for.
+func (r *request) previews(ab *catalog.Ability) int64 {
+	if r.stream && ab.Previews {
+		return r.partial
+	}
+	return 0
+}
+
+// bill is what images cost: the provider's usage at the alias's token
+// prices when the answer reports one, else images at the table price of
+// the quality and size made (those asked, the provider's answer naming
+// what it chose for auto) plus previews. A call never costs more than
+// its max_price.
+func (r *request) bill(c *pipeline.Call, ab *catalog.Ability, images, previews int64, usage gjson.Result, quality, size string) pricing.Money {
+	lines, ok := []pricing.Line(nil), false
+	if u, valid := parseUsage(usage); valid {
+		lines, ok = ab.UsageLines(u)
+	}
+	if !ok {
+		lines = ab.ImageLines(images, r.madeUnit(ab, quality, size), previews)
+	}
+	cost := pricing.Cost(c.Account.PAYG, lines...)
+	if r.maxPrice != nil && cost > *r.maxPrice {
+		cost = *r.maxPrice
+	}
+	return cost
+}
+
+// madeUnit is the price of one image as made: where the request left the
+// choice to the provider (auto or nothing), the quality and size its
+// answer names when the table prices them; otherwise the price asked.
+func (r *request) madeUnit(ab *catalog.Ability, quality, size string) pricing.Money {
+	askedQ, _ := r.pass["quality"].(string)
+	askedS, _ := r.pass["size"].(string)
+	if askedQ != "" && askedQ != catalog.ImageAuto {
+		quality = askedQ
+	}
+	if askedS != "" && askedS != catalog.ImageAuto {
+		size = askedS
+	}
+	if quality == "" || quality == catalog.ImageAuto || size == "" || size == catalog.ImageAuto {
+		return r.unit
+	}
+	if unit, ok := ab.ImageUnitPrice(quality, size); ok {
+		return unit
+	}
+	return r.unit
+}
+
+// parseUsage reads the token usage of an image answer: input_tokens
+// (split by input_tokens_details into text and image tokens; tokens it
+// does not place count as text) and output_tokens, which include the
+// previews. Anything else is no usable usage.
+func parseUsage(u gjson.Result) (catalog.ImageUsage, bool) {
+	if !u.IsObject() {
+		return catalog.ImageUsage{}, false
+	}
+	in, okIn := count(u.Get("input_tokens"))
+	out, okOut := count(u.Get("output_tokens"))
+	if !okIn || !okOut || out == 0 {
+		return catalog.ImageUsage{}, false
+	}
+	img, _ := count(u.Get("input_tokens_details.image_tokens"))
+	img = min(img, in)
+	return catalog.ImageUsage{TextInput: in - img, ImageInput: img, Output: out}, true
+}
+
+// count reads a token count: a whole JSON number from 0 to MaxUsageTokens.
+func count(v gjson.Result) (int64, bool) {
+	if v.Type != gjson.Number {
+		return 0, false
+	}
+	n, ok := whole(v)
+	return n, ok && n >= 0 && n <= MaxUsageTokens
 }
 
 // Generate serves POST /v1/images/generations.
@@ -268,8 +367,8 @@ func (h *Handler) Generate(c *pipeline.Call) error {
 	}
 	if r.stream {
 		body["stream"] = true
-		if ab.Previews && r.partial > 0 {
-			body["partial_images"] = r.partial
+		if p := r.previews(ab); p > 0 {
+			body["partial_images"] = p
 		}
 	}
 	raw, _ := json.Marshal(body)
@@ -300,7 +399,7 @@ func charge(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, a
 	if err != nil {
 		return nil, 0, err
 	}
-	cost, _ := c.AbilityCost(r.alias, n)
+	cost := r.bill(c, ab, n, 0, gjson.ParseBytes(out.usage), out.quality, out.size)
 	if _, err := c.Settle(n, pricing.UnitImage, ab.Model, cost); err != nil {
 		return nil, 0, err
 	}
@@ -308,11 +407,13 @@ func charge(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, a
 	return out, cost, nil
 }
 
-// made is what the provider answered: its images (at most n) and usage.
+// made is what the provider answered: its images (at most n), usage,
+// and the quality and size it made them at.
 type made struct {
-	created int64
-	data    []json.RawMessage
-	usage   json.RawMessage
+	created       int64
+	data          []json.RawMessage
+	usage         json.RawMessage
+	quality, size string
 }
 
 // read takes the provider's answer: at most n images, each with b64_json
@@ -326,7 +427,8 @@ func read(ctx context.Context, body io.Reader, n int64) (*made, int64, error) {
 		return nil, 0, unavailable("the image model gave an unreadable answer")
 	}
 	root := gjson.ParseBytes(b)
-	out := &made{created: root.Get("created").Int(), data: []json.RawMessage{}}
+	out := &made{created: root.Get("created").Int(), data: []json.RawMessage{},
+		quality: root.Get("quality").String(), size: root.Get("size").String()}
 	if out.created == 0 {
 		out.created = time.Now().Unix()
 	}
@@ -374,24 +476,34 @@ const (
 // relay turns the provider's image stream into the spec's: previews
 // (partial_image) as they come, one completed event per image with data
 // shaped like the normal response, an error event when something fails
-// after the stream began, and data: [DONE] last. The images are billed
-// before the last one asked for is relayed; a stream that ends with fewer
-// is billed for those it delivered, and one that delivered none is not
-// billed.
+// after the stream began, and data: [DONE] last.
+//
+// A stream with previews is billed once its first preview has been
+// delivered, for the images and previews asked: from then on the provider
+// bills the generation whether or not the client stays. A stream without
+// previews is billed before the last image asked for is relayed; one that
+// ends with fewer is billed for those it delivered, and one that delivered
+// nothing is not billed.
 func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, ab *catalog.Ability) error {
 	sse.StartStream(c.W)
 	c.W.Header().Set(pipeline.HeaderRoutedModel, ab.Model)
 	c.W.WriteHeader(http.StatusOK)
 	w := sse.NewWriter(c.W)
+	previews := r.previews(ab)
 	var delivered int64
+	var usage gjson.Result
+	var quality, size string
 	settled := false
-	settle := func(k int64) bool {
-		if settled || k == 0 {
+	settle := func(images, previews int64) bool {
+		if settled || images == 0 {
 			return true
 		}
 		settled = true
-		cost, _ := c.AbilityCost(r.alias, k)
-		_, err := c.Settle(k, pricing.UnitImage, ab.Model, cost)
+		u := gjson.Result{}
+		if previews == 0 && images == 1 && r.n == 1 {
+			u = usage // the one image's usage; several images are billed by the table
+		}
+		_, err := c.Settle(images, pricing.UnitImage, ab.Model, r.bill(c, ab, images, previews, u, quality, size))
 		return err == nil
 	}
 	fail := func(msg, code string) error {
@@ -404,7 +516,7 @@ func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			if !settle(delivered) {
+			if !settle(delivered, 0) {
 				return fail("the images could not be billed; nothing more is sent", "settlement_unavailable")
 			}
 			if errors.Is(err, io.EOF) && delivered > 0 {
@@ -424,31 +536,42 @@ func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r
 		if created == 0 {
 			created = time.Now().Unix()
 		}
+		if q := d.Get("quality"); q.Type == gjson.String {
+			quality = q.Str
+		}
+		if sz := d.Get("size"); sz.Type == gjson.String {
+			size = sz.Str
+		}
 		switch typ := d.Get("type").String(); typ {
 		case EventPartial:
 			out, _ := json.Marshal(map[string]any{"type": EventPartial, "created": created,
 				"partial_image_index": d.Get("partial_image_index").Int(), "b64_json": d.Get("b64_json").String()})
 			if w.Write(sse.Event{Data: out}) != nil {
-				settle(delivered)
-				return nil
+				return nil // the client left before this preview reached it
+			}
+			// The first preview delivered: the charge lands now and stands
+			// even if the client leaves.
+			if !settle(r.n, previews) {
+				return fail("the images could not be billed; nothing more is sent", "settlement_unavailable")
 			}
 		case EventCompleted:
 			img := d.Get("b64_json").String()
 			if img == "" || delivered >= r.n {
 				continue
 			}
-			if delivered+1 == r.n && !settle(r.n) {
+			usage = d.Get("usage")
+			if delivered+1 == r.n && !settle(r.n, 0) {
 				return fail("the image could not be billed; it is not sent", "settlement_unavailable")
 			}
 			out, _ := json.Marshal(map[string]any{"type": EventCompleted, "created": created,
 				"data": []any{map[string]any{"b64_json": img}}, "b64_json": img})
 			delivered++
 			if w.Write(sse.Event{Data: out}) != nil {
-				settle(delivered)
+				settle(delivered, 0)
 				return nil
 			}
 		case EventError:
-			if !settle(delivered) {
+			if !settle(delivered, 0) {
 				return fail("the images could not be billed", "settlement_unavailable")
 			}
 			return fail("the image could not be made", gwerr.CodeCapabilityUnavailable)

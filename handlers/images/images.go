@@ -2,8 +2,9 @@
 // a JSON body, or the chat-shaped one; streamed previews on request) and
 // edits (POST /v1/images/edits: a bounded multipart upload of 1 to 4
 // reference images told from their bytes). Both call the
-// chat-completions-style provider's own endpoints (CONTRACT §7); each image
-// made is billed at its alias's price per image.
+// chat-completions-style provider's own endpoints. An image is priced by
+// the quality and size asked (the alias's price table) and billed from
+// the usage the provider reports.
 package images
 
 import (
@@ -45,6 +46,9 @@ const (
 	MaxBody = 1 << 20
 	// MaxAnswer bounds the provider's answer (base64 images).
 	MaxAnswer = 128 << 20
+	// MaxUsageTokens bounds each token count of a reported usage; a larger
+	// one is no usable usage.
+	MaxUsageTokens = 1 << 40
 )
 
 // Provider endpoints (after the provider's /v1 base).

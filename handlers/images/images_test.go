@@ -106,3 +106,44 @@ func FuzzParseGenerate(f *testing.F) {
 		}
 	})
 }
+
+// parseUsage reads the usage of gpt-image-1's answers and takes nothing
+// else as usage.
+func TestParseUsage(t *testing.T) {
+	for raw, want := range map[string]*catalog.ImageUsage{
+		`{"input_tokens":50,"output_tokens":4160,"total_tokens":4210,"input_tokens_details":{"text_tokens":10,"image_tokens":40}}`: {TextInput: 10, ImageInput: 40, Output: 4160},
+		`{"input_tokens":7,"output_tokens":272}`:                                           {TextInput: 7, Output: 272},
+		`{"input_tokens":7,"output_tokens":272,"input_tokens_details":{"image_tokens":9}}`: {ImageInput: 7, Output: 272},
+		`{"input_tokens":0,"output_tokens":0}`:                                             nil,
+		`{"input_tokens":"7","output_tokens":272}`:                                         nil,
+		`{"input_tokens":7,"output_tokens":2.5}`:                                           nil,
+		`{"input_tokens":-1,"output_tokens":272}`:                                          nil,
+		`{"input_tokens":1,"output_tokens":99999999999999}`:                                nil,
+		`[1]`: nil,
+		``:    nil,
+	} {
+		got, ok := parseUsage(gjson.Parse(raw))
+		if ok != (want != nil) || (ok && got != *want) {
+			t.Errorf("%s: %+v %v, want %+v", raw, got, ok, want)
+		}
+	}
+}
+
+// FuzzParseUsage holds parseUsage to its contract on any answer: usage
+// read is whole, bounded token counts whose input parts add up.
+func FuzzParseUsage(f *testing.F) {
+	for _, s := range []string{`{"input_tokens":50,"output_tokens":4160,"input_tokens_details":{"text_tokens":10,"image_tokens":40}}`,
+		`{"input_tokens":7,"output_tokens":272,"input_tokens_details":{"image_tokens":9}}`, `{"output_tokens":1}`, `null`, `{"input_tokens":1e3,"output_tokens":5}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, ok := parseUsage(gjson.Parse(raw))
+		if !ok {
+			return
+		}
+		in := gjson.Get(raw, "input_tokens").Int()
+		if u.TextInput < 0 || u.ImageInput < 0 || u.Output <= 0 || u.Output > MaxUsageTokens || u.TextInput+u.ImageInput != in {
+			t.Fatalf("%s: %+v", raw, u)
+		}
+	})
+}

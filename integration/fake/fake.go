@@ -159,9 +159,12 @@ type Script struct {
 	// tokens, as a real model stops there.
 	CapOutput bool
 	// Images is how many images an image generation answers (0: the n
-	// asked; below 0: none); each is ImageData(i). A streamed one sends partial_images
-	// previews first; with MidStreamError an error event follows the
-	// first event; with Gate it blocks after the first event.
+	// asked; below 0: none, and a stream breaks with an error event before
+	// its first event); each is ImageData(i). A streamed one sends
+	// partial_images previews first; with MidStreamError an error event
+	// follows the first event; with Gate it blocks after the first event.
+	// An image answer reports gpt-image-1's usage for what it made unless
+	// Usage.Input is below zero.
 	Images int
 	// WebSearches, on the responses endpoint, are web_search_call items
 	// (their queries) before the message; Citations are url_citation

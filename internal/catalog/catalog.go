@@ -167,7 +167,9 @@ type Ability struct {
 	// DisplayName is the row's readable name.
 	DisplayName string `json:"display_name,omitempty"`
 	// PriceMicrocents is the plan price of one unit in millionths of a US
-	// dollar; absent means unpublished (null on the row).
+	// dollar; absent means unpublished (null on the row). An image alias
+	// with a price table must leave it out: it is set to the table's lowest
+	// price, the "from" price its row shows.
 	PriceMicrocents *int64 `json:"price_microcents,omitempty"`
 	// Voices are the voices of a speech alias (gw-voice-speak): the rows
 	// of GET /v1/audio/voices under this alias (CONTRACT §7).
@@ -180,6 +182,16 @@ type Ability struct {
 	Categories []string `json:"categories,omitempty"`
 	// Previews, on an image alias, says its model streams partial images.
 	Previews bool `json:"previews,omitempty"`
+	// ImagePrices, on an image alias, price one image by quality and size
+	// (the provider's published prices); a quality or size the table lacks
+	// is refused. Without a table every image costs PriceMicrocents.
+	ImagePrices []ImagePrice `json:"image_prices,omitempty"`
+	// TokenPrices, on an image alias, price the usage the provider reports;
+	// a call whose answer reports usage is billed from it.
+	TokenPrices *ImageTokenPrices `json:"token_prices,omitempty"`
+	// PreviewTokens, on an image alias, is the output tokens one streamed
+	// preview costs. Default: DefaultPreviewTokens.
+	PreviewTokens int64 `json:"preview_tokens,omitempty"`
 }
 
 // Voice is one voice of a speech alias, a row of GET /v1/audio/voices.
@@ -277,6 +289,9 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		}
 		if _, dup := c.Abilities[a.Alias]; dup {
 			return nil, fmt.Errorf("ability %s: defined twice", a.Alias)
+		}
+		if err := a.checkImage(); err != nil {
+			return nil, err
 		}
 		c.Abilities[a.Alias] = &a
 	}
