@@ -406,7 +406,7 @@ func FuzzProbe(f *testing.F) {
 			}
 		}
 		// Each reader alone, whatever the sniffer says.
-		for _, read := range []func([]byte) (float64, error){wavDuration, mp3Duration, flacDuration, oggDuration, webmDuration, mp4Duration} {
+		for _, read := range []func([]byte) (reading, error){wavRead, mp3Read, flacRead, oggRead, webmRead, mp4Read} {
 			_, _ = read(b)
 		}
 	})

@@ -57,45 +57,105 @@ func unreadable(f Format, format string, args ...any) error {
 // more than a day of audio in at most 8 MB is not believed.
 const MaxDuration = 24 * 3600.0
 
+// ClaimTolerance is how far a length the file's headers claim may exceed
+// the most its bytes can hold before the file is refused as forged or
+// broken.
+const ClaimTolerance = 1.1
+
+// Plausible bitrates of the compressed formats, in bytes a second. A
+// file's audio bytes at the highest rate are the least length it is
+// billed for, whatever its headers say; at the lowest rate they are the
+// most length it can hold, and a file claiming more is refused.
+const (
+	// MP3HighestRate is Layer III's top bitrate, 320 kbit/s.
+	MP3HighestRate = 320_000 / 8
+	// MP3LowestRate is Layer III's bottom bitrate, 8 kbit/s (MPEG-2.5).
+	MP3LowestRate = 8_000 / 8
+	// LossyHighestRate bounds Opus, Vorbis and AAC: 512 kbit/s, above
+	// what their encoders write for stereo.
+	LossyHighestRate = 512_000 / 8
+	// LossyLowestRate is 0.8 kbit/s: silence coded by Opus, Vorbis or
+	// AAC stays above it.
+	LossyLowestRate = 800 / 8
+	// LosslessHighestRate bounds ALAC or PCM in MP4: 192 kHz stereo of
+	// 24 bits.
+	LosslessHighestRate = 192_000 * 2 * 3
+	// FLACLowestRate: FLAC codes silence in a few bytes a frame.
+	FLACLowestRate = 16
+	// FLACOverhead is how far a FLAC stream may exceed the PCM it codes
+	// (frames stored verbatim, plus their headers).
+	FLACOverhead = 1.05
+)
+
+// Limits of a WAV file's fmt chunk: outside them it is not believed.
+const (
+	MinWAVSampleRate = 1000
+	MaxWAVSampleRate = 384_000
+	MaxWAVChannels   = 8
+	MaxWAVBits       = 64
+)
+
 // Info is what Probe reads of an audio file.
 type Info struct {
 	Format Format
-	// Duration is the audio length in seconds.
+	// Duration is the audio length in seconds that the call is measured
+	// by: what the file holds, never less than its audio bytes can carry
+	// at the format's highest plausible bitrate.
 	Duration float64
 }
 
-// Probe sniffs the format of b from its bytes and reads its length from
-// the container: ErrNotAudio when it is in no accepted format, an
-// *UnreadableError when the length cannot be read.
+// reading is what one format's reader learns of a file.
+type reading struct {
+	length float64 // measured from what the file holds
+	claim  float64 // what its headers say (0: they say nothing)
+	least  float64 // the least its audio bytes can hold
+	most   float64 // the most its audio bytes can hold
+}
+
+// Probe sniffs the format of b from its bytes and reads its length: the
+// length the file holds, never below the floor its size sets. It returns
+// ErrNotAudio when b is in no accepted format, and an *UnreadableError
+// when its length cannot be read or its headers claim more than its bytes
+// can hold.
 func Probe(b []byte) (Info, error) {
 	f := Sniff(b)
 	var (
-		d   float64
+		r   reading
 		err error
 	)
 	switch f {
 	case FormatWAV:
-		d, err = wavDuration(b)
+		r, err = wavRead(b)
 	case FormatMP3:
-		d, err = mp3Duration(b)
+		r, err = mp3Read(b)
 	case FormatFLAC:
-		d, err = flacDuration(b)
+		r, err = flacRead(b)
 	case FormatOgg:
-		d, err = oggDuration(b)
+		r, err = oggRead(b)
 	case FormatWebM:
-		d, err = webmDuration(b)
+		r, err = webmRead(b)
 	case FormatMP4:
-		d, err = mp4Duration(b)
+		r, err = mp4Read(b)
 	default:
 		return Info{}, ErrNotAudio
 	}
 	if err != nil {
 		return Info{Format: f}, err
 	}
+	if r.claim > r.most*ClaimTolerance {
+		return Info{Format: f}, unreadable(f, "it claims %.1f s of audio, more than its size can hold (%.1f s at most)", r.claim, r.most)
+	}
+	d := max(r.length, r.least)
 	if math.IsNaN(d) || d <= 0 || d > MaxDuration {
 		return Info{Format: f}, unreadable(f, "its length (%g s) is not believable", d)
 	}
 	return Info{Format: f, Duration: d}, nil
+}
+
+// bounds are the least and most seconds n audio bytes hold at the
+// highest and lowest bitrates (bytes a second).
+func bounds(n int, highest, lowest float64) (least, most float64) {
+	return float64(n) / highest, float64(n) / lowest
 }
 
 // Sniff returns the format of b, or "" when it is none of the accepted
@@ -161,11 +221,30 @@ func skipID3v2(b []byte) []byte {
 
 // ---- WAV ----
 
-// wavDuration reads a RIFF WAVE file: the data chunk's size over the fmt
-// chunk's byte rate. A data size larger than what follows (a file written
-// to a pipe says 0xFFFFFFFF or 0) counts only the bytes present.
-func wavDuration(b []byte) (float64, error) {
-	var byteRate uint32
+// WAV format tags whose length the reader measures (uncompressed
+// samples; WAVE_FORMAT_EXTENSIBLE names its own in its sub-format).
+const (
+	wavPCM        = 1
+	wavFloat      = 3
+	wavALaw       = 6
+	wavMuLaw      = 7
+	wavExtensible = 0xFFFE
+)
+
+// wavRead reads a RIFF WAVE file of uncompressed samples: its length is
+// the bytes of its data chunks over the sample rate times the bytes of a
+// sample frame (channels times sample size), as a decoder plays it; the
+// byte rate field is only the file's claim. A data size larger than what
+// follows (a file written to a pipe says 0xFFFFFFFF or 0) counts only the
+// bytes present; every data chunk is counted, as a decoder goes on to the
+// next one.
+func wavRead(b []byte) (reading, error) {
+	var (
+		rate, byteRate uint32
+		frame          int64
+		data           int64
+		haveData       bool
+	)
 	pos := 12
 	for pos+8 <= len(b) {
 		id := string(b[pos : pos+4])
@@ -173,22 +252,23 @@ func wavDuration(b []byte) (float64, error) {
 		body := b[pos+8:]
 		switch id {
 		case "fmt ":
-			if len(body) < 16 {
-				return 0, unreadable(FormatWAV, "its fmt chunk is cut short")
+			if frame > 0 {
+				break // a second fmt chunk changes nothing
 			}
-			byteRate = binary.LittleEndian.Uint32(body[8:12])
-			if byteRate == 0 {
-				return 0, unreadable(FormatWAV, "its byte rate is 0")
+			var err error
+			if rate, byteRate, frame, err = wavFmt(body); err != nil {
+				return reading{}, err
 			}
 		case "data":
-			if byteRate == 0 {
-				return 0, unreadable(FormatWAV, "no fmt chunk before its data")
+			if frame == 0 {
+				return reading{}, unreadable(FormatWAV, "no fmt chunk before its data")
 			}
 			n := size
 			if n == 0 || n > int64(len(body)) {
 				n = int64(len(body))
 			}
-			return float64(n) / float64(byteRate), nil
+			data += n - n%frame
+			haveData = true
 		}
 		next := int64(pos) + 8 + size + size&1
 		if next > int64(len(b)) {
@@ -196,31 +276,95 @@ func wavDuration(b []byte) (float64, error) {
 		}
 		pos = int(next)
 	}
-	return 0, unreadable(FormatWAV, "it has no data chunk")
+	if !haveData {
+		return reading{}, unreadable(FormatWAV, "it has no data chunk")
+	}
+	length := float64(data) / (float64(rate) * float64(frame))
+	r := reading{length: length, least: length, most: length}
+	if byteRate > 0 {
+		r.claim = float64(data) / float64(byteRate)
+	}
+	return r, nil
+}
+
+// wavFmt reads a fmt chunk: the sample rate, the byte rate it claims and
+// the bytes of one sample frame.
+func wavFmt(body []byte) (rate, byteRate uint32, frame int64, err error) {
+	if len(body) < 16 {
+		return 0, 0, 0, unreadable(FormatWAV, "its fmt chunk is cut short")
+	}
+	tag := binary.LittleEndian.Uint16(body[0:2])
+	channels := int64(binary.LittleEndian.Uint16(body[2:4]))
+	rate = binary.LittleEndian.Uint32(body[4:8])
+	byteRate = binary.LittleEndian.Uint32(body[8:12])
+	align := int64(binary.LittleEndian.Uint16(body[12:14]))
+	bits := int64(binary.LittleEndian.Uint16(body[14:16]))
+	if tag == wavExtensible {
+		if len(body) < 26 {
+			return 0, 0, 0, unreadable(FormatWAV, "its extensible fmt chunk is cut short")
+		}
+		tag = binary.LittleEndian.Uint16(body[24:26])
+	}
+	switch tag {
+	case wavPCM, wavFloat, wavALaw, wavMuLaw:
+	default:
+		return 0, 0, 0, unreadable(FormatWAV, "its samples are compressed (format %#x); send PCM", tag)
+	}
+	switch {
+	case rate < MinWAVSampleRate || rate > MaxWAVSampleRate:
+		return 0, 0, 0, unreadable(FormatWAV, "its sample rate (%d Hz) is out of range", rate)
+	case channels < 1 || channels > MaxWAVChannels:
+		return 0, 0, 0, unreadable(FormatWAV, "its channel count (%d) is out of range", channels)
+	case bits < 1 || bits > MaxWAVBits:
+		return 0, 0, 0, unreadable(FormatWAV, "its sample size (%d bits) is out of range", bits)
+	}
+	frame = channels * ((bits + 7) / 8)
+	if align != frame {
+		return 0, 0, 0, unreadable(FormatWAV, "its block align (%d) disagrees with %d channels of %d bits", align, channels, bits)
+	}
+	return rate, byteRate, frame, nil
 }
 
 // ---- FLAC ----
 
-// flacDuration reads the STREAMINFO block: total samples over sample rate.
-func flacDuration(b []byte) (float64, error) {
+// flacRead reads the STREAMINFO block: total samples over sample rate.
+// The audio bytes are those after the metadata blocks (a cover picture is
+// not audio); at the PCM rate STREAMINFO gives (with a little for frames
+// stored verbatim) they set the least length.
+func flacRead(b []byte) (reading, error) {
 	b = skipID3v2(b)
 	if len(b) < 4+4+34 {
-		return 0, unreadable(FormatFLAC, "it is cut short")
+		return reading{}, unreadable(FormatFLAC, "it is cut short")
 	}
 	hdr := b[4:8]
 	if hdr[0]&0x7F != 0 || int(hdr[1])<<16|int(hdr[2])<<8|int(hdr[3]) < 34 {
-		return 0, unreadable(FormatFLAC, "its first block is not STREAMINFO")
+		return reading{}, unreadable(FormatFLAC, "its first block is not STREAMINFO")
 	}
 	si := b[8:]
 	rate := uint32(si[10])<<12 | uint32(si[11])<<4 | uint32(si[12])>>4
+	channels := uint32(si[12]>>1&7) + 1
+	bits := uint32(si[12]&1)<<4 | uint32(si[13]>>4) + 1
 	total := uint64(si[13]&0x0F)<<32 | uint64(binary.BigEndian.Uint32(si[14:18]))
 	if rate == 0 {
-		return 0, unreadable(FormatFLAC, "its sample rate is 0")
+		return reading{}, unreadable(FormatFLAC, "its sample rate is 0")
 	}
 	if total == 0 {
-		return 0, unreadable(FormatFLAC, "it does not say how many samples it holds")
+		return reading{}, unreadable(FormatFLAC, "it does not say how many samples it holds")
 	}
-	return float64(total) / float64(rate), nil
+	// The metadata blocks, each with a last-block flag and a 24-bit size.
+	pos := 4
+	for pos+4 <= len(b) {
+		h := b[pos : pos+4]
+		pos += 4 + (int(h[1])<<16 | int(h[2])<<8 | int(h[3]))
+		if h[0]&0x80 != 0 {
+			break
+		}
+	}
+	audio := max(len(b)-pos, 0)
+	pcm := float64(rate) * float64(channels) * float64((bits+7)/8) * FLACOverhead
+	least, most := bounds(audio, pcm, FLACLowestRate)
+	d := float64(total) / float64(rate)
+	return reading{length: d, claim: d, least: least, most: most}, nil
 }
 
 // ---- MP3 ----
@@ -276,33 +420,49 @@ func parseMP3Header(b []byte) (mp3Header, bool) {
 	return h, true
 }
 
-// mp3Duration reads the frame count of a Xing/Info or VBRI header when the
-// first frame carries one, and otherwise walks every frame and adds up
-// their samples (at most 8 MB, so this stays cheap).
-func mp3Duration(b []byte) (float64, error) {
+// mp3Read walks every frame and adds up their samples (at most 8 MB, so
+// this stays cheap): a frame that does not parse is skipped to the next
+// one that does and is followed by another, as a decoder resyncs. A
+// Xing/Info or VBRI header in the first frame is only the file's claim,
+// and that frame holds no audio.
+func mp3Read(b []byte) (reading, error) {
 	b = skipID3v2(b)
 	first, ok := parseMP3Header(b)
 	if !ok {
-		return 0, unreadable(FormatMP3, "no frame header")
+		return reading{}, unreadable(FormatMP3, "no frame header")
 	}
+	var r reading
+	pos := 0
 	if frames := xingFrames(b, first); frames > 0 {
-		return float64(frames) * float64(first.samples) / float64(first.sampleRate), nil
+		r.claim = float64(frames) * float64(first.samples) / float64(first.sampleRate)
+		pos = first.size
 	}
-	var total float64
-	pos, frames := 0, 0
-	for pos < len(b) {
+	frames, synced := 0, true
+	for pos+4 <= len(b) {
 		h, ok := parseMP3Header(b[pos:])
-		if !ok {
-			break // trailing tags (ID3v1, APE) or garbage end the audio
+		if ok && !synced {
+			// Out of sync, a header counts only when another follows it
+			// (or the file ends with its frame).
+			end := pos + h.size
+			if end < len(b) {
+				_, ok = parseMP3Header(b[end:])
+			}
 		}
-		total += float64(h.samples) / float64(h.sampleRate)
+		if !ok {
+			synced = false
+			pos++
+			continue
+		}
+		synced = true
+		r.length += float64(h.samples) / float64(h.sampleRate)
 		frames++
 		pos += h.size
 	}
-	if frames == 0 {
-		return 0, unreadable(FormatMP3, "no frames")
+	if frames == 0 && r.claim == 0 {
+		return reading{}, unreadable(FormatMP3, "no frames")
 	}
-	return total, nil
+	r.least, r.most = bounds(len(b), MP3HighestRate, MP3LowestRate)
+	return r, nil
 }
 
 // xingFrames returns the frame count of the first frame's Xing/Info or
@@ -354,12 +514,23 @@ func oggCodec(b []byte) (codec string, serial uint32, err error) {
 	return "", 0, ErrNotAudio
 }
 
-// oggDuration reads the granule position of the stream's last page: Ogg
+// oggRead reads an Ogg file's length from its last granule position (a
+// claim like any header), bounded by its bytes at the lossy bitrates.
+func oggRead(b []byte) (reading, error) {
+	d, err := oggGranuleLength(b)
+	if err != nil {
+		return reading{}, err
+	}
+	least, most := bounds(len(b), LossyHighestRate, LossyLowestRate)
+	return reading{length: d, claim: d, least: least, most: most}, nil
+}
+
+// oggGranuleLength reads the granule position of the stream's last page: Ogg
 // stores no total length, but the last granule position is the number of
 // samples decoded at the end of the stream (for Opus at 48 kHz, less the
 // pre-skip). The last page is found from the end and its checksum
 // verified, so bytes that merely look like a page header are not taken.
-func oggDuration(b []byte) (float64, error) {
+func oggGranuleLength(b []byte) (float64, error) {
 	codec, serial, err := oggCodec(b)
 	if err != nil {
 		return 0, err
