@@ -388,11 +388,23 @@ func fixtures(f *testing.F) [][]byte {
 }
 
 // FuzzProbe: the sniffer and every duration reader take any bytes
-// without panicking, and whatever they accept has a believable length.
+// without panicking, whatever they accept has a believable length, and no
+// header brings a compressed file's length below its size-based floor:
+// an MP3's bytes (after its ID3v2 tag) at 320 kbit/s, an Ogg's at
+// 512 kbit/s, and each format's own floor of its reader.
 func FuzzProbe(f *testing.F) {
 	for _, b := range fixtures(f) {
 		f.Add(b)
 		f.Add(b[:len(b)/2])
+		// Headers forged: every fourth byte of the first 64 zeroed, and
+		// set to all ones.
+		for _, v := range []byte{0, 0xFF} {
+			forged := bytes.Clone(b)
+			for i := 8; i < min(64, len(forged)); i += 4 {
+				forged[i] = v
+			}
+			f.Add(forged)
+		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		info, err := Probe(b)
@@ -405,12 +417,36 @@ func FuzzProbe(f *testing.F) {
 				t.Fatalf("error %T %v", err, err)
 			}
 		}
+		if err == nil {
+			// The floors set from the size alone.
+			var floor float64
+			switch info.Format {
+			case FormatMP3:
+				floor = float64(len(skipID3v2(b))) / MP3HighestRate
+			case FormatOgg:
+				floor = float64(len(b)) / LossyHighestRate
+			}
+			// And each format's own, from the reader's count of its
+			// audio bytes.
+			r, rerr := readers[info.Format](b)
+			if rerr != nil {
+				t.Fatalf("Probe took what its reader refused: %v", rerr)
+			}
+			if info.Duration < max(floor, r.least) || info.Duration < r.length {
+				t.Fatalf("%s of %d bytes read as %g s, below its floor (%g s, %g s) or its length %g s",
+					info.Format, len(b), info.Duration, floor, r.least, r.length)
+			}
+		}
 		// Each reader alone, whatever the sniffer says.
-		for _, read := range []func([]byte) (reading, error){wavRead, mp3Read, flacRead, oggRead, webmRead, mp4Read} {
+		for _, read := range readers {
 			_, _ = read(b)
 		}
 	})
 }
+
+// readers are the length readers of the formats.
+var readers = map[Format]func([]byte) (reading, error){FormatWAV: wavRead, FormatMP3: mp3Read, FormatFLAC: flacRead,
+	FormatOgg: oggRead, FormatWebM: webmRead, FormatMP4: mp4Read}
 
 // FuzzTranscriptionForm: any multipart body is read, checked and probed
 // without panicking, every refusal naming its field.

@@ -87,9 +87,9 @@ const (
 	FLACOverhead = 1.05
 )
 
-// Limits of a WAV file's fmt chunk: outside them it is not believed.
+// Limits of a WAV file's fmt chunk: outside them it is not believed (a
+// higher rate or a wider frame would make the same bytes shorter).
 const (
-	MinWAVSampleRate = 1000
 	MaxWAVSampleRate = 384_000
 	MaxWAVChannels   = 8
 	MaxWAVBits       = 64
@@ -311,7 +311,7 @@ func wavFmt(body []byte) (rate, byteRate uint32, frame int64, err error) {
 		return 0, 0, 0, unreadable(FormatWAV, "its samples are compressed (format %#x); send PCM", tag)
 	}
 	switch {
-	case rate < MinWAVSampleRate || rate > MaxWAVSampleRate:
+	case rate == 0 || rate > MaxWAVSampleRate:
 		return 0, 0, 0, unreadable(FormatWAV, "its sample rate (%d Hz) is out of range", rate)
 	case channels < 1 || channels > MaxWAVChannels:
 		return 0, 0, 0, unreadable(FormatWAV, "its channel count (%d) is out of range", channels)
