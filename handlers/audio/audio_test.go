@@ -262,6 +262,34 @@ func TestAnswer(t *testing.T) {
 	}
 }
 
+// TestReportedSeconds: the audio length read from the provider's answer,
+// in the shapes it answers (verbose_json's duration, a whisper-style
+// usage of type duration, a gpt-4o-transcribe usage of tokens), and the
+// values not taken.
+func TestReportedSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want float64
+		ok   bool
+	}{
+		{`{"text":"a","duration":42.5,"usage":{"type":"duration","seconds":43}}`, 43, true},
+		{`{"text":"a","duration":42.5}`, 42.5, true},
+		{`{"text":"a","usage":{"type":"duration","seconds":7.25}}`, 7.25, true},
+		{`{"text":"a","usage":{"type":"tokens","input_tokens":14,"input_token_details":{"text_tokens":0,"audio_tokens":14},"output_tokens":45,"total_tokens":59}}`, 0, false},
+		{`{"text":"a","usage":{"type":"tokens","seconds":99}}`, 0, false},
+		{`{"text":"a","duration":"42"}`, 0, false},
+		{`{"text":"a","duration":-1}`, 0, false},
+		{`{"text":"a","duration":1e300}`, 0, false},
+		{`{"text":"a","duration":0}`, 0, true},
+		{`{"text":"a"}`, 0, false},
+	} {
+		got, ok := reportedSeconds([]byte(tc.raw))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: %g %v, want %g %v", tc.raw, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
 // TestParseSpeech: the speech tables' field checks.
 func TestParseSpeech(t *testing.T) {
 	h, err := New(nil, testCatalog(t, &catalog.Ability{Alias: AliasSpeak, Voices: voices("alloy", "ballad")}, &catalog.Ability{Alias: AliasSpeakHD}), Config{})
