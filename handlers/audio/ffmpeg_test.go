@@ -243,25 +243,43 @@ func TestProbeForgedHeaders(t *testing.T) {
 		expectLength(t, cut, real, 0.03)
 	})
 
-	t.Run("ogg last granule", func(t *testing.T) {
-		ogg, real := makeAudio(t, dir, "tone.opus", 65.5, "-c:a", "libopus", "-b:a", "64k")
-		// The last page's granule position set to one second, its
-		// checksum made right again.
+	// forgeGranule sets the last page's granule position and makes its
+	// checksum right again.
+	forgeGranule := func(ogg []byte, granule uint64) []byte {
 		i := bytes.LastIndex(ogg, []byte("OggS"))
 		forged := bytes.Clone(ogg)
-		binary.LittleEndian.PutUint64(forged[i+6:i+14], 48000)
+		binary.LittleEndian.PutUint64(forged[i+6:i+14], granule)
 		binary.LittleEndian.PutUint32(forged[i+22:i+26], oggCRC(forged[i:]))
-		info, err := Probe(forged)
+		return forged
+	}
+	lastGranule := func(ogg []byte) uint64 {
+		i := bytes.LastIndex(ogg, []byte("OggS"))
+		return binary.LittleEndian.Uint64(ogg[i+6 : i+14])
+	}
+
+	t.Run("ogg opus last granule", func(t *testing.T) {
+		ogg, real := makeAudio(t, dir, "tone.opus", 65.5, "-c:a", "libopus", "-b:a", "64k")
+		// One second claimed: the packets are walked (ffprobe counts
+		// the 6.5 ms pre-skip in, the walk the last packet's padding).
+		forged := forgeGranule(ogg, 48000)
+		if got := probeForged(t, dir, "forged.opus", forged); got > 2 {
+			t.Fatalf("ffprobe reads %.3f s of the forged file: the forgery does not take", got)
+		}
+		expectLength(t, forged, real, 0.02)
+		// A granule 1,000 times too large is refused.
+		expectRefused(t, forgeGranule(ogg, lastGranule(ogg)*1000))
+	})
+
+	t.Run("ogg vorbis last granule", func(t *testing.T) {
+		ogg, real := makeAudio(t, dir, "tone.ogg", 65.5, "-ar", "16000", "-c:a", "libvorbis")
+		// Vorbis packets are not walked: the size sets the floor.
+		info, err := Probe(forgeGranule(ogg, 16000))
 		floor := float64(len(ogg)) / LossyHighestRate
 		if err != nil || info.Duration < floor || info.Duration > real {
 			t.Fatalf("Probe = %+v %v, want the floor %.3f s (the file holds %.3f s)", info, err, floor, real)
 		}
 		t.Logf("forged granule: %.3f s billed of %.3f s", info.Duration, real)
-		// A granule 1,000 times too large is refused.
-		g := binary.LittleEndian.Uint64(ogg[i+6 : i+14])
-		binary.LittleEndian.PutUint64(forged[i+6:i+14], g*1000)
-		binary.LittleEndian.PutUint32(forged[i+22:i+26], oggCRC(forged[i:]))
-		expectRefused(t, forged)
+		expectRefused(t, forgeGranule(ogg, lastGranule(ogg)*1000))
 	})
 
 	t.Run("flac total samples", func(t *testing.T) {

@@ -521,8 +521,105 @@ func oggRead(b []byte) (reading, error) {
 	if err != nil {
 		return reading{}, err
 	}
-	least, most := bounds(len(b), LossyHighestRate, LossyLowestRate)
-	return reading{length: d, claim: d, least: least, most: most}, nil
+	r := reading{length: d, claim: d}
+	r.least, r.most = bounds(len(b), LossyHighestRate, LossyLowestRate)
+	if codec, serial, _ := oggCodec(b); codec == "opus" {
+		r.length = walked(d, oggOpusWalk(b, serial))
+	}
+	return r, nil
+}
+
+// WalkTolerance is how far, in seconds, the length of the frames walked
+// may exceed the length a header claims before the walk is taken instead:
+// in an honest file the two differ by the codec's priming and padding.
+const WalkTolerance = 0.5
+
+// walked is the length of a file whose header claims claim seconds and
+// whose frames add up to walk seconds.
+func walked(claim, walk float64) float64 {
+	if walk > claim+WalkTolerance {
+		return walk
+	}
+	return claim
+}
+
+// opusSamples is the number of 48 kHz samples an Opus packet decodes to,
+// read from its TOC byte (and frame count byte); 0 for an empty or
+// malformed packet.
+func opusSamples(p []byte) int {
+	if len(p) == 0 {
+		return 0
+	}
+	config := p[0] >> 3
+	var frame int
+	switch {
+	case config < 12: // SILK: 10, 20, 40, 60 ms
+		frame = [4]int{480, 960, 1920, 2880}[config%4]
+	case config < 16: // hybrid: 10, 20 ms
+		frame = [2]int{480, 960}[config%2]
+	default: // CELT: 2.5, 5, 10, 20 ms
+		frame = [4]int{120, 240, 480, 960}[config%4]
+	}
+	n := 1
+	switch p[0] & 3 {
+	case 1, 2:
+		n = 2
+	case 3:
+		if len(p) < 2 {
+			return 0
+		}
+		n = int(p[1] & 0x3F)
+	}
+	if n*frame > opusMaxPacketSamples {
+		return 0
+	}
+	return n * frame
+}
+
+// opusMaxPacketSamples is 120 ms at 48 kHz, the most one packet holds.
+const opusMaxPacketSamples = 5760
+
+// oggOpusWalk adds up the samples of the Opus packets in the stream's
+// pages (each checksum verified; bytes between pages and pages of other
+// streams skipped), past the two header packets and less the pre-skip,
+// in seconds.
+func oggOpusWalk(b []byte, serial uint32) float64 {
+	var total int64
+	packets, open := 0, false
+	var head []byte // the first two bytes of the packet being read
+	for pos := 0; pos < len(b); {
+		i := bytes.Index(b[pos:], []byte("OggS"))
+		if i < 0 {
+			break
+		}
+		pos += i
+		_, size, ok := oggPage(b[pos:], serial)
+		if !ok {
+			pos++
+			continue
+		}
+		page := b[pos : pos+size]
+		segs := int(page[26])
+		data := page[27+segs:]
+		for _, l := range page[27 : 27+segs] {
+			seg := data[:l]
+			data = data[l:]
+			if !open {
+				head = head[:0]
+				packets++
+			}
+			head = append(head, seg[:min(2-len(head), len(seg))]...)
+			if open = l == 255; !open && packets > 2 {
+				total += int64(opusSamples(head))
+			}
+		}
+		pos += size
+	}
+	preSkip := int64(0)
+	if p := b[27+int(b[26]):]; len(p) >= 12 {
+		preSkip = int64(binary.LittleEndian.Uint16(p[10:12]))
+	}
+	return float64(max(total-preSkip, 0)) / 48000
 }
 
 // oggGranuleLength reads the granule position of the stream's last page: Ogg
@@ -555,7 +652,7 @@ func oggGranuleLength(b []byte) (float64, error) {
 			break
 		}
 		end = i
-		granule, ok := oggPage(b[i:], serial)
+		granule, _, ok := oggPage(b[i:], serial)
 		if !ok || granule == math.MaxUint64 {
 			continue
 		}
@@ -568,28 +665,28 @@ func oggGranuleLength(b []byte) (float64, error) {
 }
 
 // oggPage checks the page at the start of b (whole, of the serial, with a
-// correct checksum) and returns its granule position.
-func oggPage(b []byte, serial uint32) (uint64, bool) {
+// correct checksum) and returns its granule position and size.
+func oggPage(b []byte, serial uint32) (granule uint64, size int, ok bool) {
 	if len(b) < 27 || b[4] != 0 || binary.LittleEndian.Uint32(b[14:18]) != serial {
-		return 0, false
+		return 0, 0, false
 	}
 	segs := int(b[26])
 	if len(b) < 27+segs {
-		return 0, false
+		return 0, 0, false
 	}
-	size := 27 + segs
+	size = 27 + segs
 	for _, l := range b[27 : 27+segs] {
 		size += int(l)
 	}
 	if size > len(b) {
-		return 0, false
+		return 0, 0, false
 	}
 	page := b[:size]
 	want := binary.LittleEndian.Uint32(page[22:26])
 	if oggCRC(page) != want {
-		return 0, false
+		return 0, 0, false
 	}
-	return binary.LittleEndian.Uint64(page[6:14]), true
+	return binary.LittleEndian.Uint64(page[6:14]), size, true
 }
 
 var oggCRCTable = func() (t [256]uint32) {
