@@ -282,6 +282,32 @@ func TestProbeForgedHeaders(t *testing.T) {
 		expectRefused(t, forgeGranule(ogg, lastGranule(ogg)*1000))
 	})
 
+	t.Run("m4a durations", func(t *testing.T) {
+		m4a, real := makeAudio(t, dir, "tone.m4a", 65.5, "-ar", "16000", "-c:a", "aac", "-b:a", "24k")
+		// The track header's and the media header's durations (version
+		// 0 boxes), scaled.
+		scale := func(times float64) []byte {
+			forged := bytes.Clone(m4a)
+			for box, off := range map[string]int{"tkhd": 24, "mdhd": 20} {
+				i := bytes.Index(forged, []byte(box))
+				if i < 0 || forged[i+4] != 0 {
+					t.Fatalf("no version 0 %s", box)
+				}
+				d := binary.BigEndian.Uint32(forged[i+off:])
+				binary.BigEndian.PutUint32(forged[i+off:], uint32(float64(d)*times))
+			}
+			return forged
+		}
+		forged := scale(0.01)
+		// A decoder goes by the sample tables: the provider hears it all.
+		if got := probeForged(t, dir, "forged.m4a", forged); math.Abs(got-real) > 0.001 {
+			t.Fatalf("ffprobe reads %.3f s of the forged file, %.3f s of the true one", got, real)
+		}
+		// The AAC frames counted: within their priming and padding.
+		expectLength(t, forged, real, 0.3)
+		expectRefused(t, scale(1000))
+	})
+
 	t.Run("flac total samples", func(t *testing.T) {
 		flac, real := makeAudio(t, dir, "tone.flac", 65.5, "-ar", "16000", "-c:a", "flac")
 		forged := bytes.Clone(flac)

@@ -390,7 +390,13 @@ type mp4Track struct {
 	defaultSize      uint32 // trex default_sample_size
 	bytes            uint64 // its samples' bytes (stsz, and trun in fragments)
 	lossless         bool   // its codec is not a lossy one (ALAC, PCM)
+	codec            string // its sample entry's type (mp4a: AAC)
+	rate             uint32 // its sample entry's sample rate
+	samples          uint64 // its samples (frames of the codec), stsz and trun
 }
+
+// aacFrameSamples is what one AAC frame decodes to (its core rate).
+const aacFrameSamples = 1024
 
 // mp4Lossy are the sample entries of lossy codecs; a sound track of any
 // other is bounded at the lossless rate.
@@ -399,9 +405,11 @@ var mp4Lossy = map[string]bool{"mp4a": true, "Opus": true, "ac-3": true, "ec-3":
 // mp4Read reads the sound track's presented length (tkhd), else its
 // media header (mdhd) duration; a fragmented file (duration 0) is read
 // from the movie extends header (mehd), else from the sample durations of
-// its fragments (tfhd, trun). All are claims, bounded by the bytes of the
-// sound track's samples (the whole file when they are not written). A
-// file without a sound track (an image, a silent video) is not audio.
+// its fragments (tfhd, trun). All are claims: an AAC track's length is at
+// least its sample count times the 1,024 samples of an AAC frame, and
+// every track's at least the bytes of its samples (the whole file when
+// they are not written) at the highest plausible bitrate. A file without a
+// sound track (an image, a silent video) is not audio.
 func mp4Read(b []byte) (reading, error) {
 	sound, d, err := mp4Sound(b)
 	if err != nil {
@@ -416,7 +424,13 @@ func mp4Read(b []byte) (reading, error) {
 		highest = LosslessHighestRate
 	}
 	least, most := bounds(n, highest, LossyLowestRate)
-	return reading{length: d, claim: d, least: least, most: most}, nil
+	length := d
+	if sound.codec == "mp4a" && sound.rate > 0 {
+		// Each AAC sample decodes to 1,024 samples at the entry's rate
+		// (more with SBR): a floor the time tables cannot shrink.
+		length = walked(d, float64(sound.samples)*aacFrameSamples/float64(sound.rate))
+	}
+	return reading{length: length, claim: d, least: least, most: most}, nil
 }
 
 // mp4Sound finds the sound track and its length.
@@ -566,7 +580,11 @@ func (t *mp4Track) sampleTable(c mp4Box) {
 	switch c.typ {
 	case "stsd":
 		if len(c.data) >= 16 {
-			t.lossless = !mp4Lossy[string(c.data[12:16])]
+			t.codec = string(c.data[12:16])
+			t.lossless = !mp4Lossy[t.codec]
+		}
+		if len(c.data) >= 44 {
+			t.rate = binary.BigEndian.Uint32(c.data[40:44]) >> 16
 		}
 	case "stsz":
 		if len(c.data) < 12 {
@@ -574,6 +592,7 @@ func (t *mp4Track) sampleTable(c mp4Box) {
 		}
 		size := uint64(binary.BigEndian.Uint32(c.data[4:8]))
 		count := uint64(binary.BigEndian.Uint32(c.data[8:12]))
+		t.samples += count
 		if size != 0 {
 			t.addBytes(size * count) // both below 2^32: no overflow
 			return
@@ -625,6 +644,7 @@ func mp4ReadTraf(b []byte, byID func(uint32) *mp4Track) {
 			}
 			flags := binary.BigEndian.Uint32(c.data[0:4]) & 0xFFFFFF
 			count := uint64(binary.BigEndian.Uint32(c.data[4:8]))
+			t.samples = min(t.samples+count, math.MaxUint32*uint64(math.MaxUint16))
 			off := 8
 			if flags&0x01 != 0 {
 				off += 4
