@@ -308,6 +308,26 @@ func TestProbeForgedHeaders(t *testing.T) {
 		expectRefused(t, scale(1000))
 	})
 
+	t.Run("webm duration", func(t *testing.T) {
+		webm, real := makeAudio(t, dir, "tone.webm", 65.5, "-c:a", "libopus", "-b:a", "16k")
+		// Info's Duration (id 0x4489) set to 1 s (1,000 ticks of 1 ms).
+		forged := bytes.Clone(webm)
+		i := bytes.Index(forged, []byte{0x44, 0x89})
+		switch {
+		case i >= 0 && forged[i+2] == 0x88:
+			binary.BigEndian.PutUint64(forged[i+3:], math.Float64bits(1000))
+		case i >= 0 && forged[i+2] == 0x84:
+			binary.BigEndian.PutUint32(forged[i+3:], math.Float32bits(1000))
+		default:
+			t.Fatal("no Duration element")
+		}
+		if got := probeForged(t, dir, "forged.webm", forged); got > 2 {
+			t.Fatalf("ffprobe reads %.3f s of the forged file: the forgery does not take", got)
+		}
+		// The Opus packets counted.
+		expectLength(t, forged, real, 0.03)
+	})
+
 	t.Run("flac total samples", func(t *testing.T) {
 		flac, real := makeAudio(t, dir, "tone.flac", 65.5, "-ar", "16000", "-c:a", "flac")
 		forged := bytes.Clone(flac)

@@ -21,6 +21,8 @@ const (
 	mkvTrackNumber    = 0xD7
 	mkvTrackType      = 0x83
 	mkvTrackAudio     = 2
+	mkvCodecID        = 0x86
+	mkvLacing         = 0x06 // the lacing bits of a block's flags
 	mkvTimecode       = 0xE7
 	mkvSimpleBlock    = 0xA3
 	mkvBlockGroup     = 0xA0
@@ -160,8 +162,8 @@ func webmRead(b []byte) (reading, error) {
 	}
 	scale := uint64(mkvDefaultScaleNS)
 	var stored float64
-	t := &blockTimes{last: map[uint64]int64{}, gap: map[uint64]int64{}, bytes: map[uint64]int{}}
-	audio := map[uint64]bool{}
+	t := &blockTimes{last: map[uint64]int64{}, gap: map[uint64]int64{}, bytes: map[uint64]int{}, opus: map[uint64]int64{}}
+	audio := map[uint64]string{}
 	for d := seg.data; len(d) > 0; {
 		e, ok := ebmlNext(d)
 		if !ok {
@@ -216,17 +218,25 @@ func webmRead(b []byte) (reading, error) {
 	d = d * float64(scale) / 1e9
 	n := 0
 	for tr, c := range t.bytes {
-		if len(audio) == 0 || audio[tr] {
+		if _, ok := audio[tr]; ok || len(audio) == 0 {
 			n += c
 		}
 	}
 	least, most := bounds(n, LossyHighestRate, LossyLowestRate)
-	return reading{length: d, claim: d, least: least, most: most}, nil
+	// An Opus track's packets are counted (a Duration and block
+	// timestamps are claims).
+	var walk float64
+	for tr, codec := range audio {
+		if codec == "A_OPUS" {
+			walk = max(walk, float64(t.opus[tr])/48000)
+		}
+	}
+	return reading{length: walked(d, walk), claim: d, least: least, most: most}, nil
 }
 
 // mkvAudioTracks notes the numbers of the audio tracks of a Tracks
-// element.
-func mkvAudioTracks(d []byte, audio map[uint64]bool) {
+// element, with their codec ids.
+func mkvAudioTracks(d []byte, audio map[uint64]string) {
 	for len(d) > 0 {
 		e, ok := ebmlNext(d)
 		if !ok {
@@ -234,6 +244,7 @@ func mkvAudioTracks(d []byte, audio map[uint64]bool) {
 		}
 		if e.id == mkvTrackEntry {
 			var number, typ uint64
+			var codec string
 			for c := e.data; len(c) > 0; {
 				f, ok := ebmlNext(c)
 				if !ok {
@@ -244,11 +255,13 @@ func mkvAudioTracks(d []byte, audio map[uint64]bool) {
 					number = ebmlUint(f.data)
 				case mkvTrackType:
 					typ = ebmlUint(f.data)
+				case mkvCodecID:
+					codec = string(f.data)
 				}
 				c = c[f.next:]
 			}
 			if typ == mkvTrackAudio {
-				audio[number] = true
+				audio[number] = codec
 			}
 		}
 		d = d[e.next:]
@@ -264,6 +277,9 @@ type blockTimes struct {
 	gap   map[uint64]int64 // each track's last gap between two blocks
 	// bytes are each track's block bytes.
 	bytes map[uint64]int
+	// opus are each track's samples at 48 kHz if its blocks are Opus
+	// packets (blocks without lacing).
+	opus map[uint64]int64
 }
 
 // cluster reads one cluster's blocks; for a cluster of unknown size it
@@ -318,6 +334,9 @@ func (t *blockTimes) block(base int64, b []byte, dur int64) {
 	ts := base + int64(int16(binary.BigEndian.Uint16(b[n:n+2])))
 	tr := uint64(track)
 	t.bytes[tr] += len(b)
+	if len(b) > n+3 && b[n+2]&mkvLacing == 0 {
+		t.opus[tr] += int64(opusSamples(b[n+3:]))
+	}
 	if prev, seen := t.last[tr]; seen && ts > prev {
 		t.gap[tr] = ts - prev
 	}
