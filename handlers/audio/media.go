@@ -364,8 +364,145 @@ func flacRead(b []byte) (reading, error) {
 	pcm := float64(rate) * float64(channels) * float64((bits+7)/8) * FLACOverhead
 	least, most := bounds(audio, pcm, FLACLowestRate)
 	d := float64(total) / float64(rate)
-	return reading{length: d, claim: d, least: least, most: most}, nil
+	var walk float64
+	if pos < len(b) {
+		walk = float64(flacWalk(b[pos:])) / float64(rate)
+	}
+	return reading{length: walked(d, walk), claim: d, least: least, most: most}, nil
 }
+
+// flacWalk adds up the block sizes of the frames of b (the audio after
+// the metadata). A frame is taken from a header whose CRC-8 is right to
+// the next such header (or the end) when the CRC-16 before it is right
+// too, so a sync code inside the coded audio is not taken for a frame.
+func flacWalk(b []byte) int64 {
+	var total int64
+	start, size := -1, 0 // the frame being read and its block size
+	var crc uint16
+	q := 0 // crc covers b[start:q]
+	for i := 0; i+2 <= len(b); i++ {
+		if b[i] != 0xFF || b[i+1]&0xFE != 0xF8 {
+			continue
+		}
+		n, ok := flacFrameHeader(b[i:])
+		if !ok {
+			continue
+		}
+		if start >= 0 {
+			if i-2 < q {
+				continue // inside the frame's own header
+			}
+			for ; q < i-2; q++ {
+				crc = crc<<8 ^ flacCRC16Table[byte(crc>>8)^b[q]]
+			}
+			if crc != binary.BigEndian.Uint16(b[i-2:i]) {
+				continue
+			}
+			total += int64(size)
+		}
+		start, size, q, crc = i, n, i, 0
+	}
+	if start >= 0 && len(b)-2 >= q {
+		for ; q < len(b)-2; q++ {
+			crc = crc<<8 ^ flacCRC16Table[byte(crc>>8)^b[q]]
+		}
+		if crc == binary.BigEndian.Uint16(b[len(b)-2:]) {
+			total += int64(size)
+		}
+	}
+	return total
+}
+
+// flacFrameHeader reads a frame header at the start of b (sync code
+// checked by the caller) and returns its block size, false when a field
+// is reserved or its CRC-8 is wrong.
+func flacFrameHeader(b []byte) (int, bool) {
+	if len(b) < 6 {
+		return 0, false
+	}
+	bsCode, rateCode := b[2]>>4, b[2]&0x0F
+	if bsCode == 0 || rateCode == 15 || b[3]>>4 > 10 || b[3]&1 != 0 {
+		return 0, false
+	}
+	// The frame or sample number, UTF-8 coded in 1 to 7 bytes.
+	n := 1
+	for c := b[4]; c&0x80 != 0; c <<= 1 {
+		n++
+	}
+	if n == 2 || n > 8 {
+		return 0, false // a lone continuation byte, or too long
+	}
+	if n > 1 {
+		n--
+	}
+	pos := 4 + n
+	size := 0
+	switch {
+	case bsCode == 1:
+		size = 192
+	case bsCode <= 5:
+		size = 576 << (bsCode - 2)
+	case bsCode == 6:
+		if len(b) <= pos {
+			return 0, false
+		}
+		size, pos = int(b[pos])+1, pos+1
+	case bsCode == 7:
+		if len(b) <= pos+1 {
+			return 0, false
+		}
+		size, pos = int(binary.BigEndian.Uint16(b[pos:]))+1, pos+2
+	default:
+		size = 256 << (bsCode - 8)
+	}
+	switch rateCode {
+	case 12:
+		pos++
+	case 13, 14:
+		pos += 2
+	}
+	if len(b) <= pos {
+		return 0, false
+	}
+	var crc byte
+	for _, c := range b[:pos] {
+		crc = flacCRC8Table[crc^c]
+	}
+	return size, crc == b[pos]
+}
+
+// The CRCs of FLAC frames: CRC-8 (polynomial 0x07) of a header, CRC-16
+// (0x8005) of a whole frame.
+var (
+	flacCRC8Table = func() (t [256]byte) {
+		for i := range t {
+			c := byte(i)
+			for range 8 {
+				if c&0x80 != 0 {
+					c = c<<1 ^ 0x07
+				} else {
+					c <<= 1
+				}
+			}
+			t[i] = c
+		}
+		return t
+	}()
+	flacCRC16Table = func() (t [256]uint16) {
+		for i := range t {
+			c := uint16(i) << 8
+			for range 8 {
+				if c&0x8000 != 0 {
+					c = c<<1 ^ 0x8005
+				} else {
+					c <<= 1
+				}
+			}
+			t[i] = c
+		}
+		return t
+	}()
+)
 
 // ---- MP3 ----
 

@@ -176,10 +176,10 @@ func (h *Handler) Transcribe(c *pipeline.Call) error {
 }
 
 // reportedSeconds is the audio length the provider reports in its
-// answer: verbose_json's duration and a usage of type duration (the
-// usage of whisper-style models, on json too), the longer of the two. Models that report only tokens
-// give none. A value that is not a finite, non-negative number up to
-// MaxDuration is not taken.
+// answer: verbose_json's duration and a usage of type duration (the usage
+// of whisper-style models, on json too), the longer of the two. Models
+// that report only tokens give none. A value that is not a number from 0
+// to MaxDuration is not taken.
 func reportedSeconds(raw []byte) (float64, bool) {
 	var heard float64
 	ok := false
