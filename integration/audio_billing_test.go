@@ -80,6 +80,20 @@ func TestTranscriptionBilledForWhatIsHeard(t *testing.T) {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
 		expectReceipt(t, e.gateway, "hearer", r.Header, "whisper-1", "X-Gw-Billed-Seconds", 43, "audio_second", abilityCost(voicePrice, 43))
+		// A prepaid balance pays the 43 s in full, though 10 were reserved.
+		prepaid := e.account(t, "prepaid-hearer", map[string]any{"balance_usd": "1.00"})
+		e.OA.Push(fake.Script{Text: "more", AudioSeconds: 42.5})
+		r = e.upload(t, prepaid, "a.wav", fixture(t, "tone.wav"), "response_format", "verbose_json")
+		if r.Status != http.StatusOK {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		expectReceipt(t, e.gateway, "prepaid-hearer", r.Header, "whisper-1", "X-Gw-Billed-Seconds", 43, "audio_second", abilityCost(voicePrice, 43))
+		if got, want := balanceOf(t, e.gateway, "prepaid-hearer"), usdOf(t, "1.00")-abilityCost(voicePrice, 43); got != want {
+			t.Errorf("balance %s, want %s", got, want)
+		}
+		if check := e.adminJSON(t, http.MethodGet, "/gw/journal/check", nil, http.StatusOK).JSON(t); check["ok"] != true {
+			t.Errorf("journal check: %v", check)
+		}
 		// Shorter than the file: the file's length stands.
 		e.OA.Reset()
 		e.OA.Push(fake.Script{Text: "less", AudioSeconds: 3})
