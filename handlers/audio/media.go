@@ -320,7 +320,7 @@ func wavFmt(body []byte) (rate, byteRate uint32, frame int64, err error) {
 	}
 	frame = channels * ((bits + 7) / 8)
 	if align != frame {
-		return 0, 0, 0, unreadable(FormatWAV, "its block align (%d) disagrees with %d channels of %d bits", align, channels, bits)
+		return 0, 0, 0, unreadable(FormatWAV, "its block align (%d) disagrees with its %d channel(s) of %d bits", align, channels, bits)
 	}
 	return rate, byteRate, frame, nil
 }
