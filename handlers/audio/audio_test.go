@@ -262,6 +262,34 @@ func TestAnswer(t *testing.T) {
 	}
 }
 
+// TestReportedSeconds: the audio length read from the provider's answer,
+// in the shapes it answers (verbose_json's duration, a whisper-style
+// usage of type duration, a gpt-4o-transcribe usage of tokens), and the
+// values not taken.
+func TestReportedSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want float64
+		ok   bool
+	}{
+		{`{"text":"a","duration":42.5,"usage":{"type":"duration","seconds":43}}`, 43, true},
+		{`{"text":"a","duration":42.5}`, 42.5, true},
+		{`{"text":"a","usage":{"type":"duration","seconds":7.25}}`, 7.25, true},
+		{`{"text":"a","usage":{"type":"tokens","input_tokens":14,"input_token_details":{"text_tokens":0,"audio_tokens":14},"output_tokens":45,"total_tokens":59}}`, 0, false},
+		{`{"text":"a","usage":{"type":"tokens","seconds":99}}`, 0, false},
+		{`{"text":"a","duration":"42"}`, 0, false},
+		{`{"text":"a","duration":-1}`, 0, false},
+		{`{"text":"a","duration":1e300}`, 0, false},
+		{`{"text":"a","duration":0}`, 0, true},
+		{`{"text":"a"}`, 0, false},
+	} {
+		got, ok := reportedSeconds([]byte(tc.raw))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: %g %v, want %g %v", tc.raw, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
 // TestParseSpeech: the speech tables' field checks.
 func TestParseSpeech(t *testing.T) {
 	h, err := New(nil, testCatalog(t, &catalog.Ability{Alias: AliasSpeak, Voices: voices("alloy", "ballad")}, &catalog.Ability{Alias: AliasSpeakHD}), Config{})
@@ -388,11 +416,23 @@ func fixtures(f *testing.F) [][]byte {
 }
 
 // FuzzProbe: the sniffer and every duration reader take any bytes
-// without panicking, and whatever they accept has a believable length.
+// without panicking, whatever they accept has a believable length, and no
+// header brings a compressed file's length below its size-based floor:
+// an MP3's bytes (after its ID3v2 tag) at 320 kbit/s, an Ogg's at
+// 512 kbit/s, and each format's own floor of its reader.
 func FuzzProbe(f *testing.F) {
 	for _, b := range fixtures(f) {
 		f.Add(b)
 		f.Add(b[:len(b)/2])
+		// Headers forged: every fourth byte of the first 64 zeroed, and
+		// set to all ones.
+		for _, v := range []byte{0, 0xFF} {
+			forged := bytes.Clone(b)
+			for i := 8; i < min(64, len(forged)); i += 4 {
+				forged[i] = v
+			}
+			f.Add(forged)
+		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		info, err := Probe(b)
@@ -405,12 +445,36 @@ func FuzzProbe(f *testing.F) {
 				t.Fatalf("error %T %v", err, err)
 			}
 		}
+		if err == nil {
+			// The floors set from the size alone.
+			var floor float64
+			switch info.Format {
+			case FormatMP3:
+				floor = float64(len(skipID3v2(b))) / MP3HighestRate
+			case FormatOgg:
+				floor = float64(len(b)) / LossyHighestRate
+			}
+			// And each format's own, from the reader's count of its
+			// audio bytes.
+			r, rerr := readers[info.Format](b)
+			if rerr != nil {
+				t.Fatalf("Probe took what its reader refused: %v", rerr)
+			}
+			if info.Duration < max(floor, r.least) || info.Duration < r.length {
+				t.Fatalf("%s of %d bytes read as %g s, below its floor (%g s, %g s) or its length %g s",
+					info.Format, len(b), info.Duration, floor, r.least, r.length)
+			}
+		}
 		// Each reader alone, whatever the sniffer says.
-		for _, read := range []func([]byte) (float64, error){wavDuration, mp3Duration, flacDuration, oggDuration, webmDuration, mp4Duration} {
+		for _, read := range readers {
 			_, _ = read(b)
 		}
 	})
 }
+
+// readers are the length readers of the formats.
+var readers = map[Format]func([]byte) (reading, error){FormatWAV: wavRead, FormatMP3: mp3Read, FormatFLAC: flacRead,
+	FormatOgg: oggRead, FormatWebM: webmRead, FormatMP4: mp4Read}
 
 // FuzzTranscriptionForm: any multipart body is read, checked and probed
 // without panicking, every refusal naming its field.

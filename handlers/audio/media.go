@@ -57,45 +57,105 @@ func unreadable(f Format, format string, args ...any) error {
 // more than a day of audio in at most 8 MB is not believed.
 const MaxDuration = 24 * 3600.0
 
+// ClaimTolerance is how far a length the file's headers claim may exceed
+// the most its bytes can hold before the file is refused as forged or
+// broken.
+const ClaimTolerance = 1.1
+
+// Plausible bitrates of the compressed formats, in bytes a second. A
+// file's audio bytes at the highest rate are the least length it is
+// billed for, whatever its headers say; at the lowest rate they are the
+// most length it can hold, and a file claiming more is refused.
+const (
+	// MP3HighestRate is Layer III's top bitrate, 320 kbit/s.
+	MP3HighestRate = 320_000 / 8
+	// MP3LowestRate is Layer III's bottom bitrate, 8 kbit/s (MPEG-2.5).
+	MP3LowestRate = 8_000 / 8
+	// LossyHighestRate bounds Opus, Vorbis and AAC: 512 kbit/s, above
+	// what their encoders write for stereo.
+	LossyHighestRate = 512_000 / 8
+	// LossyLowestRate is 0.8 kbit/s: silence coded by Opus, Vorbis or
+	// AAC stays above it.
+	LossyLowestRate = 800 / 8
+	// LosslessHighestRate bounds ALAC or PCM in MP4: 192 kHz stereo of
+	// 24 bits.
+	LosslessHighestRate = 192_000 * 2 * 3
+	// FLACLowestRate: FLAC codes silence in a few bytes a frame.
+	FLACLowestRate = 16
+	// FLACOverhead is how far a FLAC stream may exceed the PCM it codes
+	// (frames stored verbatim, plus their headers).
+	FLACOverhead = 1.05
+)
+
+// Limits of a WAV file's fmt chunk: outside them it is not believed (a
+// higher rate or a wider frame would make the same bytes shorter).
+const (
+	MaxWAVSampleRate = 384_000
+	MaxWAVChannels   = 8
+	MaxWAVBits       = 64
+)
+
 // Info is what Probe reads of an audio file.
 type Info struct {
 	Format Format
-	// Duration is the audio length in seconds.
+	// Duration is the audio length in seconds that the call is measured
+	// by: what the file holds, never less than its audio bytes can carry
+	// at the format's highest plausible bitrate.
 	Duration float64
 }
 
-// Probe sniffs the format of b from its bytes and reads its length from
-// the container: ErrNotAudio when it is in no accepted format, an
-// *UnreadableError when the length cannot be read.
+// reading is what one format's reader learns of a file.
+type reading struct {
+	length float64 // measured from what the file holds
+	claim  float64 // what its headers say (0: they say nothing)
+	least  float64 // the least its audio bytes can hold
+	most   float64 // the most its audio bytes can hold
+}
+
+// Probe sniffs the format of b from its bytes and reads its length: the
+// length the file holds, never below the floor its size sets. It returns
+// ErrNotAudio when b is in no accepted format, and an *UnreadableError
+// when its length cannot be read or its headers claim more than its bytes
+// can hold.
 func Probe(b []byte) (Info, error) {
 	f := Sniff(b)
 	var (
-		d   float64
+		r   reading
 		err error
 	)
 	switch f {
 	case FormatWAV:
-		d, err = wavDuration(b)
+		r, err = wavRead(b)
 	case FormatMP3:
-		d, err = mp3Duration(b)
+		r, err = mp3Read(b)
 	case FormatFLAC:
-		d, err = flacDuration(b)
+		r, err = flacRead(b)
 	case FormatOgg:
-		d, err = oggDuration(b)
+		r, err = oggRead(b)
 	case FormatWebM:
-		d, err = webmDuration(b)
+		r, err = webmRead(b)
 	case FormatMP4:
-		d, err = mp4Duration(b)
+		r, err = mp4Read(b)
 	default:
 		return Info{}, ErrNotAudio
 	}
 	if err != nil {
 		return Info{Format: f}, err
 	}
+	if r.claim > r.most*ClaimTolerance {
+		return Info{Format: f}, unreadable(f, "it claims %.1f s of audio, more than its size can hold (%.1f s at most)", r.claim, r.most)
+	}
+	d := max(r.length, r.least)
 	if math.IsNaN(d) || d <= 0 || d > MaxDuration {
 		return Info{Format: f}, unreadable(f, "its length (%g s) is not believable", d)
 	}
 	return Info{Format: f, Duration: d}, nil
+}
+
+// bounds are the least and most seconds n audio bytes hold at the
+// highest and lowest bitrates (bytes a second).
+func bounds(n int, highest, lowest float64) (least, most float64) {
+	return float64(n) / highest, float64(n) / lowest
 }
 
 // Sniff returns the format of b, or "" when it is none of the accepted
@@ -161,11 +221,30 @@ func skipID3v2(b []byte) []byte {
 
 // ---- WAV ----
 
-// wavDuration reads a RIFF WAVE file: the data chunk's size over the fmt
-// chunk's byte rate. A data size larger than what follows (a file written
-// to a pipe says 0xFFFFFFFF or 0) counts only the bytes present.
-func wavDuration(b []byte) (float64, error) {
-	var byteRate uint32
+// WAV format tags whose length the reader measures (uncompressed
+// samples; WAVE_FORMAT_EXTENSIBLE names its own in its sub-format).
+const (
+	wavPCM        = 1
+	wavFloat      = 3
+	wavALaw       = 6
+	wavMuLaw      = 7
+	wavExtensible = 0xFFFE
+)
+
+// wavRead reads a RIFF WAVE file of uncompressed samples: its length is
+// the bytes of its data chunks over the sample rate times the bytes of a
+// sample frame (channels times sample size), as a decoder plays it; the
+// byte rate field is only the file's claim. A data size larger than what
+// follows (a file written to a pipe says 0xFFFFFFFF or 0) counts only the
+// bytes present; every data chunk is counted, as a decoder goes on to the
+// next one.
+func wavRead(b []byte) (reading, error) {
+	var (
+		rate, byteRate uint32
+		frame          int64
+		data           int64
+		haveData       bool
+	)
 	pos := 12
 	for pos+8 <= len(b) {
 		id := string(b[pos : pos+4])
@@ -173,22 +252,23 @@ func wavDuration(b []byte) (float64, error) {
 		body := b[pos+8:]
 		switch id {
 		case "fmt ":
-			if len(body) < 16 {
-				return 0, unreadable(FormatWAV, "its fmt chunk is cut short")
+			if frame > 0 {
+				break // a second fmt chunk changes nothing
 			}
-			byteRate = binary.LittleEndian.Uint32(body[8:12])
-			if byteRate == 0 {
-				return 0, unreadable(FormatWAV, "its byte rate is 0")
+			var err error
+			if rate, byteRate, frame, err = wavFmt(body); err != nil {
+				return reading{}, err
 			}
 		case "data":
-			if byteRate == 0 {
-				return 0, unreadable(FormatWAV, "no fmt chunk before its data")
+			if frame == 0 {
+				return reading{}, unreadable(FormatWAV, "no fmt chunk before its data")
 			}
 			n := size
 			if n == 0 || n > int64(len(body)) {
 				n = int64(len(body))
 			}
-			return float64(n) / float64(byteRate), nil
+			data += n - n%frame
+			haveData = true
 		}
 		next := int64(pos) + 8 + size + size&1
 		if next > int64(len(b)) {
@@ -196,32 +276,233 @@ func wavDuration(b []byte) (float64, error) {
 		}
 		pos = int(next)
 	}
-	return 0, unreadable(FormatWAV, "it has no data chunk")
+	if !haveData {
+		return reading{}, unreadable(FormatWAV, "it has no data chunk")
+	}
+	length := float64(data) / (float64(rate) * float64(frame))
+	r := reading{length: length, least: length, most: length}
+	if byteRate > 0 {
+		r.claim = float64(data) / float64(byteRate)
+	}
+	return r, nil
+}
+
+// wavFmt reads a fmt chunk: the sample rate, the byte rate it claims and
+// the bytes of one sample frame.
+func wavFmt(body []byte) (rate, byteRate uint32, frame int64, err error) {
+	if len(body) < 16 {
+		return 0, 0, 0, unreadable(FormatWAV, "its fmt chunk is cut short")
+	}
+	tag := binary.LittleEndian.Uint16(body[0:2])
+	channels := int64(binary.LittleEndian.Uint16(body[2:4]))
+	rate = binary.LittleEndian.Uint32(body[4:8])
+	byteRate = binary.LittleEndian.Uint32(body[8:12])
+	align := int64(binary.LittleEndian.Uint16(body[12:14]))
+	bits := int64(binary.LittleEndian.Uint16(body[14:16]))
+	if tag == wavExtensible {
+		if len(body) < 26 {
+			return 0, 0, 0, unreadable(FormatWAV, "its extensible fmt chunk is cut short")
+		}
+		tag = binary.LittleEndian.Uint16(body[24:26])
+	}
+	switch tag {
+	case wavPCM, wavFloat, wavALaw, wavMuLaw:
+	default:
+		return 0, 0, 0, unreadable(FormatWAV, "its samples are compressed (format %#x); send PCM", tag)
+	}
+	switch {
+	case rate == 0 || rate > MaxWAVSampleRate:
+		return 0, 0, 0, unreadable(FormatWAV, "its sample rate (%d Hz) is out of range", rate)
+	case channels < 1 || channels > MaxWAVChannels:
+		return 0, 0, 0, unreadable(FormatWAV, "its channel count (%d) is out of range", channels)
+	case bits < 1 || bits > MaxWAVBits:
+		return 0, 0, 0, unreadable(FormatWAV, "its sample size (%d bits) is out of range", bits)
+	}
+	frame = channels * ((bits + 7) / 8)
+	if align != frame {
+		return 0, 0, 0, unreadable(FormatWAV, "its block align (%d) disagrees with its %d channel(s) of %d bits", align, channels, bits)
+	}
+	return rate, byteRate, frame, nil
 }
 
 // ---- FLAC ----
 
-// flacDuration reads the STREAMINFO block: total samples over sample rate.
-func flacDuration(b []byte) (float64, error) {
+// flacRead reads the STREAMINFO block: total samples over sample rate.
+// The audio bytes are those after the metadata blocks (a cover picture is
+// not audio); at the PCM rate STREAMINFO gives (with a little for frames
+// stored verbatim) they set the least length.
+func flacRead(b []byte) (reading, error) {
 	b = skipID3v2(b)
 	if len(b) < 4+4+34 {
-		return 0, unreadable(FormatFLAC, "it is cut short")
+		return reading{}, unreadable(FormatFLAC, "it is cut short")
 	}
 	hdr := b[4:8]
 	if hdr[0]&0x7F != 0 || int(hdr[1])<<16|int(hdr[2])<<8|int(hdr[3]) < 34 {
-		return 0, unreadable(FormatFLAC, "its first block is not STREAMINFO")
+		return reading{}, unreadable(FormatFLAC, "its first block is not STREAMINFO")
 	}
 	si := b[8:]
 	rate := uint32(si[10])<<12 | uint32(si[11])<<4 | uint32(si[12])>>4
+	channels := uint32(si[12]>>1&7) + 1
+	bits := uint32(si[12]&1)<<4 | uint32(si[13]>>4) + 1
 	total := uint64(si[13]&0x0F)<<32 | uint64(binary.BigEndian.Uint32(si[14:18]))
 	if rate == 0 {
-		return 0, unreadable(FormatFLAC, "its sample rate is 0")
+		return reading{}, unreadable(FormatFLAC, "its sample rate is 0")
 	}
 	if total == 0 {
-		return 0, unreadable(FormatFLAC, "it does not say how many samples it holds")
+		return reading{}, unreadable(FormatFLAC, "it does not say how many samples it holds")
 	}
-	return float64(total) / float64(rate), nil
+	// The metadata blocks, each with a last-block flag and a 24-bit size.
+	pos := 4
+	for pos+4 <= len(b) {
+		h := b[pos : pos+4]
+		pos += 4 + (int(h[1])<<16 | int(h[2])<<8 | int(h[3]))
+		if h[0]&0x80 != 0 {
+			break
+		}
+	}
+	audio := max(len(b)-pos, 0)
+	pcm := float64(rate) * float64(channels) * float64((bits+7)/8) * FLACOverhead
+	least, most := bounds(audio, pcm, FLACLowestRate)
+	d := float64(total) / float64(rate)
+	var walk float64
+	if pos < len(b) {
+		walk = float64(flacWalk(b[pos:])) / float64(rate)
+	}
+	return reading{length: walked(d, walk), claim: d, least: least, most: most}, nil
 }
+
+// flacWalk adds up the block sizes of the frames of b (the audio after
+// the metadata). A frame is taken from a header whose CRC-8 is right to
+// the next such header (or the end) when the CRC-16 before it is right
+// too, so a sync code inside the coded audio is not taken for a frame.
+func flacWalk(b []byte) int64 {
+	var total int64
+	start, size := -1, 0 // the frame being read and its block size
+	var crc uint16
+	q := 0 // crc covers b[start:q]
+	for i := 0; i+2 <= len(b); i++ {
+		if b[i] != 0xFF || b[i+1]&0xFE != 0xF8 {
+			continue
+		}
+		n, ok := flacFrameHeader(b[i:])
+		if !ok {
+			continue
+		}
+		if start >= 0 {
+			if i-2 < q {
+				continue // inside the frame's own header
+			}
+			for ; q < i-2; q++ {
+				crc = crc<<8 ^ flacCRC16Table[byte(crc>>8)^b[q]]
+			}
+			if crc != binary.BigEndian.Uint16(b[i-2:i]) {
+				continue
+			}
+			total += int64(size)
+		}
+		start, size, q, crc = i, n, i, 0
+	}
+	if start >= 0 && len(b)-2 >= q {
+		for ; q < len(b)-2; q++ {
+			crc = crc<<8 ^ flacCRC16Table[byte(crc>>8)^b[q]]
+		}
+		if crc == binary.BigEndian.Uint16(b[len(b)-2:]) {
+			total += int64(size)
+		}
+	}
+	return total
+}
+
+// flacFrameHeader reads a frame header at the start of b (sync code
+// checked by the caller) and returns its block size, false when a field
+// is reserved or its CRC-8 is wrong.
+func flacFrameHeader(b []byte) (int, bool) {
+	if len(b) < 6 {
+		return 0, false
+	}
+	bsCode, rateCode := b[2]>>4, b[2]&0x0F
+	if bsCode == 0 || rateCode == 15 || b[3]>>4 > 10 || b[3]&1 != 0 {
+		return 0, false
+	}
+	// The frame or sample number, UTF-8 coded in 1 to 7 bytes.
+	n := 1
+	for c := b[4]; c&0x80 != 0; c <<= 1 {
+		n++
+	}
+	if n == 2 || n > 8 {
+		return 0, false // a lone continuation byte, or too long
+	}
+	if n > 1 {
+		n--
+	}
+	pos := 4 + n
+	size := 0
+	switch {
+	case bsCode == 1:
+		size = 192
+	case bsCode <= 5:
+		size = 576 << (bsCode - 2)
+	case bsCode == 6:
+		if len(b) <= pos {
+			return 0, false
+		}
+		size, pos = int(b[pos])+1, pos+1
+	case bsCode == 7:
+		if len(b) <= pos+1 {
+			return 0, false
+		}
+		size, pos = int(binary.BigEndian.Uint16(b[pos:]))+1, pos+2
+	default:
+		size = 256 << (bsCode - 8)
+	}
+	switch rateCode {
+	case 12:
+		pos++
+	case 13, 14:
+		pos += 2
+	}
+	if len(b) <= pos {
+		return 0, false
+	}
+	var crc byte
+	for _, c := range b[:pos] {
+		crc = flacCRC8Table[crc^c]
+	}
+	return size, crc == b[pos]
+}
+
+// The CRCs of FLAC frames: CRC-8 (polynomial 0x07) of a header, CRC-16
+// (0x8005) of a whole frame.
+var (
+	flacCRC8Table = func() (t [256]byte) {
+		for i := range t {
+			c := byte(i)
+			for range 8 {
+				if c&0x80 != 0 {
+					c = c<<1 ^ 0x07
+				} else {
+					c <<= 1
+				}
+			}
+			t[i] = c
+		}
+		return t
+	}()
+	flacCRC16Table = func() (t [256]uint16) {
+		for i := range t {
+			c := uint16(i) << 8
+			for range 8 {
+				if c&0x8000 != 0 {
+					c = c<<1 ^ 0x8005
+				} else {
+					c <<= 1
+				}
+			}
+			t[i] = c
+		}
+		return t
+	}()
+)
 
 // ---- MP3 ----
 
@@ -276,33 +557,49 @@ func parseMP3Header(b []byte) (mp3Header, bool) {
 	return h, true
 }
 
-// mp3Duration reads the frame count of a Xing/Info or VBRI header when the
-// first frame carries one, and otherwise walks every frame and adds up
-// their samples (at most 8 MB, so this stays cheap).
-func mp3Duration(b []byte) (float64, error) {
+// mp3Read walks every frame and adds up their samples (at most 8 MB, so
+// this stays cheap): a frame that does not parse is skipped to the next
+// one that does and is followed by another, as a decoder resyncs. A
+// Xing/Info or VBRI header in the first frame is only the file's claim,
+// and that frame holds no audio.
+func mp3Read(b []byte) (reading, error) {
 	b = skipID3v2(b)
 	first, ok := parseMP3Header(b)
 	if !ok {
-		return 0, unreadable(FormatMP3, "no frame header")
+		return reading{}, unreadable(FormatMP3, "no frame header")
 	}
+	var r reading
+	pos := 0
 	if frames := xingFrames(b, first); frames > 0 {
-		return float64(frames) * float64(first.samples) / float64(first.sampleRate), nil
+		r.claim = float64(frames) * float64(first.samples) / float64(first.sampleRate)
+		pos = first.size
 	}
-	var total float64
-	pos, frames := 0, 0
-	for pos < len(b) {
+	frames, synced := 0, true
+	for pos+4 <= len(b) {
 		h, ok := parseMP3Header(b[pos:])
-		if !ok {
-			break // trailing tags (ID3v1, APE) or garbage end the audio
+		if ok && !synced {
+			// Out of sync, a header counts only when another follows it
+			// (or the file ends with its frame).
+			end := pos + h.size
+			if end < len(b) {
+				_, ok = parseMP3Header(b[end:])
+			}
 		}
-		total += float64(h.samples) / float64(h.sampleRate)
+		if !ok {
+			synced = false
+			pos++
+			continue
+		}
+		synced = true
+		r.length += float64(h.samples) / float64(h.sampleRate)
 		frames++
 		pos += h.size
 	}
-	if frames == 0 {
-		return 0, unreadable(FormatMP3, "no frames")
+	if frames == 0 && r.claim == 0 {
+		return reading{}, unreadable(FormatMP3, "no frames")
 	}
-	return total, nil
+	r.least, r.most = bounds(len(b), MP3HighestRate, MP3LowestRate)
+	return r, nil
 }
 
 // xingFrames returns the frame count of the first frame's Xing/Info or
@@ -354,12 +651,120 @@ func oggCodec(b []byte) (codec string, serial uint32, err error) {
 	return "", 0, ErrNotAudio
 }
 
-// oggDuration reads the granule position of the stream's last page: Ogg
+// oggRead reads an Ogg file's length from its last granule position (a
+// claim like any header), bounded by its bytes at the lossy bitrates.
+func oggRead(b []byte) (reading, error) {
+	d, err := oggGranuleLength(b)
+	if err != nil {
+		return reading{}, err
+	}
+	r := reading{length: d, claim: d}
+	r.least, r.most = bounds(len(b), LossyHighestRate, LossyLowestRate)
+	if codec, serial, _ := oggCodec(b); codec == "opus" {
+		r.length = walked(d, oggOpusWalk(b, serial))
+	}
+	return r, nil
+}
+
+// WalkTolerance is how far, in seconds, the length of the frames walked
+// may exceed the length a header claims before the walk is taken instead:
+// in an honest file the two differ by the codec's priming and padding.
+const WalkTolerance = 0.5
+
+// walked is the length of a file whose header claims claim seconds and
+// whose frames add up to walk seconds.
+func walked(claim, walk float64) float64 {
+	if walk > claim+WalkTolerance {
+		return walk
+	}
+	return claim
+}
+
+// opusSamples is the number of 48 kHz samples an Opus packet decodes to,
+// read from its TOC byte (and frame count byte); 0 for an empty or
+// malformed packet.
+func opusSamples(p []byte) int {
+	if len(p) == 0 {
+		return 0
+	}
+	config := p[0] >> 3
+	var frame int
+	switch {
+	case config < 12: // SILK: 10, 20, 40, 60 ms
+		frame = [4]int{480, 960, 1920, 2880}[config%4]
+	case config < 16: // hybrid: 10, 20 ms
+		frame = [2]int{480, 960}[config%2]
+	default: // CELT: 2.5, 5, 10, 20 ms
+		frame = [4]int{120, 240, 480, 960}[config%4]
+	}
+	n := 1
+	switch p[0] & 3 {
+	case 1, 2:
+		n = 2
+	case 3:
+		if len(p) < 2 {
+			return 0
+		}
+		n = int(p[1] & 0x3F)
+	}
+	if n*frame > opusMaxPacketSamples {
+		return 0
+	}
+	return n * frame
+}
+
+// opusMaxPacketSamples is 120 ms at 48 kHz, the most one packet holds.
+const opusMaxPacketSamples = 5760
+
+// oggOpusWalk adds up the samples of the Opus packets in the stream's
+// pages (each checksum verified; bytes between pages and pages of other
+// streams skipped), past the two header packets and less the pre-skip,
+// in seconds.
+func oggOpusWalk(b []byte, serial uint32) float64 {
+	var total int64
+	packets, open := 0, false
+	var head []byte // the first two bytes of the packet being read
+	for pos := 0; pos < len(b); {
+		i := bytes.Index(b[pos:], []byte("OggS"))
+		if i < 0 {
+			break
+		}
+		pos += i
+		_, size, ok := oggPage(b[pos:], serial)
+		if !ok {
+			pos++
+			continue
+		}
+		page := b[pos : pos+size]
+		segs := int(page[26])
+		data := page[27+segs:]
+		for _, l := range page[27 : 27+segs] {
+			seg := data[:l]
+			data = data[l:]
+			if !open {
+				head = head[:0]
+				packets++
+			}
+			head = append(head, seg[:min(2-len(head), len(seg))]...)
+			if open = l == 255; !open && packets > 2 {
+				total += int64(opusSamples(head))
+			}
+		}
+		pos += size
+	}
+	preSkip := int64(0)
+	if p := b[27+int(b[26]):]; len(p) >= 12 {
+		preSkip = int64(binary.LittleEndian.Uint16(p[10:12]))
+	}
+	return float64(max(total-preSkip, 0)) / 48000
+}
+
+// oggGranuleLength reads the granule position of the stream's last page: Ogg
 // stores no total length, but the last granule position is the number of
 // samples decoded at the end of the stream (for Opus at 48 kHz, less the
 // pre-skip). The last page is found from the end and its checksum
 // verified, so bytes that merely look like a page header are not taken.
-func oggDuration(b []byte) (float64, error) {
+func oggGranuleLength(b []byte) (float64, error) {
 	codec, serial, err := oggCodec(b)
 	if err != nil {
 		return 0, err
@@ -384,7 +789,7 @@ func oggDuration(b []byte) (float64, error) {
 			break
 		}
 		end = i
-		granule, ok := oggPage(b[i:], serial)
+		granule, _, ok := oggPage(b[i:], serial)
 		if !ok || granule == math.MaxUint64 {
 			continue
 		}
@@ -397,28 +802,28 @@ func oggDuration(b []byte) (float64, error) {
 }
 
 // oggPage checks the page at the start of b (whole, of the serial, with a
-// correct checksum) and returns its granule position.
-func oggPage(b []byte, serial uint32) (uint64, bool) {
+// correct checksum) and returns its granule position and size.
+func oggPage(b []byte, serial uint32) (granule uint64, size int, ok bool) {
 	if len(b) < 27 || b[4] != 0 || binary.LittleEndian.Uint32(b[14:18]) != serial {
-		return 0, false
+		return 0, 0, false
 	}
 	segs := int(b[26])
 	if len(b) < 27+segs {
-		return 0, false
+		return 0, 0, false
 	}
-	size := 27 + segs
+	size = 27 + segs
 	for _, l := range b[27 : 27+segs] {
 		size += int(l)
 	}
 	if size > len(b) {
-		return 0, false
+		return 0, 0, false
 	}
 	page := b[:size]
 	want := binary.LittleEndian.Uint32(page[22:26])
 	if oggCRC(page) != want {
-		return 0, false
+		return 0, 0, false
 	}
-	return binary.LittleEndian.Uint64(page[6:14]), true
+	return binary.LittleEndian.Uint64(page[6:14]), size, true
 }
 
 var oggCRCTable = func() (t [256]uint32) {

@@ -16,6 +16,13 @@ const (
 	mkvTimecodeScale  = 0x2AD7B1
 	mkvDuration       = 0x4489
 	mkvCluster        = 0x1F43B675
+	mkvTracks         = 0x1654AE6B
+	mkvTrackEntry     = 0xAE
+	mkvTrackNumber    = 0xD7
+	mkvTrackType      = 0x83
+	mkvTrackAudio     = 2
+	mkvCodecID        = 0x86
+	mkvLacing         = 0x06 // the lacing bits of a block's flags
 	mkvTimecode       = 0xE7
 	mkvSimpleBlock    = 0xA3
 	mkvBlockGroup     = 0xA0
@@ -138,22 +145,25 @@ func ebmlDocType(b []byte) string {
 	return ""
 }
 
-// webmDuration reads the Segment's Info Duration; a file written live (a
-// browser's MediaRecorder) has none, and then the length is read from the
-// block timestamps: the end of the last block, its BlockDuration when
-// written, else the gap between the track's last two blocks.
-func webmDuration(b []byte) (float64, error) {
+// webmRead reads the Segment's Info Duration, never below the start of
+// the last block; a file written live (a browser's MediaRecorder) has
+// none, and then the length is read from the block timestamps: the end of
+// the last block, its BlockDuration when written, else the gap between
+// the track's last two blocks. Both are claims, and the bytes of the
+// audio tracks' blocks bound them at the lossy bitrates.
+func webmRead(b []byte) (reading, error) {
 	hdr, ok := ebmlNext(b)
 	if !ok {
-		return 0, unreadable(FormatWebM, "its header is cut short")
+		return reading{}, unreadable(FormatWebM, "its header is cut short")
 	}
 	seg, ok := ebmlNext(b[hdr.next:])
 	if !ok || seg.id != mkvSegment {
-		return 0, unreadable(FormatWebM, "it has no segment")
+		return reading{}, unreadable(FormatWebM, "it has no segment")
 	}
 	scale := uint64(mkvDefaultScaleNS)
 	var stored float64
-	t := &blockTimes{last: map[uint64]int64{}, gap: map[uint64]int64{}}
+	t := &blockTimes{last: map[uint64]int64{}, gap: map[uint64]int64{}, bytes: map[uint64]int{}, opus: map[uint64]int64{}}
+	audio := map[uint64]string{}
 	for d := seg.data; len(d) > 0; {
 		e, ok := ebmlNext(d)
 		if !ok {
@@ -181,6 +191,8 @@ func webmDuration(b []byte) (float64, error) {
 				}
 				i = i[c.next:]
 			}
+		case mkvTracks:
+			mkvAudioTracks(e.data, audio)
 		case mkvCluster:
 			rest := t.cluster(e.data, e.unknown)
 			if e.unknown {
@@ -191,21 +203,83 @@ func webmDuration(b []byte) (float64, error) {
 		}
 		d = d[e.next:]
 	}
-	if stored > 0 && !math.IsInf(stored, 0) {
-		return stored * float64(scale) / 1e9, nil
+	if !(stored > 0 && !math.IsInf(stored, 0)) {
+		stored = 0
 	}
-	if !t.any {
-		return 0, unreadable(FormatWebM, "it has neither a stored duration nor timed blocks")
+	if stored == 0 && !t.any {
+		return reading{}, unreadable(FormatWebM, "it has neither a stored duration nor timed blocks")
 	}
-	return float64(t.end) * float64(scale) / 1e9, nil
+	// A stored Duration is taken as it is, but never below the start of
+	// the last block (its end is an estimate).
+	d := float64(t.end)
+	if stored > 0 {
+		d = max(stored, float64(t.start))
+	}
+	d = d * float64(scale) / 1e9
+	n := 0
+	for tr, c := range t.bytes {
+		if _, ok := audio[tr]; ok || len(audio) == 0 {
+			n += c
+		}
+	}
+	least, most := bounds(n, LossyHighestRate, LossyLowestRate)
+	// An Opus track's packets are counted (a Duration and block
+	// timestamps are claims).
+	var walk float64
+	for tr, codec := range audio {
+		if codec == "A_OPUS" {
+			walk = max(walk, float64(t.opus[tr])/48000)
+		}
+	}
+	return reading{length: walked(d, walk), claim: d, least: least, most: most}, nil
+}
+
+// mkvAudioTracks notes the numbers of the audio tracks of a Tracks
+// element, with their codec ids.
+func mkvAudioTracks(d []byte, audio map[uint64]string) {
+	for len(d) > 0 {
+		e, ok := ebmlNext(d)
+		if !ok {
+			return
+		}
+		if e.id == mkvTrackEntry {
+			var number, typ uint64
+			var codec string
+			for c := e.data; len(c) > 0; {
+				f, ok := ebmlNext(c)
+				if !ok {
+					break
+				}
+				switch f.id {
+				case mkvTrackNumber:
+					number = ebmlUint(f.data)
+				case mkvTrackType:
+					typ = ebmlUint(f.data)
+				case mkvCodecID:
+					codec = string(f.data)
+				}
+				c = c[f.next:]
+			}
+			if typ == mkvTrackAudio {
+				audio[number] = codec
+			}
+		}
+		d = d[e.next:]
+	}
 }
 
 // blockTimes follows the blocks of the clusters read so far.
 type blockTimes struct {
-	any  bool
-	end  int64            // the latest block end, in timecode ticks
-	last map[uint64]int64 // each track's last block time
-	gap  map[uint64]int64 // each track's last gap between two blocks
+	any   bool
+	end   int64            // the latest block end, in timecode ticks
+	start int64            // the latest block start
+	last  map[uint64]int64 // each track's last block time
+	gap   map[uint64]int64 // each track's last gap between two blocks
+	// bytes are each track's block bytes.
+	bytes map[uint64]int
+	// opus are each track's samples at 48 kHz if its blocks are Opus
+	// packets (blocks without lacing).
+	opus map[uint64]int64
 }
 
 // cluster reads one cluster's blocks; for a cluster of unknown size it
@@ -259,6 +333,10 @@ func (t *blockTimes) block(base int64, b []byte, dur int64) {
 	}
 	ts := base + int64(int16(binary.BigEndian.Uint16(b[n:n+2])))
 	tr := uint64(track)
+	t.bytes[tr] += len(b)
+	if len(b) > n+3 && b[n+2]&mkvLacing == 0 {
+		t.opus[tr] += int64(opusSamples(b[n+3:]))
+	}
 	if prev, seen := t.last[tr]; seen && ts > prev {
 		t.gap[tr] = ts - prev
 	}
@@ -268,6 +346,7 @@ func (t *blockTimes) block(base int64, b []byte, dur int64) {
 	}
 	t.any = true
 	t.end = max(t.end, ts+dur)
+	t.start = max(t.start, ts)
 }
 
 // ---- MP4 / M4A (ISO base media) ----
@@ -327,14 +406,54 @@ type mp4Track struct {
 	duration         uint64
 	defaultDuration  uint32 // trex default_sample_duration
 	fragmentDuration uint64 // sum of its fragments' sample durations
+	defaultSize      uint32 // trex default_sample_size
+	bytes            uint64 // its samples' bytes (stsz, and trun in fragments)
+	lossless         bool   // its codec is not a lossy one (ALAC, PCM)
+	codec            string // its sample entry's type (mp4a: AAC)
+	rate             uint32 // its sample entry's sample rate
+	samples          uint64 // its samples (frames of the codec), stsz and trun
 }
 
-// mp4Duration reads the sound track's presented length (tkhd), else its
-// media header (mdhd) duration; a
-// fragmented file (duration 0) is read from the movie extends header
-// (mehd), else from the sample durations of its fragments (tfhd, trun).
-// A file without a sound track (an image, a silent video) is not audio.
-func mp4Duration(b []byte) (float64, error) {
+// aacFrameSamples is what one AAC frame decodes to (its core rate).
+const aacFrameSamples = 1024
+
+// mp4Lossy are the sample entries of lossy codecs; a sound track of any
+// other is bounded at the lossless rate.
+var mp4Lossy = map[string]bool{"mp4a": true, "Opus": true, "ac-3": true, "ec-3": true, ".mp3": true}
+
+// mp4Read reads the sound track's presented length (tkhd), else its
+// media header (mdhd) duration; a fragmented file (duration 0) is read
+// from the movie extends header (mehd), else from the sample durations of
+// its fragments (tfhd, trun). All are claims: an AAC track's length is at
+// least its sample count times the 1,024 samples of an AAC frame, and
+// every track's at least the bytes of its samples (the whole file when
+// they are not written) at the highest plausible bitrate. A file without a
+// sound track (an image, a silent video) is not audio.
+func mp4Read(b []byte) (reading, error) {
+	sound, d, err := mp4Sound(b)
+	if err != nil {
+		return reading{}, err
+	}
+	n := int(min(sound.bytes, uint64(len(b))))
+	if n == 0 {
+		n = len(b)
+	}
+	highest := float64(LossyHighestRate)
+	if sound.lossless {
+		highest = LosslessHighestRate
+	}
+	least, most := bounds(n, highest, LossyLowestRate)
+	length := d
+	if sound.codec == "mp4a" && sound.rate > 0 {
+		// Each AAC sample decodes to 1,024 samples at the entry's rate
+		// (more with SBR): a floor the time tables cannot shrink.
+		length = walked(d, float64(sound.samples)*aacFrameSamples/float64(sound.rate))
+	}
+	return reading{length: length, claim: d, least: least, most: most}, nil
+}
+
+// mp4Sound finds the sound track and its length.
+func mp4Sound(b []byte) (*mp4Track, float64, error) {
 	var (
 		tracks           []*mp4Track
 		movieScale       uint32
@@ -349,7 +468,7 @@ func mp4Duration(b []byte) (float64, error) {
 		}
 		return nil
 	}
-	var trex []struct{ id, dur uint32 }
+	var trex []struct{ id, dur, size uint32 }
 	var moofs [][]byte
 	mp4Children(b, func(top mp4Box) {
 		switch top.typ {
@@ -371,7 +490,11 @@ func mp4Duration(b []byte) (float64, error) {
 								fragmentDuration = uint64(binary.BigEndian.Uint32(x.data[4:8]))
 							}
 						case x.typ == "trex" && len(x.data) >= 16:
-							trex = append(trex, struct{ id, dur uint32 }{binary.BigEndian.Uint32(x.data[4:8]), binary.BigEndian.Uint32(x.data[12:16])})
+							e := struct{ id, dur, size uint32 }{id: binary.BigEndian.Uint32(x.data[4:8]), dur: binary.BigEndian.Uint32(x.data[12:16])}
+							if len(x.data) >= 20 {
+								e.size = binary.BigEndian.Uint32(x.data[16:20])
+							}
+							trex = append(trex, e)
 						}
 					})
 				}
@@ -381,7 +504,7 @@ func mp4Duration(b []byte) (float64, error) {
 		}
 	})
 	if !haveMoov {
-		return 0, ErrNotAudio
+		return nil, 0, ErrNotAudio
 	}
 	var sound *mp4Track
 	for _, t := range tracks {
@@ -391,25 +514,14 @@ func mp4Duration(b []byte) (float64, error) {
 		}
 	}
 	if sound == nil {
-		return 0, ErrNotAudio
+		return nil, 0, ErrNotAudio
 	}
 	if sound.timescale == 0 {
-		return 0, unreadable(FormatMP4, "its sound track has no time scale")
-	}
-	if known(sound.presentation) && movieScale > 0 {
-		// The track's length as presented (its edit list applied: an AAC
-		// encoder's priming samples are not heard).
-		return float64(sound.presentation) / float64(movieScale), nil
-	}
-	if known(sound.duration) {
-		return float64(sound.duration) / float64(sound.timescale), nil
-	}
-	if fragmentDuration > 0 && movieScale > 0 {
-		return float64(fragmentDuration) / float64(movieScale), nil
+		return nil, 0, unreadable(FormatMP4, "its sound track has no time scale")
 	}
 	for _, x := range trex {
 		if t := byID(x.id); t != nil {
-			t.defaultDuration = x.dur
+			t.defaultDuration, t.defaultSize = x.dur, x.size
 		}
 	}
 	for _, moof := range moofs {
@@ -419,10 +531,19 @@ func mp4Duration(b []byte) (float64, error) {
 			}
 		})
 	}
-	if sound.fragmentDuration == 0 {
-		return 0, unreadable(FormatMP4, "its sound track has no duration")
+	switch {
+	case known(sound.presentation) && movieScale > 0:
+		// The track's length as presented (its edit list applied: an AAC
+		// encoder's priming samples are not heard).
+		return sound, float64(sound.presentation) / float64(movieScale), nil
+	case known(sound.duration):
+		return sound, float64(sound.duration) / float64(sound.timescale), nil
+	case fragmentDuration > 0 && movieScale > 0:
+		return sound, float64(fragmentDuration) / float64(movieScale), nil
+	case sound.fragmentDuration > 0:
+		return sound, float64(sound.fragmentDuration) / float64(sound.timescale), nil
 	}
-	return float64(sound.fragmentDuration) / float64(sound.timescale), nil
+	return nil, 0, unreadable(FormatMP4, "its sound track has no duration")
 }
 
 // known reports a duration that is written (not 0, not all ones).
@@ -439,7 +560,8 @@ func mp4TimescaleDuration(b []byte) (uint32, uint64) {
 	return 0, 0
 }
 
-// mp4ReadTrak reads a track's id (tkhd), handler (hdlr) and media header.
+// mp4ReadTrak reads a track's id (tkhd), handler (hdlr), media header
+// (mdhd), codec (stsd) and sample sizes (stsz).
 func mp4ReadTrak(b []byte) *mp4Track {
 	t := &mp4Track{}
 	mp4Children(b, func(c mp4Box) {
@@ -459,6 +581,12 @@ func mp4ReadTrak(b []byte) *mp4Track {
 					t.sound = len(m.data) >= 12 && string(m.data[8:12]) == "soun"
 				case "mdhd":
 					t.timescale, t.duration = mp4TimescaleDuration(m.data)
+				case "minf":
+					mp4Children(m.data, func(n mp4Box) {
+						if n.typ == "stbl" {
+							mp4Children(n.data, t.sampleTable)
+						}
+					})
 				}
 			})
 		}
@@ -466,10 +594,44 @@ func mp4ReadTrak(b []byte) *mp4Track {
 	return t
 }
 
-// mp4ReadTraf adds a track fragment's sample durations to its track.
+// sampleTable reads a sample table's codec (stsd) and sample sizes (stsz).
+func (t *mp4Track) sampleTable(c mp4Box) {
+	switch c.typ {
+	case "stsd":
+		if len(c.data) >= 16 {
+			t.codec = string(c.data[12:16])
+			t.lossless = !mp4Lossy[t.codec]
+		}
+		if len(c.data) >= 44 {
+			t.rate = binary.BigEndian.Uint32(c.data[40:44]) >> 16
+		}
+	case "stsz":
+		if len(c.data) < 12 {
+			return
+		}
+		size := uint64(binary.BigEndian.Uint32(c.data[4:8]))
+		count := uint64(binary.BigEndian.Uint32(c.data[8:12]))
+		t.samples += count
+		if size != 0 {
+			t.addBytes(size * count) // both below 2^32: no overflow
+			return
+		}
+		for off := uint64(12); count > 0 && off+4 <= uint64(len(c.data)); off, count = off+4, count-1 {
+			t.addBytes(uint64(binary.BigEndian.Uint32(c.data[off : off+4])))
+		}
+	}
+}
+
+// addBytes adds n to the track's sample bytes, held below 2^62.
+func (t *mp4Track) addBytes(n uint64) {
+	t.bytes = min(t.bytes+min(n, math.MaxInt32), math.MaxInt64>>1)
+}
+
+// mp4ReadTraf adds a track fragment's sample durations and sizes to its
+// track.
 func mp4ReadTraf(b []byte, byID func(uint32) *mp4Track) {
 	var t *mp4Track
-	var def uint32
+	var def, defSize uint32
 	mp4Children(b, func(c mp4Box) {
 		switch c.typ {
 		case "tfhd":
@@ -480,7 +642,7 @@ func mp4ReadTraf(b []byte, byID func(uint32) *mp4Track) {
 			if t = byID(binary.BigEndian.Uint32(c.data[4:8])); t == nil {
 				return
 			}
-			def = t.defaultDuration
+			def, defSize = t.defaultDuration, t.defaultSize
 			off := 8
 			if flags&0x01 != 0 {
 				off += 8
@@ -490,6 +652,10 @@ func mp4ReadTraf(b []byte, byID func(uint32) *mp4Track) {
 			}
 			if flags&0x08 != 0 && len(c.data) >= off+4 {
 				def = binary.BigEndian.Uint32(c.data[off : off+4])
+				off += 4
+			}
+			if flags&0x10 != 0 && len(c.data) >= off+4 {
+				defSize = binary.BigEndian.Uint32(c.data[off : off+4])
 			}
 		case "trun":
 			if t == nil || len(c.data) < 8 {
@@ -497,6 +663,7 @@ func mp4ReadTraf(b []byte, byID func(uint32) *mp4Track) {
 			}
 			flags := binary.BigEndian.Uint32(c.data[0:4]) & 0xFFFFFF
 			count := uint64(binary.BigEndian.Uint32(c.data[4:8]))
+			t.samples = min(t.samples+count, math.MaxUint32*uint64(math.MaxUint16))
 			off := 8
 			if flags&0x01 != 0 {
 				off += 4
@@ -506,16 +673,28 @@ func mp4ReadTraf(b []byte, byID func(uint32) *mp4Track) {
 			}
 			if flags&0x100 == 0 {
 				t.fragmentDuration += count * uint64(def)
+			}
+			if flags&0x200 == 0 {
+				t.addBytes(count * uint64(defSize))
+			}
+			if flags&0x300 == 0 {
 				return
 			}
-			per := 4
-			for _, f := range []uint32{0x200, 0x400, 0x800} {
+			per := 0
+			for _, f := range []uint32{0x100, 0x200, 0x400, 0x800} {
 				if flags&f != 0 {
 					per += 4
 				}
 			}
-			for i := uint64(0); i < count && off+4 <= len(c.data); i++ {
-				t.fragmentDuration += uint64(binary.BigEndian.Uint32(c.data[off : off+4]))
+			for i := uint64(0); i < count && off+per <= len(c.data); i++ {
+				p := off
+				if flags&0x100 != 0 {
+					t.fragmentDuration += uint64(binary.BigEndian.Uint32(c.data[p : p+4]))
+					p += 4
+				}
+				if flags&0x200 != 0 {
+					t.addBytes(uint64(binary.BigEndian.Uint32(c.data[p : p+4])))
+				}
 				off += per
 			}
 		}

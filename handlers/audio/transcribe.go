@@ -119,6 +119,8 @@ func (h *Handler) Transcribe(c *pipeline.Call) error {
 	if ab == nil || cat.Providers[ab.Provider] == nil {
 		return capabilityUnavailable(false, "transcription is not configured on this gateway")
 	}
+	// The reservation, the money check and the hourly audio budget all
+	// go by the file's own length, which no header can shrink.
 	billed := pricing.BilledSeconds(t.info.Duration)
 	cost, ok := c.AbilityCost(t.alias, billed)
 	if !ok {
@@ -151,6 +153,12 @@ func (h *Handler) Transcribe(c *pipeline.Call) error {
 	if err != nil {
 		return err
 	}
+	// The settlement bills what the provider heard when it says so, never
+	// less than the file's own length.
+	if heard, ok := reportedSeconds(raw); ok && heard > t.info.Duration {
+		billed = pricing.BilledSeconds(heard)
+		cost, _ = c.AbilityCost(t.alias, billed)
+	}
 	if _, err := c.Settle(billed, pricing.UnitAudioSecond, model, cost); err != nil {
 		return err
 	}
@@ -165,6 +173,26 @@ func (h *Handler) Transcribe(c *pipeline.Call) error {
 	c.W.WriteHeader(http.StatusOK)
 	_, _ = c.W.Write(out)
 	return nil
+}
+
+// reportedSeconds is the audio length the provider reports in its
+// answer: verbose_json's duration and a usage of type duration (the usage
+// of whisper-style models, on json too), the longer of the two. Models
+// that report only tokens give none. A value that is not a number from 0
+// to MaxDuration is not taken.
+func reportedSeconds(raw []byte) (float64, bool) {
+	var heard float64
+	ok := false
+	take := func(v gjson.Result) {
+		if v.Type == gjson.Number && !math.IsNaN(v.Num) && v.Num >= 0 && v.Num <= MaxDuration {
+			heard, ok = max(heard, v.Num), true
+		}
+	}
+	take(gjson.GetBytes(raw, "duration"))
+	if gjson.GetBytes(raw, "usage.type").Str == "duration" {
+		take(gjson.GetBytes(raw, "usage.seconds"))
+	}
+	return heard, ok
 }
 
 // HeaderBilledSeconds is transcription's receipt of the seconds billed.

@@ -2,8 +2,10 @@ package fake
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -95,6 +97,13 @@ func (u *Upstream) transcription(w http.ResponseWriter, r *http.Request, body []
 		writeJSON(w, s.Status, openAIErrorBody{Error: openAIScriptError(s, s.Status, model)})
 		return
 	}
+	if s.AudioSeconds == 0 {
+		if f, err := files[0].Open(); err == nil {
+			audio, _ := io.ReadAll(f)
+			f.Close()
+			s.AudioSeconds = heardSeconds(audio)
+		}
+	}
 	switch format {
 	case "text":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -133,6 +142,33 @@ func (u *Upstream) transcription(w http.ResponseWriter, r *http.Request, body []
 		}
 		writeJSON(w, http.StatusOK, o("text", s.Text, "usage", usage))
 	}
+}
+
+// heardSeconds is the length a decoder plays of an uploaded PCM WAV: the
+// bytes of its data chunks over sample rate × channels × sample bytes,
+// its byte rate field ignored as decoders ignore it. Other formats give 0
+// (the script's AudioSeconds is reported for them).
+func heardSeconds(b []byte) float64 {
+	if len(b) < 12 || string(b[0:4]) != "RIFF" || string(b[8:12]) != "WAVE" {
+		return 0
+	}
+	var frame, rate, data int
+	for pos := 12; pos+8 <= len(b); {
+		id, size := string(b[pos:pos+4]), int(binary.LittleEndian.Uint32(b[pos+4:pos+8]))
+		body := b[pos+8:]
+		switch {
+		case id == "fmt " && len(body) >= 16:
+			channels, bits := int(binary.LittleEndian.Uint16(body[2:4])), int(binary.LittleEndian.Uint16(body[14:16]))
+			rate, frame = int(binary.LittleEndian.Uint32(body[4:8])), channels*((bits+7)/8)
+		case id == "data":
+			data += min(size, len(body))
+		}
+		pos += 8 + size + size&1
+	}
+	if rate == 0 || frame == 0 {
+		return 0
+	}
+	return float64(data) / float64(rate*frame)
 }
 
 // speechFormats are the real API's response formats.

@@ -182,8 +182,8 @@ type Script struct {
 	// (with a Gate: the headers, then nothing until the Gate opens).
 	Audio      []byte
 	EmptyAudio bool
-	// AudioSeconds is the duration a verbose_json transcription reports
-	// (Text is the transcript).
+	// AudioSeconds is the duration a transcription reports (Text is the
+	// transcript); 0: the length heard in an uploaded WAV.
 	AudioSeconds float64
 }
 
