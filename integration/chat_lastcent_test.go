@@ -195,3 +195,77 @@ func (g *gateway) expectJournalOK(t testing.TB) {
 		t.Errorf("journal check: %s", r.Body)
 	}
 }
+
+// TestTightenedCallsKeepTheirShape: on the tightening path a request
+// keeps the limit fields it had: a chat client's own max_tokens is sent as
+// it is (never joined by a max_completion_tokens, which providers refuse
+// beside it) and announces nothing; a responses client with no limit gets
+// its lowered limit as max_output_tokens.
+func TestTightenedCallsKeepTheirShape(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	use := tokenUsage{Input: 30, Output: 90}
+	call := listCost(t, "gpt-4.1-mini", use, false)
+	key := e.account(t, "shape-legacy", map[string]any{"balance_usd": (3 * call).String()})
+	e.OA.Push(fake.Script{Text: "A cod.", Usage: fakeUsage(false, use), CapOutput: true})
+	r := e.do(t, http.MethodPost, "/v1/chat/completions",
+		`{"model":"gw-pinned-gpt-4.1-mini","max_tokens":100,"messages":[{"role":"user","content":"Name one fish."}]}`, bearer(key)...)
+	if r.Status != http.StatusOK || r.Header.Get("X-Gw-Output-Limit") != "" {
+		t.Fatalf("a client's max_tokens: %d %v %s, want 200 without X-Gw-Output-Limit", r.Status, r.Header, r.Body)
+	}
+	sent := e.OA.Requests()[0].JSON()
+	if _, both := sent["max_completion_tokens"]; both || sent["max_tokens"] != float64(100) {
+		t.Errorf("sent max_tokens %v max_completion_tokens %v, want the client's max_tokens alone", sent["max_tokens"], sent["max_completion_tokens"])
+	}
+
+	e.reset()
+	key = e.account(t, "shape-responses", map[string]any{"balance_usd": (3 * call).String()})
+	e.OA.Push(fake.Script{Text: "A cod.", Usage: fakeUsage(false, use), CapOutput: true})
+	r = e.do(t, http.MethodPost, "/v1/responses", `{"model":"gw-pinned-gpt-4.1-mini","input":"Name one fish."}`, bearer(key)...)
+	limit, err := strconv.Atoi(r.Header.Get("X-Gw-Output-Limit"))
+	if r.Status != http.StatusOK || err != nil || limit < minOutputTokens {
+		t.Fatalf("responses: %d %v %s, want 200 with a lowered limit", r.Status, r.Header, r.Body)
+	}
+	if got := e.OA.Requests()[0].JSON()["max_output_tokens"]; got != float64(limit) {
+		t.Errorf("responses: sent max_output_tokens %v, want %d", got, limit)
+	}
+}
+
+// TestTightenedPromptCountsEverything: the prompt count of a tightened
+// reservation bounds what the provider bills, tool calls and tool results
+// included: a call whose prompt is mostly a large tool result is refused
+// when the balance cannot cover that prompt, instead of being reserved at
+// its text and drawing the balance below zero.
+func TestTightenedPromptCountsEverything(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	result := strings.Repeat("row 17, value 42; ", 4000) // about 28,000 tokens
+	body := `{"model":"gw-pinned-gpt-4.1-mini","input":[{"role":"user","content":"Sum it."},` +
+		`{"type":"function_call","call_id":"c1","name":"rows","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"c1","output":"` + result + `"}]}`
+	resultTokens := o200k(t, result)
+	// Enough for the text of the prompt and a short answer, not for the
+	// tool result.
+	balance := listCost(t, "gpt-4.1-mini", tokenUsage{Input: resultTokens / 2, Output: 200}, false)
+	const account = "tool-result"
+	key := e.account(t, account, map[string]any{"balance_usd": balance.String()})
+	e.OA.Push(fake.Script{Text: "Lots.", Usage: fake.Usage{Input: int(resultTokens) + 20, Output: 3}, CapOutput: true})
+	r := e.do(t, http.MethodPost, "/v1/responses", body, bearer(key)...)
+	if r.Status != http.StatusPaymentRequired {
+		t.Fatalf("status %d %s, want 402: the tool result does not fit", r.Status, r.Body)
+	}
+	if _, left := e.accountMoney(t, account); left != balance.String() {
+		t.Errorf("balance %s, want %s", left, balance)
+	}
+	// With the money for it, the same call is served, and the balance
+	// stays at or above zero.
+	e.adminJSON(t, http.MethodPatch, "/gw/accounts/"+account, map[string]any{"add_balance_usd": balance.String()}, http.StatusOK)
+	r = e.do(t, http.MethodPost, "/v1/responses", body, bearer(key)...)
+	if r.Status != http.StatusOK {
+		t.Fatalf("with twice the balance: %d %s", r.Status, r.Body)
+	}
+	if _, left := e.accountMoney(t, account); mustUSD(t, left) < 0 {
+		t.Errorf("balance %s went below zero", left)
+	}
+	e.expectJournalOK(t)
+}

@@ -220,6 +220,8 @@ func TestFetchedDocumentsRefused(t *testing.T) {
 			`{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-abc"}}]}]}`, "messages", "messages[0].content[0]"},
 		{"responses file url", "/v1/responses",
 			`{"model":"gw-pinned-gpt-4.1-mini","input":[{"role":"user","content":[{"type":"input_text","text":"read"},{"type":"input_file","file_url":"https://example.com/a.pdf"}]}]}`, "input", "input[0].content[1]"},
+		{"responses tool output file", "/v1/responses",
+			`{"model":"gw-pinned-gpt-4.1-mini","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_file","file_url":"https://example.com/a.pdf"}]}]}`, "input", "input[0].output[0]"},
 		{"responses file id", "/v1/responses",
 			`{"model":"gw-pinned-gpt-4.1-mini","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-abc"}]}]}`, "input", "input[0].content[0]"},
 	} {

@@ -81,7 +81,11 @@ func eachPart(f Format, list gjson.Result, fn func(kind partKind, name, text str
 				fn(partRefusal, "", refusal.Str)
 			}
 			calls.ForEach(func(_, tc gjson.Result) bool {
-				fn(partToolCall, tc.Get("function.name").String(), tc.Get("function.arguments").String())
+				if c := tc.Get("custom"); c.Exists() {
+					fn(partToolCall, c.Get("name").String(), c.Get("input").String())
+				} else {
+					fn(partToolCall, tc.Get("function.name").String(), tc.Get("function.arguments").String())
+				}
 				return true
 			})
 		}

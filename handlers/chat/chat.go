@@ -163,6 +163,7 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 		}
 		h.Router.Health.Fail(m.ID)
 	}
+	c.W.Header().Del(HeaderOutputLimit) // no attempt answered
 	return last
 }
 
@@ -303,9 +304,15 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 // prompt counted from the client's body, the output by output. A count
 // used in place of the provider's is logged.
 func (cl *call) billable(m *catalog.Model, reported translate.Usage, output func() int64) translate.Usage {
-	u, counted := billable(reported, func() int64 { return int64(promptTokens(cl.format, cl.body)) }, output)
+	return cl.billableAs(cl.RequestID, m, reported, func() int64 { return int64(promptTokens(cl.format, cl.body)) }, output)
+}
+
+// billableAs is billable for the answer billed under ledger id, with its
+// own prompt count.
+func (cl *call) billableAs(id string, m *catalog.Model, reported translate.Usage, prompt, output func() int64) translate.Usage {
+	u, counted := billable(reported, prompt, output)
 	if counted {
-		cl.Gateway.Logger.Warn("answer without usable usage: billed from the gateway's own count", zap.String("request_id", cl.RequestID),
+		cl.Gateway.Logger.Warn("answer without usable usage: billed from the gateway's own count", zap.String("request_id", id),
 			zap.String("model", m.ID), zap.Int64("input_tokens", u.Input), zap.Int64("output_tokens", u.Output))
 	}
 	return u

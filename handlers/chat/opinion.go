@@ -145,10 +145,12 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 	if err != nil {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion broke off")
 	}
-	u, _ := readAnswer(up, b)
-	if !u.Valid() {
+	reported, _ := readAnswer(up, b)
+	if !reported.Valid() {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion reported usage that cannot be right")
 	}
+	u := cl.billableAs(cl.RequestID+secondOpinionSuffix, m, reported, func() int64 { return int64(promptTokens(ChatCompletions, prompt)) },
+		func() int64 { return outputTokens(up, b) })
 	if b, err = responseFor(b, up, ChatCompletions, m.ID); err != nil {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion could not be read")
 	}

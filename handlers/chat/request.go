@@ -168,7 +168,7 @@ func parse(body []byte, f Format) (*request, error) {
 		n.JSON = jsonFormat(top.text.Get("format.type"))
 		n.PromptBound = promptBound(len(body), 0, 0, n.Tools)
 		if !req.stream {
-			if err := fitsWhole(n, top.topLogprobs.Exists(), top.topLogprobs.Int()); err != nil {
+			if err := fitsWhole(n, top.topLogprobs.Type == gjson.Number, top.topLogprobs.Int()); err != nil {
 				return nil, err
 			}
 		}
@@ -292,7 +292,8 @@ const (
 // what a token takes, log-probabilities (logprobs, with top alternatives
 // each) included. Such an answer would be cut, so the call could only
 // fail after the provider made (and billed) it. It names the field that
-// multiplies the size: n, else top_logprobs, else the limit.
+// multiplies the size: n, else top_logprobs (without either, the largest
+// output limit fits).
 func fitsWhole(n *router.Needs, logprobs bool, top int64) error {
 	answers, limit := int64(max(n.Answers, 1)), int64(n.MaxTokens)
 	if limit <= 0 {
@@ -305,13 +306,10 @@ func fitsWhole(n *router.Needs, logprobs bool, top int64) error {
 	if answers*limit*perToken <= MaxResponse {
 		return nil
 	}
-	switch {
-	case answers > 1:
+	if answers > 1 {
 		return invalid("n", "n × the output limit makes an answer larger than the gateway reads (%d bytes); ask for fewer answers or stream", MaxResponse)
-	case logprobs:
-		return invalid("top_logprobs", "log-probabilities × the output limit make an answer larger than the gateway reads (%d bytes); ask for fewer or stream", MaxResponse)
 	}
-	return invalid("max_tokens", "the output limit makes an answer larger than the gateway reads (%d bytes); lower it or stream", MaxResponse)
+	return invalid("top_logprobs", "log-probabilities × the output limit make an answer larger than the gateway reads (%d bytes); ask for fewer or stream", MaxResponse)
 }
 
 // ToolUseOverheadTokens is what a provider adds to the prompt of a request
@@ -427,10 +425,12 @@ func unpriced(root gjson.Result, m *members, f Format) error {
 func audioInput(list gjson.Result) bool {
 	found := false
 	list.ForEach(func(_, m gjson.Result) bool {
-		m.Get("content").ForEach(func(_, part gjson.Result) bool {
-			found = part.Get("type").String() == "input_audio"
-			return !found
-		})
+		for _, p := range itemParts(m) {
+			p.list.ForEach(func(_, part gjson.Result) bool {
+				found = part.Get("type").String() == "input_audio"
+				return !found
+			})
+		}
 		return !found
 	})
 	return found
@@ -446,12 +446,34 @@ func audioInput(list gjson.Result) bool {
 func fetchedPart(list gjson.Result) string {
 	at := ""
 	list.ForEach(func(i, m gjson.Result) bool {
-		if j := fetchedIn(m.Get("content")); j != "" {
-			at = fmt.Sprintf("[%d].content%s", i.Int(), j)
+		for _, p := range itemParts(m) {
+			if j := fetchedIn(p.list); j != "" {
+				at = fmt.Sprintf("[%d].%s%s", i.Int(), p.name, j)
+				return false
+			}
 		}
-		return at == ""
+		return true
 	})
 	return at
+}
+
+// partList is a list of content parts in a message or input item, and
+// the member that holds it.
+type partList struct {
+	name string
+	list gjson.Result
+}
+
+// itemParts are the content part lists of a message or input item: its
+// content, and a responses tool output given as parts
+// (function_call_output's output).
+func itemParts(m gjson.Result) []partList {
+	var content, output gjson.Result
+	jsonbody.Members(m, jsonbody.Member{Key: "content", To: &content}, jsonbody.Member{Key: "output", To: &output})
+	if output.IsArray() {
+		return []partList{{"content", content}, {"output", output}}
+	}
+	return []partList{{"content", content}}
 }
 
 // fetchedIn is fetchedPart for one content list, tool results' content
@@ -551,8 +573,10 @@ const ImageTokenCeiling = 6000
 // and the bytes of their inline data (data: URLs, base64 sources).
 func images(list gjson.Result) (n, dataBytes int) {
 	list.ForEach(func(_, m gjson.Result) bool {
-		k, d := imageParts(m.Get("content"))
-		n, dataBytes = n+k, dataBytes+d
+		for _, p := range itemParts(m) {
+			k, d := imageParts(p.list)
+			n, dataBytes = n+k, dataBytes+d
+		}
 		return true
 	})
 	return n, dataBytes

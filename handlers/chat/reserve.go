@@ -17,17 +17,22 @@ import (
 const HeaderOutputLimit = "X-Gw-Output-Limit"
 
 // MinOutputTokens is the least output limit the gateway lowers a call's
-// to: a call that cannot afford this much output is refused (402).
-const MinOutputTokens = 64
+// to: a call that cannot afford this much output is refused (402). A
+// reasoning model thinks before it answers, so its floor is
+// MinReasoningOutputTokens.
+const (
+	MinOutputTokens          = 64
+	MinReasoningOutputTokens = 1024
+)
 
 // tightenTries bounds how often a tightened reservation is tried again
 // when concurrent calls of the account took the room it was sized for.
 const tightenTries = 3
 
-// The gateway's own count of a prompt for a chat-completions-style model
-// (the o200k tokenizer, the one of those models) errs on the high side by
-// this much: a chat template adds a few tokens per reply, and a settlement
-// above its hold would draw a balance past zero.
+// A tightened reservation's prompt count is taken this much higher than
+// counted: a provider's count endpoint is an estimate, a chat template adds
+// a few tokens per reply, and a settlement above its hold would draw a
+// balance past zero.
 const (
 	replyPrimerTokens  = 3
 	countMarginPercent = 2
@@ -41,10 +46,10 @@ var tightenable = []string{gwerr.CodeCreditExhausted, gwerr.CodeDailyCap, gwerr.
 // reserve holds the estimate of a call to m: the worst case (the prompt's
 // bound, the whole output limit). When that does not fit what the account
 // has left, it tightens the estimate before it refuses: the prompt counted
-// exactly (exactPrompt), then, when the request set no output limit, the
-// limit the gateway sets lowered to what the money left covers, never
-// below MinOutputTokens. limit is that lowered limit (0: the gateway's
-// default stands). A limit the client set is never lowered: the call is
+// (countPrompt), then, when the request set no output limit, the limit the
+// gateway sets lowered to what the money left covers, never below the
+// model's floor (minOutput). limit is that lowered limit (0: the limit
+// stands as it is). A limit the client set is never lowered: the call is
 // refused when it does not fit. Only a call whose worst case does not fit
 // pays for the count; concurrent calls still never reserve past what is
 // left (Reserve checks again under the account's lock).
@@ -61,8 +66,8 @@ func (cl *call) reserve(m *catalog.Model) (limit int, err error) {
 	if _, _, ok := cl.fit(m, 0, room); !ok {
 		return 0, refused
 	}
-	prompt, err := cl.exactPrompt(m)
-	if err != nil {
+	prompt, ok := cl.countPrompt(m)
+	if !ok {
 		return 0, refused
 	}
 	for i := range tightenTries {
@@ -77,7 +82,7 @@ func (cl *call) reserve(m *catalog.Model) (limit int, err error) {
 		}
 		err = cl.Reserve(est)
 		if err == nil {
-			if out >= router.DefaultMaxTokens {
+			if cl.req.needs.MaxTokens > 0 || out >= router.DefaultMaxTokens {
 				return 0, nil
 			}
 			return out, nil
@@ -89,29 +94,45 @@ func (cl *call) reserve(m *catalog.Model) (limit int, err error) {
 	return 0, refused
 }
 
+// minOutput is the floor of a lowered output limit on m.
+func minOutput(m *catalog.Model) int {
+	if m.Lane == catalog.LaneReasoning {
+		return MinReasoningOutputTokens
+	}
+	return MinOutputTokens
+}
+
 // fit prices a call to m with a prompt of prompt tokens into room: the
 // estimate with the client's output limit, or with the most output up to
-// router.DefaultMaxTokens (at least MinOutputTokens) that room covers
-// when the client set none (out). ok is false when it does not fit.
+// router.DefaultMaxTokens (at least minOutput) that room covers when the
+// client set none (out). ok is false when it does not fit. It prices at
+// the dearer of m's rates and the lane's when the call may be billed at
+// the lane's price (lane billing).
 func (cl *call) fit(m *catalog.Model, prompt int64, room pricing.Money) (est pricing.Money, out int, ok bool) {
-	in := m.InputPrice
+	in, outRate := m.InputPrice, m.OutputPrice
 	if mayHold(jsonbody.String(cl.body), "cache_control") {
 		in = max(in, m.CacheWriteRate())
+	}
+	if cl.Account.LaneBilling && cl.route != nil && cl.route.Requested == catalog.AliasAuto {
+		if lp := cl.Gateway.Catalog.LanePrice(billedLane(cl.route.Lane)); lp != nil {
+			in, outRate = max(in, lp.InputPrice, lp.CacheWriteRate()), max(outRate, lp.OutputPrice)
+		}
 	}
 	answers := int64(max(cl.req.needs.Answers, 1))
 	cost := func(out int) pricing.Money {
 		return pricing.Cost(cl.Account.PAYG, pricing.Line{Units: prompt, Rate: pricing.PerMillion(in)},
-			pricing.Line{Units: int64(out) * answers, Rate: pricing.PerMillion(m.OutputPrice)})
+			pricing.Line{Units: int64(out) * answers, Rate: pricing.PerMillion(outRate)})
 	}
 	if set := cl.req.needs.MaxTokens; set > 0 {
 		est = cost(set)
 		return est, set, est <= room
 	}
-	if cost(MinOutputTokens) > room {
+	floor := minOutput(m)
+	if cost(floor) > room {
 		return 0, 0, false
 	}
 	// The most output that fits: cost grows with out, so a binary search.
-	lo, hi := MinOutputTokens, router.DefaultMaxTokens
+	lo, hi := floor, router.DefaultMaxTokens
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
 		if cost(mid) <= room {
@@ -123,26 +144,109 @@ func (cl *call) fit(m *catalog.Model, prompt int64, room pricing.Money) (est pri
 	return cost(lo), lo, true
 }
 
-// exactPrompt counts the call's prompt for m: with the provider's own
-// count endpoint (free) when m speaks the messages format, else with the
-// o200k tokenizer, images at their ceiling and a small margin (see
-// countMarginPercent).
-func (cl *call) exactPrompt(m *catalog.Model) (int64, error) {
+// countPrompt counts the call's prompt for m, from above: with the
+// provider's own count endpoint (free) when m speaks the messages format,
+// else (or when that endpoint fails) with the o200k tokenizer over the
+// prompt's JSON (promptBoundTokens); then countMarginPercent and
+// countMarginTokens over. ok is false when the prompt holds what no count
+// of its bytes bounds (promptUnbounded): the worst case stands.
+func (cl *call) countPrompt(m *catalog.Model) (n int64, ok bool) {
+	root := jsonbody.Parse(cl.body)
+	if promptUnbounded(root) {
+		return 0, false
+	}
 	p := cl.Gateway.Catalog.Providers[m.Provider]
+	counted := false
 	if upstreamFormat(p) == Messages {
 		body := cl.body
+		var err error
 		if cl.format != Messages {
-			var err error
-			if body, _, err = requestFor(cl.body, cl.format, Messages, m.ID, false); err != nil {
-				return 0, err
+			body, _, err = requestFor(cl.body, cl.format, Messages, m.ID, false)
+		}
+		if err == nil {
+			var c int
+			if c, err = cl.h.countUpstream(cl.Call, p, m, gjson.ParseBytes(body)); err == nil {
+				n, counted = int64(c), true
 			}
 		}
-		n, err := cl.h.countUpstream(cl.Call, p, m, gjson.ParseBytes(body))
-		return int64(n), err
 	}
-	n := int64(promptTokens(cl.format, cl.body)) + int64(cl.req.images)*ImageTokenCeiling + replyPrimerTokens
-	if cl.format == Responses {
-		n += int64(countTokens(gjson.GetBytes(cl.body, "tools").Raw))
+	if !counted {
+		n = promptBoundTokens(root) + replyPrimerTokens
 	}
-	return n + n*countMarginPercent/100 + countMarginTokens, nil
+	return n + n*countMarginPercent/100 + countMarginTokens, true
+}
+
+// promptMembers are the members of a chat body the provider reads as its
+// prompt, in any of the three formats.
+var promptMembers = []string{"messages", "input", "system", "instructions", "tools", "tool_choice", "response_format", "text"}
+
+// promptBoundTokens counts the prompt members of a body as raw JSON with
+// the o200k tokenizer: quotes, keys and escapes only add tokens, so it
+// bounds what the provider counts from above. An image part counts
+// ImageTokenCeiling instead of its inline data.
+func promptBoundTokens(root gjson.Result) int64 {
+	var n int64
+	root.ForEach(func(k, v gjson.Result) bool {
+		if slices.Contains(promptMembers, k.Str) {
+			n += boundTokens(v)
+		}
+		return true
+	})
+	return n
+}
+
+// boundTokens is promptBoundTokens for one value: an image part at its
+// ceiling, a value that may hold inline data member by member, any other
+// value as its raw JSON.
+func boundTokens(v gjson.Result) int64 {
+	if !v.IsObject() && !v.IsArray() {
+		return int64(countTokens(v.Raw))
+	}
+	if v.IsObject() {
+		switch v.Get("type").String() {
+		case "image_url", "input_image", "image":
+			return ImageTokenCeiling
+		}
+	}
+	if !mayHold(v.Raw, "data") && !mayHold(v.Raw, "base64") {
+		return int64(countTokens(v.Raw))
+	}
+	n := int64(2) // the brackets and separators, with room
+	v.ForEach(func(k, x gjson.Result) bool {
+		n += int64(countTokens(k.Raw)) + 1 + boundTokens(x)
+		return true
+	})
+	return n
+}
+
+// promptUnbounded reports a prompt part whose cost no count of its bytes
+// bounds: an inline file (a PDF is billed as its pages' text and an image
+// of each page), as a chat-completions file part's file_data, a responses
+// input_file's file_data or a messages-style base64 document.
+func promptUnbounded(root gjson.Result) bool {
+	if !mayHold(root.Raw, "file_data") && !mayHold(root.Raw, "document") {
+		return false
+	}
+	found := false
+	var walk func(v gjson.Result)
+	walk = func(v gjson.Result) {
+		v.ForEach(func(_, x gjson.Result) bool {
+			if x.IsObject() {
+				switch x.Get("type").String() {
+				case "file":
+					found = x.Get("file.file_data").Exists()
+				case "input_file":
+					found = x.Get("file_data").Exists()
+				case "document":
+					found = x.Get("source.type").String() == "base64"
+				}
+			}
+			if !found && (x.IsObject() || x.IsArray()) {
+				walk(x)
+			}
+			return !found
+		})
+	}
+	walk(root)
+	return found
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
@@ -146,4 +147,38 @@ func BenchmarkReserve(b *testing.B) {
 			cl.Release()
 		}
 	})
+}
+
+// TestPromptBound: the tightened count bounds the provider's from above,
+// whatever carries the prompt: text, tool calls and results, schemas; an
+// image part counts its ceiling, not its inline data; an inline file is
+// unbounded.
+func TestPromptBound(t *testing.T) {
+	big := strings.Repeat("word ", 3000)
+	for _, tc := range []struct {
+		body      string
+		atLeast   int
+		atMost    int
+		unbounded bool
+	}{
+		{`{"messages":[{"role":"user","content":"` + big + `"}]}`, countTokens(big), countTokens(big) + 30, false},
+		{`{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"` + big + `"}}]}]}`, countTokens(big), countTokens(big) + 60, false},
+		{`{"input":[{"type":"function_call_output","call_id":"c","output":"` + big + `"}]}`, countTokens(big), countTokens(big) + 40, false},
+		{`{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"description":"` + big + `"}}}}`, countTokens(big), countTokens(big) + 60, false},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("QUJD", 50000) + `"}}]}]}`, ImageTokenCeiling, ImageTokenCeiling + 40, false},
+		{`{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:application/pdf;base64,QUJD"}}]}]}`, 0, 0, true},
+		{`{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"QUJD"}}]}]}`, 0, 0, true},
+		{`{"input":[{"role":"user","content":[{"type":"input_file","file_data":"QUJD"}]}]}`, 0, 0, true},
+	} {
+		root := gjson.Parse(tc.body)
+		if got := promptUnbounded(root); got != tc.unbounded {
+			t.Errorf("%.80s: unbounded %t", tc.body, got)
+		}
+		if tc.unbounded {
+			continue
+		}
+		if n := promptBoundTokens(root); n < int64(tc.atLeast) || n > int64(tc.atMost) {
+			t.Errorf("%.80s: %d tokens, want %d to %d", tc.body, n, tc.atLeast, tc.atMost)
+		}
+	}
 }

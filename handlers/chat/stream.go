@@ -223,7 +223,7 @@ func (s *relay) billDelivered() {
 }
 
 // appendDelta appends the generated text an event of format f carries
-// (text, reasoning and tool-call argument deltas) to b.
+// (text, reasoning, refusal and tool-call deltas) to b.
 func appendDelta(b []byte, f Format, ev sse.Event) []byte {
 	// The event's data is read in place (jsonbody.String): the text is
 	// copied into b before anything else happens to it.
@@ -250,8 +250,12 @@ func appendDelta(b []byte, f Format, ev sse.Event) []byte {
 		d := c.Get("delta")
 		b = append(b, d.Get("content").String()...)
 		b = append(b, d.Get("reasoning_content").String()...)
+		b = append(b, d.Get("refusal").String()...)
 		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			b = append(b, tc.Get("function.name").String()...)
 			b = append(b, tc.Get("function.arguments").String()...)
+			b = append(b, tc.Get("custom.name").String()...)
+			b = append(b, tc.Get("custom.input").String()...)
 			return true
 		})
 		return true
