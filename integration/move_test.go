@@ -10,7 +10,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/testsvc"
 )
 
-// The move from one node to two, as the README gives it: a gateway on the
+// The move from one node to two, as docs/several-nodes.md gives it: a gateway on the
 // embedded store takes charges and is stopped; `caddy gw-move-store`
 // copies its store into PostgreSQL; two nodes on PostgreSQL and Redis then
 // serve the same keys, balances and ledger, and charge on.
