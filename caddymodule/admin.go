@@ -11,7 +11,7 @@ func init() {
 }
 
 // adminAPI is the admin.api.gw module: accounts and keys under /gw/ on
-// Caddy's admin endpoint (CONTRACT §4). Admin modules are rebuilt before
+// Caddy's admin endpoint. Admin modules are rebuilt before
 // the apps on every load and take no config, so each request is served by
 // whichever gw app is running at that moment.
 type adminAPI struct{}

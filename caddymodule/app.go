@@ -159,7 +159,7 @@ type StoreConfig struct {
 	DatabaseURL string `json:"database_url,omitempty"`
 }
 
-// MoneyConfig is the configurable part of the money rules (CONTRACT §5).
+// MoneyConfig is the configurable part of the money rules.
 type MoneyConfig struct {
 	// FreeMonthlyCredit is given to every account each UTC month and spent
 	// before a prepaid balance, in US dollars. Default: 0.

@@ -12,7 +12,7 @@ import (
 
 // TestExampleCaddyfile checks that Caddyfile.example adapts, that its
 // catalogue validates, and that every lane has a model of each provider
-// format with list prices (CONTRACT §3).
+// format with list prices.
 func TestExampleCaddyfile(t *testing.T) {
 	src, err := os.ReadFile("../Caddyfile.example")
 	if err != nil {

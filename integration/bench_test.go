@@ -295,7 +295,7 @@ http://%s {
 		},
 		{
 			// Decision mode: ten questions, asked in parallel, against one
-			// bare chat call (issue 11's measure).
+			// bare chat call.
 			name: "decide-10",
 			gw:   benchTarget{url: g.BaseURL + "/v1/decide", header: gwHeader, body: []byte(decideBenchBody), want: `"noul"`},
 			base: benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader,

@@ -323,7 +323,7 @@ func TestChatBadInput(t *testing.T) {
 			`{"error":{"message":"<string>","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
 		{"messages unknown model", "/alt/v1/messages", `{"model":"gw-pinned-claude-0","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, apiKey(key), 400,
 			`{"type":"error","error":{"type":"invalid_request_error","message":"<string>","code":"model_not_found"}}`},
-		// One reading of the body (issue 18): a duplicate key or a body
+		// One reading of the body: a duplicate key or a body
 		// nested too deep is refused before it is routed or billed.
 		{"chat duplicate model", "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-nano","messages":[{"role":"user","content":"hi"}],"model":"gw-pinned-o4-mini"}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "body")},
 		{"chat duplicate stream_options", "/v1/chat/completions", `{"model":"gw-fast","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":false}}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "body")},
@@ -335,7 +335,7 @@ func TestChatBadInput(t *testing.T) {
 		{"messages duplicate nested", "/alt/v1/messages", `{"model":"gw-fast","max_tokens":8,"messages":[{"role":"user","content":"hi","role":"assistant"}]}`, apiKey(key), 400, messagesInvalid},
 		{"count_tokens duplicate model", "/alt/v1/messages/count_tokens", `{"model":"gw-fast","messages":[{"role":"user","content":"hi"}],"model":"gw-pinned-claude-opus-4-1"}`, apiKey(key), 400, messagesInvalid},
 		{"chat nested too deep", "/v1/chat/completions", `{"model":"gw-fast","messages":[{"role":"user","content":"hi"}],"metadata":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "body")},
-		// Nothing unpriced passes (issue 18).
+		// Nothing unpriced passes.
 		{"chat hosted tool", "/v1/chat/completions", `{"model":"gw-fast","tools":[{"type":"web_search"}],"messages":[{"role":"user","content":"hi"}]}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "tools")},
 		{"chat priority tier", "/v1/chat/completions", `{"model":"gw-fast","service_tier":"priority","messages":[{"role":"user","content":"hi"}]}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "service_tier")},
 		{"chat n too large", "/v1/chat/completions", `{"model":"gw-fast","n":500,"messages":[{"role":"user","content":"hi"}]}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "n")},
@@ -347,7 +347,7 @@ func TestChatBadInput(t *testing.T) {
 		{"chat audio input", "/v1/chat/completions", `{"model":"gw-fast","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "messages")},
 		{"messages one-hour cache", "/alt/v1/messages", `{"model":"gw-fast","max_tokens":8,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[{"role":"user","content":"hi"}]}`, apiKey(key), 400, messagesInvalid},
 		{"chat one-hour cache", "/v1/chat/completions", `{"model":"gw-pinned-claude-haiku-4-5","messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "cache_control")},
-		// The reservation is an upper bound (issue 18): an output limit is a
+		// The reservation is an upper bound: an output limit is a
 		// whole number the provider would honour.
 		{"chat output limit past any model", "/v1/chat/completions", `{"model":"gw-fast","max_completion_tokens":9000000000000000000,"messages":[{"role":"user","content":"hi"}]}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "max_completion_tokens")},
 		{"responses output limit a string", "/v1/responses", `{"model":"gw-fast","max_output_tokens":"5","input":"hi"}`, bearer(key), 400, fmt.Sprintf(chatInvalid, "max_output_tokens")},

@@ -18,7 +18,7 @@ import (
 // RoutingName is the routing server's name.
 const RoutingName = "gw-routing"
 
-// Tool names of the routing server (CONTRACT §1).
+// Tool names of the routing server.
 const (
 	ToolRoute   = "flux_route"
 	ToolExplain = "flux_explain"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hot path's measurements (issue "Hot path"), in one run: bin/caddy
+# The hot path's measurements, in one run: bin/caddy
 # pinned to CPU 0 with taskset, the load generator and the zero-latency
 # fake upstreams on CPU 1, a bare Caddy reverse_proxy to the same fakes (a
 # Caddy of its own, bin/caddy-bench, also on CPU 0) as the baseline, and an

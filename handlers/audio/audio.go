@@ -5,7 +5,7 @@
 // chunk and billed when its first byte arrives) and the voice list (GET
 // /v1/audio/voices, the catalogue declared per speech model in the
 // config). Both ability routes call the chat-completions-style provider's
-// own endpoints (CONTRACT §7).
+// own endpoints.
 package audio
 
 import (

@@ -19,7 +19,7 @@ type Hit struct {
 	Model string
 }
 
-// Cache is the exact-match answer cache of CONTRACT §6: per account, per
+// Cache is the exact-match answer cache: per account, per
 // format, for identical non-streaming temperature-0 requests, for a TTL.
 // A hit costs nothing.
 type Cache struct {

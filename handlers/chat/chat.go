@@ -63,7 +63,7 @@ type Handler struct {
 	Upstream  *upstream.Client
 	Decisions router.DecisionStore
 	// Cache, when set, answers repeated non-streaming temperature-0
-	// requests of one account (CONTRACT §6).
+	// requests of one account.
 	Cache *Cache
 	// Opinions bounds concurrent second opinions; nil refuses them (503).
 	Opinions *Opinions
@@ -421,7 +421,7 @@ var AllowedBetas = map[string]bool{
 	"computer-use-2025-01-24":                true,
 }
 
-// Beta headers the gateway forwards (CONTRACT §1), each with its
+// Beta headers the gateway forwards, each with its
 // canonical key: read straight from the header map, with no key made per
 // call.
 var betaHeaders = []struct{ name, key string }{

@@ -52,7 +52,7 @@ func TestParse(t *testing.T) {
 		{"responses items", Responses, `{"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"x"}]}]}`, "", func(r *request) bool { return r.needs.Vision && r.needs.Text == "a\n" }},
 		{"responses without input", Responses, `{"model":"gw-auto"}`, "input", nil},
 		{"second opinion", ChatCompletions, `{"second_opinion":true,"messages":[{"role":"user","content":"x"}]}`, "", func(r *request) bool { return r.secondOpinion }},
-		// One reading of the body (issue 18): what the gateway reads is what
+		// One reading of the body: what the gateway reads is what
 		// the upstream gets.
 		{"duplicate model", ChatCompletions, `{"model":"gpt-4.1-nano","messages":[{"role":"user","content":"x"}],"model":"o4-mini"}`, "body", nil},
 		{"duplicate stream_options", ChatCompletions, `{"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":false}}`, "body", nil},
@@ -60,7 +60,7 @@ func TestParse(t *testing.T) {
 		{"duplicate max_tokens", Messages, `{"max_tokens":5,"messages":[{"role":"user","content":"x"}],"max_tokens":100000}`, "body", nil},
 		{"duplicate model escaped", Responses, `{"model":"gw-fast","input":"x","mod\u0065l":"o4-mini"}`, "body", nil},
 		{"duplicate max_output_tokens", Responses, `{"max_output_tokens":5,"input":"x","max_output_tokens":100000}`, "body", nil},
-		// Nothing unpriced passes (issue 18): hosted tools, dearer tiers,
+		// Nothing unpriced passes: hosted tools, dearer tiers,
 		// background runs, stored conversations.
 		{"linked image reserved at its ceiling", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://a.example/p.png"}},{"type":"image_url","image_url":{"url":"https://a.example/q.png"}}]}]}`, "",
 			func(r *request) bool { return r.needs.Vision && r.needs.PromptTokens >= 2*ImageTokenCeiling }},
@@ -84,7 +84,7 @@ func TestParse(t *testing.T) {
 		{"messages client tools", Messages, `{"max_tokens":5,"tools":[{"name":"f","input_schema":{}},{"type":"custom","name":"g"},{"type":"bash_20250124","name":"bash"}],"messages":[{"role":"user","content":"x"}]}`, "", nil},
 		{"messages mcp connector", Messages, `{"max_tokens":5,"mcp_servers":[{"url":"https://x"}],"messages":[{"role":"user","content":"x"}]}`, "mcp_servers", nil},
 		{"messages priority", Messages, `{"max_tokens":5,"service_tier":"priority","messages":[{"role":"user","content":"x"}]}`, "service_tier", nil},
-		// The reservation is an upper bound (issue 18): output limits are
+		// The reservation is an upper bound: output limits are
 		// read as the provider reads them, the prompt at a token a byte.
 		{"both output limits: the larger", ChatCompletions, `{"max_completion_tokens":5,"max_tokens":900,"messages":[{"role":"user","content":"x"}]}`, "", func(r *request) bool { return r.needs.MaxTokens == 900 }},
 		{"null output limit is none", ChatCompletions, `{"max_completion_tokens":null,"messages":[{"role":"user","content":"x"}]}`, "", func(r *request) bool { return r.needs.MaxTokens == 0 }},
@@ -586,7 +586,7 @@ func TestGatewayErrorContinuesSequence(t *testing.T) {
 }
 
 // An output limit sent as null is no limit to a provider: the gateway
-// sends its own, which the reservation assumed (issue 18).
+// sends its own, which the reservation assumed.
 func TestNullOutputLimitBounded(t *testing.T) {
 	for _, tc := range []struct {
 		from, to Format

@@ -14,7 +14,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// Second opinion (CONTRACT §6): a gw-auto request with "second_opinion":
+// Second opinion: a gw-auto request with "second_opinion":
 // true has its answer checked by a model of another lane.
 const (
 	// HeaderSecondOpinion carries the verdict: agree or disagree.

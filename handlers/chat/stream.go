@@ -340,7 +340,7 @@ func isError(f Format, ev sse.Event) bool {
 
 // ProviderFailedMessage replaces a provider's own message in an error
 // event it sent mid-stream: its words may name the operator's organisation,
-// account or limits (issue 18); the event keeps its type and code.
+// account or limits; the event keeps its type and code.
 const ProviderFailedMessage = "the provider failed while answering; retry"
 
 // scrubError puts ProviderFailedMessage in place of every message an

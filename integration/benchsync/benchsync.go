@@ -3,7 +3,7 @@
 // a gateway must make a charge durable before the answer completes, so a
 // bare reverse_proxy behind it costs what a bare proxy plus that one
 // fsync costs, measured in the same run and the same place as the
-// gateway's own (issue "Hot path": the gateway's added latency is
+// gateway's own (the gateway's added latency is
 // reported beyond it).
 //
 // The record is written when the upstream's answer starts (the response

@@ -1,4 +1,4 @@
-// Package admin serves the accounts-and-keys API of CONTRACT §4 over a
+// Package admin serves the accounts-and-keys API over a
 // store. The admin.api.gw Caddy module mounts it under /gw/ on Caddy's
 // admin endpoint.
 package admin
@@ -164,7 +164,7 @@ func apply(acc *store.Account, body map[string]json.RawMessage) error {
 		case "lane_billing":
 			err = json.Unmarshal(raw, &acc.LaneBilling)
 		case "balance_usd":
-			// A balance is never set below zero (CONTRACT §4).
+			// A balance is never set below zero.
 			acc.Balance, err = money(raw, false)
 		case "daily_cap_usd":
 			acc.DailyCap, err = money(raw, false)

@@ -172,7 +172,7 @@ type Ability struct {
 	// price, the "from" price its row shows.
 	PriceMicrocents *int64 `json:"price_microcents,omitempty"`
 	// Voices are the voices of a speech alias (gw-voice-speak): the rows
-	// of GET /v1/audio/voices under this alias (CONTRACT §7).
+	// of GET /v1/audio/voices under this alias.
 	Voices []Voice `json:"voices,omitempty"`
 	// VoiceSubset, on gw-voice-speak-hd, lists the gw-voice-speak voices it
 	// takes (it has no rows of its own; default: the spec's subset).

@@ -52,7 +52,7 @@ const (
 	Overloaded
 )
 
-// Money and plan codes shared across families (spec "Errors", CONTRACT §5).
+// Money and plan codes shared across families (spec "Errors").
 const (
 	CodeCreditExhausted  = "credit_exhausted"
 	CodeDailyCap         = "daily_cap"

@@ -2,7 +2,7 @@
 // an account's prepaid balance, free monthly credit, caps, ceiling and the
 // free tier's chat stop, reserves a call's estimated cost atomically
 // against them, and settles the real cost into the ledger (or releases the
-// reservation when the call fails). CONTRACT §5.
+// reservation when the call fails).
 package money
 
 import (

@@ -175,7 +175,7 @@ func TestHeldCountsAgainstLimits(t *testing.T) {
 	}
 }
 
-// Sums cannot overflow (issue 18): an estimate as large as Money holds,
+// Sums cannot overflow: an estimate as large as Money holds,
 // on top of another call's hold, is refused by every limit instead of
 // wrapping around below it.
 func TestHugeEstimateCannotWrap(t *testing.T) {

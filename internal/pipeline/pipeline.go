@@ -384,7 +384,7 @@ func (g *Gateway) authenticate(c *Call) error {
 const StoreRetryAfter = 1
 
 // storeDown is the refusal when the store cannot answer: on a billed route
-// 402 credit_unresolved (CONTRACT §5: never a free pass, never a 500),
+// 402 credit_unresolved (never a free pass, never a 500),
 // elsewhere 503.
 func (g *Gateway) storeDown(c *Call, err error) error {
 	ctx := c.R.Context()

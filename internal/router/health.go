@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Passive health (CONTRACT §6): a model that fails FailThreshold times in a
+// Passive health: a model that fails FailThreshold times in a
 // row is skipped for Cooldown; one success clears its record.
 const (
 	DefaultFailThreshold = 3

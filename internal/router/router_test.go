@@ -202,7 +202,7 @@ func TestDecisionsBounded(t *testing.T) {
 }
 
 // The estimate reserves the prompt at its bound, and its units saturate
-// instead of wrapping (issue 18).
+// instead of wrapping.
 func TestEstimateBoundAndSaturation(t *testing.T) {
 	m := &catalog.Model{ID: "m", InputPrice: usd("1"), OutputPrice: usd("2")}
 	// 1,000 tokens estimated, 4,000 at most: the bound is reserved.

@@ -23,7 +23,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/mcp"
 )
 
-// DefaultAltPrefix is the messages-style path prefix (CONTRACT §1).
+// DefaultAltPrefix is the messages-style path prefix.
 const DefaultAltPrefix = "/alt"
 
 // Paths of the spec's Endpoints section, relative to the base address.

@@ -29,7 +29,7 @@ const (
 	PlanPaid Plan = "paid"
 )
 
-// Abilities an account can have switched on (CONTRACT §4).
+// Abilities an account can have switched on.
 const (
 	AbilityTranscription = "transcription"
 	AbilitySpeech        = "speech"
@@ -145,7 +145,7 @@ type Accounts interface {
 	KeyIssued(ctx context.Context, hash string) (bool, error)
 }
 
-// Journal entry kinds (CONTRACT §4): every movement of a prepaid balance.
+// Journal entry kinds: every movement of a prepaid balance.
 const (
 	// JournalSet: balance_usd given at creation or by PATCH; the amount is
 	// the change.

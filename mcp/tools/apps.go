@@ -21,7 +21,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// Connected apps (CONTRACT §7): the upstream MCP servers an operator
+// Connected apps: the upstream MCP servers an operator
 // offers. An account links an app (a second link of the same app needs an
 // alias), finds actions among its linked apps' tools by the words of a
 // task, and executes one, billed per action at the app's price.

@@ -24,7 +24,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// ServerName is the tools server's name (CONTRACT §1).
+// ServerName is the tools server's name.
 const ServerName = "gw-tools"
 
 // Limits of the tools' arguments (spec "Tools server" and "Limits").

@@ -88,7 +88,7 @@ CREATE INDEX IF NOT EXISTS ledger_account_time ON ledger(account_id, time);
 -- period's first instant in Unix nanoseconds. Settle keeps them in the same
 -- transaction as the entry, so Spend reads three rows instead of summing
 -- the account's whole history.
--- Every movement of a prepaid balance (CONTRACT §4), written in the same
+-- Every movement of a prepaid balance, written in the same
 -- transaction as the movement; balance is the balance after it.
 CREATE TABLE IF NOT EXISTS journal (
 	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
