@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tiktoken-go/tokenizer"
-
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -205,20 +203,13 @@ func TestPromptReservedAtItsBound(t *testing.T) {
 	const account, balance = "dense", "0.005"
 	key := e.account(t, account, map[string]any{"balance_usd": balance})
 	text := strings.Repeat("a ", 20000)
-	enc, err := tokenizer.Get(tokenizer.O200kBase)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := enc.Count(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := o200k(t, text)
 	// What the provider would bill: more than the balance (gpt-4.1-mini
 	// reads at 0.40 USD a million tokens).
-	if cost := pricing.Cost(false, pricing.Line{Units: int64(tokens), Rate: pricing.PerMillion(mustUSD(t, "0.40"))}); cost <= mustUSD(t, balance) {
+	if cost := pricing.Cost(false, pricing.Line{Units: tokens, Rate: pricing.PerMillion(mustUSD(t, "0.40"))}); cost <= mustUSD(t, balance) {
 		t.Fatalf("the prompt costs %v, not more than the balance", cost)
 	}
-	e.OA.SetDefault(fake.Script{Text: "ok", Usage: fake.Usage{Input: tokens, Output: 10}})
+	e.OA.SetDefault(fake.Script{Text: "ok", Usage: fake.Usage{Input: int(tokens), Output: 10}})
 	body := `{"model":"gw-pinned-gpt-4.1-mini","max_completion_tokens":100,"messages":[{"role":"user","content":"` + text + `"}]}`
 	r := e.do(t, http.MethodPost, "/v1/chat/completions", body, bearer(key)...)
 	if r.Status != http.StatusPaymentRequired || r.Header.Get("X-Gw-Hold-Reason") != "credit_exhausted" {

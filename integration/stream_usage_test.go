@@ -11,7 +11,6 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/tidwall/gjson"
-	"github.com/tiktoken-go/tokenizer"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 )
@@ -27,11 +26,7 @@ func TestTranslatedStreamAnnouncesInput(t *testing.T) {
 	e := newChatEnv(t, "")
 	key := e.account(t, "announce", nil)
 	c := e.anthropicClient(key)
-	codec, err := tokenizer.Get(tokenizer.O200kBase)
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := func(s string) int64 { n, _ := codec.Count(s); return int64(n) }
+	count := func(s string) int64 { return o200k(t, s) }
 	const (
 		system = "You answer in one word."
 		user   = "Say something about the weather in Lisbon today."

@@ -552,13 +552,7 @@ func waitHeld(t *testing.T, l Locks, account string, want pricing.Money) {
 // their holds back, reservations are refused (credit_unresolved); then a
 // reservation gets exactly the room the balance leaves, no more.
 func TestRedisHoldsLostNeverNegative(t *testing.T) {
-	rs := testsvc.RedisServer(t)
-	opt, err := redis.ParseURL(rs.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := redis.NewClient(opt)
-	t.Cleanup(func() { client.Close() })
+	rs, client := redisClient(t)
 	ctx := context.Background()
 	f := newFixture(t, Policy{})
 	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1.00"))})
@@ -664,13 +658,7 @@ func TestRedisHoldsLostNeverNegative(t *testing.T) {
 // A call whose work is done is charged even when the shared lock store is
 // down as it settles: the lock only orders admission checks.
 func TestSettleWithoutTheLock(t *testing.T) {
-	rs := testsvc.RedisServer(t)
-	opt, err := redis.ParseURL(rs.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := redis.NewClient(opt)
-	t.Cleanup(func() { client.Close() })
+	rs, client := redisClient(t)
 	ctx := context.Background()
 	l, err := NewRedisLocks(ctx, client)
 	if err != nil {
@@ -703,13 +691,7 @@ func TestSettleWithoutTheLock(t *testing.T) {
 // the loss get only the room the running calls leave, so together they
 // never take the balance below zero, and each charge is in the ledger once.
 func TestRedisHoldsLostUnderLoad(t *testing.T) {
-	rs := testsvc.RedisServer(t)
-	opt, err := redis.ParseURL(rs.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := redis.NewClient(opt)
-	t.Cleanup(func() { client.Close() })
+	rs, client := redisClient(t)
 	ctx := context.Background()
 	f := newFixture(t, Policy{})
 	cost := usd("0.01")
@@ -821,4 +803,17 @@ func TestSpooledChargeKeepsItsHold(t *testing.T) {
 	}
 	close(sp.applied)
 	waitHeld(t, f.gate.Locks, "a", 0)
+}
+
+// redisClient starts a redis-server for the test and connects to it.
+func redisClient(t *testing.T) (*testsvc.RedisSrv, *redis.Client) {
+	t.Helper()
+	rs := testsvc.RedisServer(t)
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { client.Close() })
+	return rs, client
 }
