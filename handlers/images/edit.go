@@ -85,6 +85,7 @@ func (h *Handler) Edit(c *pipeline.Call) error {
 	if strings.TrimSpace(r.prompt) == "" {
 		return invalid(fieldPrompt, "prompt is required")
 	}
+	r.references = int64(len(out))
 	ab, p, err := gate(c, r)
 	if err != nil {
 		return err

@@ -36,7 +36,22 @@ type request struct {
 	maxPrice *pricing.Money
 	pass     map[string]any
 	unit     pricing.Money // the price of one image as asked, set by gate
+	// references is how many reference images an edit sends.
+	references int64
 }
+
+// What the hold of an image call adds for what its price table does not
+// bound, when the call is settled from the provider's usage: a table price
+// is the provider's rounded figure for an image's output tokens (gpt-image-1
+// medium 1024x1024: 1,056 tokens at 40 USD a million is 0.04224 USD, the
+// table says 0.042), so each image is held at its table price and
+// ImageHoldMarginPercent more; an edit's reference image is held at
+// ReferenceImageTokenCeiling input tokens (more than the providers bill
+// for one image at the highest input fidelity).
+const (
+	ImageHoldMarginPercent     = 10
+	ReferenceImageTokenCeiling = 6000
+)
 
 // pick resolves the alias: model when named, else category's alias, else
 // gw-image.
@@ -260,9 +275,12 @@ func gate(c *pipeline.Call, r *request) (*catalog.Ability, *catalog.Provider, er
 		return nil, nil, &gwerr.Error{Kind: gwerr.Payment, Code: CodePriceExceedsMaxPrice,
 			Message: "the price, " + price.String() + " USD, is above max_price; nothing was made or charged"}
 	}
-	// The hold also covers the prompt's text, at most a token a byte.
-	if ab.TokenPrices != nil {
-		lines = append(lines, pricing.Line{Units: int64(len(r.prompt)), Rate: pricing.PerMillion(ab.TokenPrices.TextInput)})
+	// Settled from usage, the hold also covers the prompt's text (at most
+	// a token a byte), the reference images and the tables' rounding.
+	if tp := ab.TokenPrices; tp != nil {
+		lines = append(lines, pricing.Line{Units: int64(len(r.prompt)), Rate: pricing.PerMillion(tp.TextInput)},
+			pricing.Line{Units: r.references * ReferenceImageTokenCeiling, Rate: pricing.PerMillion(tp.ImageInput)},
+			pricing.Line{Units: r.n * ImageHoldMarginPercent, Rate: pricing.Rate{Amount: unit, Per: 100}})
 	}
 	if err := c.Reserve(pricing.Cost(c.Account.PAYG, lines...)); err != nil {
 		return nil, nil, err
