@@ -65,6 +65,7 @@ package fake
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"io"
@@ -258,6 +259,11 @@ type Upstream struct {
 	APIKey string
 	// Models is what the OpenAI fake lists at GET /v1/models.
 	Models []string
+	// Choose, when set, picks the script of a request from its body
+	// before the queue is consulted (false: the queue, then Default), so
+	// concurrent requests can each carry their own script. Set it before
+	// the gateway sends requests.
+	Choose func(body []byte) (Script, bool)
 
 	srv       *httptest.Server
 	format    format
@@ -281,6 +287,9 @@ func newUpstream(f format, h func(u *Upstream, w http.ResponseWriter, r *http.Re
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.record(r, body)
+		if s, ok := u.choose(body); ok {
+			r = r.WithContext(context.WithValue(r.Context(), chosenScript{}, s))
+		}
 		h(u, w, r, body)
 	}))
 	u.URL = u.srv.URL
@@ -366,8 +375,27 @@ func (u *Upstream) Arrived() (int, <-chan struct{}) {
 	return len(u.reqs), u.arrived
 }
 
-// next takes the script for a completion request.
-func (u *Upstream) next() Script {
+// chosenScript is the context key of the script Choose picked for a
+// request.
+type chosenScript struct{}
+
+// choose asks Choose, when set, for body's script.
+func (u *Upstream) choose(body []byte) (Script, bool) {
+	u.mu.Lock()
+	c := u.Choose
+	u.mu.Unlock()
+	if c == nil {
+		return Script{}, false
+	}
+	return c(body)
+}
+
+// next takes the script for a completion request r: the one Choose
+// picked, else the queue's first, else Default.
+func (u *Upstream) next(r *http.Request) Script {
+	if s, ok := r.Context().Value(chosenScript{}).(Script); ok {
+		return s
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if len(u.queue) > 0 {
