@@ -84,13 +84,15 @@ type propOp struct {
 	account *propAccount
 
 	// Chat.
-	prompt   string
-	client   clientKind
-	model    string
-	upstream string // "openai" or "anthropic"
-	limit    int    // output limit the client sets; 0 none
-	script   fake.Script
-	gate     chan struct{}
+	prompt string
+	client clientKind
+	model  string // also the transcription alias
+	limit  int    // output limit the client sets; 0 none
+	// script is what the fake answers (chat and images).
+	script fake.Script
+	// gate, when set, holds the fake's stream after its first event
+	// until the worker, done with the answer, closes it.
+	gate chan struct{}
 
 	// Images.
 	quality, size string
@@ -132,7 +134,7 @@ func (o *propOp) String() string {
 	case opImage, opImageStream:
 		fmt.Fprintf(&b, " [quality %q size %q n %d partials %d hang-up %t no-usage %t]", o.quality, o.size, o.images, o.partials, o.hangUp, o.script.Usage.Input < 0)
 	case opTranscribe:
-		fmt.Fprintf(&b, " [%d s WAV]", o.seconds)
+		fmt.Fprintf(&b, " [%s, %d s WAV]", o.model, o.seconds)
 	case opTopUp:
 		fmt.Fprintf(&b, " [%s USD]", o.amount)
 	}
@@ -241,7 +243,7 @@ func propGenerate(r *rand.Rand, n int, accounts []*propAccount) []*propOp {
 				models = propFreeModels
 			}
 			b := models[r.IntN(len(models))]
-			o.model, o.upstream = b.model, b.name
+			o.model = b.model
 			o.client = clientKinds[r.IntN(len(clientKinds))]
 			if o.client == messagesClient {
 				o.limit = []int{256, 1024, 4096}[r.IntN(3)]
@@ -283,20 +285,12 @@ func propGenerate(r *rand.Rand, n int, accounts []*propAccount) []*propOp {
 			}
 		case opTranscribe:
 			o.seconds = 3 + r.IntN(38)
+			o.model = []string{"gw-voice", "gw-voice-fast", "gw-voice-accurate"}[r.IntN(3)]
 		case opTopUp:
-			o.amount = pricing.Money(r.IntN(20)+1) * mustUSDConst("0.01")
+			o.amount = pricing.Micro(int64(r.IntN(20)+1) * 10_000) // 0.01 to 0.20 USD
 		}
 	}
 	return ops
-}
-
-// mustUSDConst parses a constant amount.
-func mustUSDConst(s string) pricing.Money {
-	m, err := pricing.ParseUSD(s)
-	if err != nil {
-		panic(err)
-	}
-	return m
 }
 
 func TestMoneyProperties(t *testing.T) {
@@ -481,7 +475,7 @@ func propRun(g *gateway, client *http.Client, o *propOp, wavs map[int][]byte) {
 		mw := multipart.NewWriter(&b)
 		fw, _ := mw.CreateFormFile("file", fmt.Sprintf("op-%d.wav", o.n))
 		fw.Write(wavs[o.seconds])
-		mw.WriteField("model", "gw-voice")
+		mw.WriteField("model", o.model)
 		mw.Close()
 		body, ct = b.Bytes(), mw.FormDataContentType()
 	}
@@ -726,7 +720,7 @@ func propCheck(t *testing.T, g *gateway, accounts []*propAccount, ops []*propOp,
 		case o.kind == opAbandon || o.hangUp:
 			// A stream its client left is still read to its end (or,
 			// with previews, charged at the first one) and billed once.
-			if o.sawEvent && (len(ls) != 1 || usd("ledger cost", ls[0].Cost) <= 0) {
+			if !o.sawEvent || len(ls) != 1 || usd("ledger cost", ls[0].Cost) <= 0 {
 				t.Errorf("a stream its client left: ledger %+v, want one entry above zero: %s", ls, o)
 			}
 		case o.kind == opImageStream:
