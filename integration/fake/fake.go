@@ -3,8 +3,9 @@
 // Anthropic-style server (NewAnthropic), each an httptest.Server on
 // 127.0.0.1 that speaks the provider's real wire format, streams included.
 //
-// A test scripts what the next request(s) get with Push, or changes Default,
-// and inspects what the gateway sent with Requests:
+// A test scripts what the next request(s) get with Push, or changes Default
+// (or, for concurrent requests, picks each one's script from its body with
+// Choose), and inspects what the gateway sent with Requests:
 //
 //	up := fake.NewOpenAI()
 //	defer up.Close()
