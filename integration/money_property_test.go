@@ -165,6 +165,7 @@ var propMarker = regexp.MustCompile(`\[op-(\d+)\]`)
 var propWords = strings.Fields("the sea river stone lantern quiet harbour orange window market bridge winter garden copper " +
 	"letter morning signal forest meadow engine ladder violet compass island thunder")
 
+// propText is n random words.
 func propText(r *rand.Rand, n int) string {
 	w := make([]string, n)
 	for i := range w {
@@ -173,6 +174,7 @@ func propText(r *rand.Rand, n int) string {
 	return strings.Join(w, " ")
 }
 
+// propSeed is GW_PROPERTY_SEED, else the time.
 func propSeed(t *testing.T) uint64 {
 	t.Helper()
 	if s := os.Getenv("GW_PROPERTY_SEED"); s != "" {
@@ -185,6 +187,7 @@ func propSeed(t *testing.T) uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
+// propOps is GW_PROPERTY_OPS, else propDefaultOps.
 func propOps(t *testing.T) int {
 	t.Helper()
 	if s := os.Getenv("GW_PROPERTY_OPS"); s != "" {
@@ -293,6 +296,9 @@ func propGenerate(r *rand.Rand, n int, accounts []*propAccount) []*propOp {
 	return ops
 }
 
+// TestMoneyProperties runs a seeded random mix of billed calls and top-ups
+// concurrently and checks the money properties once every call is settled
+// (GW_PROPERTY_SEED replays a run's operations, GW_PROPERTY_OPS sizes it).
 func TestMoneyProperties(t *testing.T) {
 	t.Parallel()
 	seed := propSeed(t)
