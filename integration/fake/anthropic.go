@@ -184,7 +184,7 @@ type anthropicMessage struct {
 
 func (u *Upstream) messages(w http.ResponseWriter, r *http.Request, req map[string]any, model, rid string) {
 	stream, _ := req["stream"].(bool)
-	s := u.next().capped(req)
+	s := u.next(r).capped(req)
 	u.prelude(w, r, s, stream)
 	if s.Status != 0 {
 		writeJSON(w, s.Status, anthropicErrorBody{Type: "error", Error: anthropicScriptError(s, s.Status), RequestID: rid})

@@ -91,7 +91,7 @@ func (u *Upstream) transcription(w http.ResponseWriter, r *http.Request, body []
 			"timestamp_granularities is only supported with response_format=verbose_json")
 		return
 	}
-	s := u.next()
+	s := u.next(r)
 	u.prelude(w, r, s, false)
 	if s.Status != 0 {
 		writeJSON(w, s.Status, openAIErrorBody{Error: openAIScriptError(s, s.Status, model)})
@@ -205,7 +205,7 @@ func (u *Upstream) speech(w http.ResponseWriter, r *http.Request, body []byte) {
 			"instructions are not supported for tts-1 and tts-1-hd")
 		return
 	}
-	s := u.next()
+	s := u.next(r)
 	u.prelude(w, r, s, true)
 	if s.Status != 0 {
 		writeJSON(w, s.Status, openAIErrorBody{Error: openAIScriptError(s, s.Status, model)})

@@ -3,8 +3,9 @@
 // Anthropic-style server (NewAnthropic), each an httptest.Server on
 // 127.0.0.1 that speaks the provider's real wire format, streams included.
 //
-// A test scripts what the next request(s) get with Push, or changes Default,
-// and inspects what the gateway sent with Requests:
+// A test scripts what the next request(s) get with Push, or changes Default
+// (or, for concurrent requests, picks each one's script from its body with
+// Choose), and inspects what the gateway sent with Requests:
 //
 //	up := fake.NewOpenAI()
 //	defer up.Close()
@@ -65,6 +66,7 @@ package fake
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"io"
@@ -258,6 +260,11 @@ type Upstream struct {
 	APIKey string
 	// Models is what the OpenAI fake lists at GET /v1/models.
 	Models []string
+	// Choose, when set, picks the script of a request from its body
+	// before the queue is consulted (false: the queue, then Default), so
+	// concurrent requests can each carry their own script. Set it before
+	// the gateway sends requests.
+	Choose func(body []byte) (Script, bool)
 
 	srv       *httptest.Server
 	format    format
@@ -281,6 +288,9 @@ func newUpstream(f format, h func(u *Upstream, w http.ResponseWriter, r *http.Re
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.record(r, body)
+		if s, ok := u.choose(body); ok {
+			r = r.WithContext(context.WithValue(r.Context(), chosenScript{}, s))
+		}
 		h(u, w, r, body)
 	}))
 	u.URL = u.srv.URL
@@ -366,8 +376,27 @@ func (u *Upstream) Arrived() (int, <-chan struct{}) {
 	return len(u.reqs), u.arrived
 }
 
-// next takes the script for a completion request.
-func (u *Upstream) next() Script {
+// chosenScript is the context key of the script Choose picked for a
+// request.
+type chosenScript struct{}
+
+// choose asks Choose, when set, for body's script.
+func (u *Upstream) choose(body []byte) (Script, bool) {
+	u.mu.Lock()
+	c := u.Choose
+	u.mu.Unlock()
+	if c == nil {
+		return Script{}, false
+	}
+	return c(body)
+}
+
+// next takes the script for a completion request r: the one Choose
+// picked, else the queue's first, else Default.
+func (u *Upstream) next(r *http.Request) Script {
+	if s, ok := r.Context().Value(chosenScript{}).(Script); ok {
+		return s
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if len(u.queue) > 0 {

@@ -1209,3 +1209,34 @@ func TestSplitPieces(t *testing.T) {
 		}
 	}
 }
+
+// TestChoose: a script Choose picks from the body answers its request
+// ahead of the queue; a body it declines takes the queue, then Default.
+func TestChoose(t *testing.T) {
+	for _, up := range []*fake.Upstream{fake.NewOpenAI(), fake.NewAnthropic()} {
+		defer up.Close()
+		up.Choose = func(body []byte) (fake.Script, bool) {
+			if bytes.Contains(body, []byte("tagged")) {
+				return fake.Script{Text: "chosen", Usage: fake.Usage{Input: 3, Output: 4}}, true
+			}
+			return fake.Script{}, false
+		}
+		up.Push(fake.Script{Text: "queued", Usage: fake.Usage{Input: 1, Output: 1}})
+		var texts []string
+		for _, prompt := range []string{"tagged", "plain", "tagged", "plain"} {
+			if strings.HasSuffix(up.URL, "/v1") {
+				_, b := post(t, up.URL+"/chat/completions", openAIHeaders(),
+					`{"model":"gpt-4o","messages":[{"role":"user","content":"`+prompt+`"}]}`)
+				texts = append(texts, decode(t, string(b))["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string))
+			} else {
+				_, b := post(t, up.URL+"/v1/messages", anthropicHeaders(),
+					`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"`+prompt+`"}]}`)
+				texts = append(texts, decode(t, string(b))["content"].([]any)[0].(map[string]any)["text"].(string))
+			}
+		}
+		want := []string{"chosen", "queued", "chosen", fake.DefaultScript().Text}
+		if strings.Join(texts, "|") != strings.Join(want, "|") {
+			t.Errorf("%s: answers %q, want %q", up.URL, texts, want)
+		}
+	}
+}

@@ -113,7 +113,7 @@ func (u *Upstream) images(w http.ResponseWriter, r *http.Request, body []byte, e
 	case string:
 		n, _ = strconv.Atoi(v)
 	}
-	s := u.next()
+	s := u.next(r)
 	stream, _ := req["stream"].(bool)
 	u.prelude(w, r, s, stream)
 	if s.Status != 0 {

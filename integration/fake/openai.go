@@ -285,7 +285,7 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, req map[string]a
 	if so, ok := req["stream_options"].(map[string]any); ok && stream {
 		includeUsage, _ = so["include_usage"].(bool)
 	}
-	s := u.next().capped(req)
+	s := u.next(r).capped(req)
 	u.prelude(w, r, s, stream)
 	if s.Status != 0 {
 		writeJSON(w, s.Status, openAIErrorBody{Error: openAIScriptError(s, s.Status, model)})
@@ -456,7 +456,7 @@ func responsesStatus(finish string) (string, any) {
 
 func (u *Upstream) responses(w http.ResponseWriter, r *http.Request, req map[string]any, model string) {
 	stream, _ := req["stream"].(bool)
-	s := u.next().capped(req)
+	s := u.next(r).capped(req)
 	u.prelude(w, r, s, stream)
 	if s.Status != 0 {
 		writeJSON(w, s.Status, openAIErrorBody{Error: openAIScriptError(s, s.Status, model)})
