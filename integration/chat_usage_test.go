@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -80,6 +81,11 @@ func TestAnswersWithoutUsageArePaid(t *testing.T) {
 					if !stream && res.Header.Get("X-Gw-Cost-Usd") != want.String() {
 						t.Errorf("X-Gw-Cost-Usd %q, want %s", res.Header.Get("X-Gw-Cost-Usd"), want)
 					}
+					// A stream's receipt: the usage block the gateway puts where
+					// the provider sent none, with the cost.
+					if m := streamCostRe.FindAllSubmatch(res.Body, -1); stream && (len(m) != 1 || string(m[0][1]) != want.String()) {
+						t.Errorf("stream receipts %q, want one cost_usd of %s", m, want)
+					}
 					e.expectLedger(t, account, ledgerEntry{RequestID: res.Header.Get("X-Gw-Request-Id"), Model: b.backing,
 						Units: prompt + output, Unit: "token", Cost: want.String()})
 				})
@@ -90,6 +96,9 @@ func TestAnswersWithoutUsageArePaid(t *testing.T) {
 		t.Errorf("%d answers without usage were logged, want %d", n, len(backends)*len(paths)*2)
 	}
 }
+
+// streamCostRe finds the cost_usd of a stream's usage block.
+var streamCostRe = regexp.MustCompile(`"cost_usd":"([0-9.]+)"`)
 
 // deliveredText is the text of a whole answer or of a stream's text
 // deltas, in any of the three formats.

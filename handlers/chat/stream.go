@@ -156,11 +156,27 @@ func (s *relay) write(evs []sse.Event) bool {
 			s.sawDone = true
 		}
 		if path, ok := finalUsagePath(s.format, ev); ok && !s.settled {
-			cost, ok := s.settle(s.tr.Usage())
+			_, cost, ok := s.settle(s.tr.Usage())
 			if !ok {
 				return false
 			}
 			if data, err := sjson.SetBytes(ev.Data, path+"."+CostField, cost.String()); err == nil {
+				ev.Data = data
+			}
+		} else if at, ok := usageLacking(s.format, ev); ok && !s.settled {
+			// The provider's final event carries no usage: the gateway's
+			// count and its cost take its place, so the client still
+			// gets its receipt.
+			u, cost, ok := s.settle(s.tr.Usage())
+			if !ok {
+				return false
+			}
+			block := usageBlock(s.format, u, cost)
+			if at == "" {
+				if !s.gone && s.w.Queue(sse.Event{Data: usageChunk(s.m.ID, block)}) != nil {
+					s.gone = true
+				}
+			} else if data, err := sjson.SetRawBytes(ev.Data, at, block); err == nil {
 				ev.Data = data
 			}
 		}
@@ -267,14 +283,14 @@ func appendDelta(b []byte, f Format, ev sse.Event) []byte {
 // the provider reported none: see billable); on usage that cannot be
 // right, or a store failure, the client gets an error event instead of
 // the usage block.
-func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
+func (s *relay) settle(u translate.Usage) (translate.Usage, pricing.Money, bool) {
 	// What was queued goes out before the wait for the charge's sync.
 	s.flush()
 	if !u.Valid() {
 		// The stream fails; what it delivered is billed by the
 		// gateway's own count (billDelivered).
 		s.fail("the upstream reported usage that cannot be right")
-		return 0, false
+		return u, 0, false
 	}
 	s.settled = true
 	u = s.billable(s.m, u, func() int64 {
@@ -284,10 +300,10 @@ func (s *relay) settle(u translate.Usage) (pricing.Money, bool) {
 	cost, _ := s.cost(s.m, u, s.escalated)
 	if _, err := s.Settle(u.Input+u.Output, pricing.UnitToken, s.m.ID, cost); err != nil {
 		s.fail(gwerr.As(err).Message)
-		return 0, false
+		return u, 0, false
 	}
 	s.record(s.m, s.escalated, cost)
-	return cost, true
+	return u, cost, true
 }
 
 // fail ends the stream with an error event in the client's format: the
@@ -359,6 +375,51 @@ func scrubError(f Format, ev sse.Event) sse.Event {
 	}
 	ev.Data = data
 	return ev
+}
+
+// usageLacking finds the final event of format f when it carries no
+// usage, and where a usage object goes in it ("": a chat-completions
+// stream's [DONE], before which a usage chunk of its own goes).
+func usageLacking(f Format, ev sse.Event) (string, bool) {
+	switch f {
+	case Messages:
+		return "usage", ev.Event == "message_delta" && !gjson.GetBytes(ev.Data, "usage").IsObject()
+	case Responses:
+		return "response.usage", responsesFinal[gjson.GetBytes(ev.Data, "type").String()] && !gjson.GetBytes(ev.Data, "response.usage").IsObject()
+	}
+	return "", sse.IsDone(ev)
+}
+
+// usageBlock is a usage object of format f for u, with the cost charged.
+func usageBlock(f Format, u translate.Usage, cost pricing.Money) []byte {
+	b := []byte(`{}`)
+	set := func(path string, v any) { b, _ = sjson.SetBytes(b, path, v) }
+	switch f {
+	case Messages:
+		set("input_tokens", u.Uncached())
+		set("cache_creation_input_tokens", u.CacheWrite)
+		set("cache_read_input_tokens", u.CachedInput)
+		set("output_tokens", u.Output)
+	case Responses:
+		set("input_tokens", u.Input)
+		set("input_tokens_details.cached_tokens", u.CachedInput)
+		set("output_tokens", u.Output)
+		set("total_tokens", u.Input+u.Output)
+	default:
+		set("prompt_tokens", u.Input)
+		set("prompt_tokens_details.cached_tokens", u.CachedInput)
+		set("completion_tokens", u.Output)
+		set("total_tokens", u.Input+u.Output)
+	}
+	set(CostField, cost.String())
+	return b
+}
+
+// usageChunk is a chat-completions chunk of model that carries only usage.
+func usageChunk(model string, usage []byte) []byte {
+	b, _ := sjson.SetRawBytes([]byte(`{"object":"chat.completion.chunk","choices":[]}`), "usage", usage)
+	b, _ = sjson.SetBytes(b, "model", model)
+	return b
 }
 
 // finalUsagePath finds the event of format f that carries the final usage,
