@@ -539,3 +539,21 @@ func FuzzParseSpeech(f *testing.F) {
 		}
 	})
 }
+
+// TestCRCTables: the tables give the catalogued check values of their
+// CRCs over "123456789" (CRC-8/SMBUS, CRC-16/UMTS, and Ogg's CRC-32:
+// CRC-32/CKSUM without its final inversion).
+func TestCRCTables(t *testing.T) {
+	data := []byte("123456789")
+	var c8 uint8
+	var c16 uint16
+	var c32 uint32
+	for _, b := range data {
+		c8 = flacCRC8Table[c8^b]
+		c16 = c16<<8 ^ flacCRC16Table[byte(c16>>8)^b]
+		c32 = c32<<8 ^ oggCRCTable[byte(c32>>24)^b]
+	}
+	if c8 != 0xF4 || c16 != 0xFEE8 || c32 != 0x89A1897F {
+		t.Errorf("CRC-8 %#x, CRC-16 %#x, CRC-32 %#x; want 0xf4, 0xfee8, 0x89a1897f", c8, c16, c32)
+	}
+}

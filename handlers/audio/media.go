@@ -474,35 +474,33 @@ func flacFrameHeader(b []byte) (int, bool) {
 // The CRCs of FLAC frames: CRC-8 (polynomial 0x07) of a header, CRC-16
 // (0x8005) of a whole frame.
 var (
-	flacCRC8Table = func() (t [256]byte) {
-		for i := range t {
-			c := byte(i)
-			for range 8 {
-				if c&0x80 != 0 {
-					c = c<<1 ^ 0x07
-				} else {
-					c <<= 1
-				}
-			}
-			t[i] = c
-		}
-		return t
-	}()
-	flacCRC16Table = func() (t [256]uint16) {
-		for i := range t {
-			c := uint16(i) << 8
-			for range 8 {
-				if c&0x8000 != 0 {
-					c = c<<1 ^ 0x8005
-				} else {
-					c <<= 1
-				}
-			}
-			t[i] = c
-		}
-		return t
-	}()
+	flacCRC8Table  = crcTable[uint8](0x07)
+	flacCRC16Table = crcTable[uint16](0x8005)
 )
+
+// crcTable is the byte-at-a-time table of the most-significant-bit-first
+// CRC of polynomial poly, in the width of T (FLAC's CRC-8 and CRC-16,
+// Ogg's CRC-32).
+func crcTable[T uint8 | uint16 | uint32](poly T) (t [256]T) {
+	var top T = 1
+	shift := 0
+	for top<<1 != 0 {
+		top <<= 1
+		shift++
+	}
+	for i := range t {
+		c := T(i) << (shift - 7)
+		for range 8 {
+			if c&top != 0 {
+				c = c<<1 ^ poly
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}
 
 // ---- MP3 ----
 
@@ -826,20 +824,7 @@ func oggPage(b []byte, serial uint32) (granule uint64, size int, ok bool) {
 	return binary.LittleEndian.Uint64(page[6:14]), size, true
 }
 
-var oggCRCTable = func() (t [256]uint32) {
-	for i := range t {
-		r := uint32(i) << 24
-		for range 8 {
-			if r&0x80000000 != 0 {
-				r = r<<1 ^ 0x04C11DB7
-			} else {
-				r <<= 1
-			}
-		}
-		t[i] = r
-	}
-	return t
-}()
+var oggCRCTable = crcTable[uint32](0x04C11DB7)
 
 // oggCRC is the page checksum, computed with its own field as zero.
 func oggCRC(page []byte) uint32 {
