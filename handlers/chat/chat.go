@@ -89,6 +89,9 @@ type call struct {
 	started time.Time
 	// cacheable: the answer goes into the cache.
 	cacheable bool
+	// lowered: the attempt under way was sent an output limit the
+	// gateway lowered (HeaderOutputLimit is set).
+	lowered bool
 	// committed: the first byte of a stream went to the client; the call
 	// can no longer move to another model, and it finishes (and is billed)
 	// even if the client leaves.
@@ -163,7 +166,9 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 		}
 		h.Router.Health.Fail(m.ID)
 	}
-	c.W.Header().Del(HeaderOutputLimit) // no attempt answered
+	if cl.lowered {
+		c.W.Header().Del(HeaderOutputLimit) // no attempt answered
+	}
 	return last
 }
 
@@ -199,7 +204,10 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 		target = Responses
 	}
 	body := cl.body
-	cl.W.Header().Del(HeaderOutputLimit)
+	if cl.lowered {
+		cl.W.Header().Del(HeaderOutputLimit) // an earlier attempt's
+		cl.lowered = false
+	}
 	if limit > 0 {
 		// Sent as if the client had set it, so every translation carries
 		// it; the answer announces it, and is not cached (a later call
@@ -209,7 +217,7 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 			return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
 		}
 		cl.W.Header().Set(HeaderOutputLimit, strconv.Itoa(limit))
-		cl.cacheable = false
+		cl.cacheable, cl.lowered = false, true
 	}
 	body, path, err := requestFor(body, cl.format, target, m.ID, cl.req.stream)
 	if err != nil {
