@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // Format is an audio container the transcription route accepts (spec "POST
@@ -658,8 +659,11 @@ func oggRead(b []byte) (reading, error) {
 	}
 	r := reading{length: d, claim: d}
 	r.least, r.most = bounds(len(b), LossyHighestRate, LossyLowestRate)
-	if codec, serial, _ := oggCodec(b); codec == "opus" {
+	switch codec, serial, _ := oggCodec(b); codec {
+	case "opus":
 		r.length = walked(d, oggOpusWalk(b, serial))
+	case "vorbis":
+		r.length = walked(d, oggVorbisWalk(b, serial))
 	}
 	return r, nil
 }
@@ -714,14 +718,13 @@ func opusSamples(p []byte) int {
 // opusMaxPacketSamples is 120 ms at 48 kHz, the most one packet holds.
 const opusMaxPacketSamples = 5760
 
-// oggOpusWalk adds up the samples of the Opus packets in the stream's
-// pages (each checksum verified; bytes between pages and pages of other
-// streams skipped), past the two header packets and less the pre-skip,
-// in seconds.
-func oggOpusWalk(b []byte, serial uint32) float64 {
-	var total int64
-	packets, open := 0, false
-	var head []byte // the first two bytes of the packet being read
+// oggPackets calls fn with every packet of the stream in the pages of b
+// (each checksum verified; bytes between pages and pages of other
+// streams skipped), in order, numbered from 0: the packet's first
+// keep(index) bytes, or all of it when shorter.
+func oggPackets(b []byte, serial uint32, keep func(index int) int, fn func(index int, head []byte)) {
+	index, open := -1, false
+	var head []byte // what is kept of the packet being read
 	for pos := 0; pos < len(b); {
 		i := bytes.Index(b[pos:], []byte("OggS"))
 		if i < 0 {
@@ -741,20 +744,171 @@ func oggOpusWalk(b []byte, serial uint32) float64 {
 			data = data[l:]
 			if !open {
 				head = head[:0]
-				packets++
+				index++
 			}
-			head = append(head, seg[:min(2-len(head), len(seg))]...)
-			if open = l == 255; !open && packets > 2 {
-				total += int64(opusSamples(head))
+			head = append(head, seg[:max(min(keep(index)-len(head), len(seg)), 0)]...)
+			if open = l == 255; !open {
+				fn(index, head)
 			}
 		}
 		pos += size
 	}
+}
+
+// oggOpusWalk adds up the samples of the stream's Opus packets, past the
+// two header packets and less the pre-skip, in seconds.
+func oggOpusWalk(b []byte, serial uint32) float64 {
+	var total int64
+	oggPackets(b, serial, func(int) int { return 2 }, func(index int, head []byte) {
+		if index >= 2 {
+			total += int64(opusSamples(head))
+		}
+	})
 	preSkip := int64(0)
 	if p := b[27+int(b[26]):]; len(p) >= 12 {
 		preSkip = int64(binary.LittleEndian.Uint16(p[10:12]))
 	}
 	return float64(max(total-preSkip, 0)) / 48000
+}
+
+// vorbisSetupMost bounds the setup header a Vorbis walk reads (real ones
+// are a few kilobytes).
+const vorbisSetupMost = 1 << 20
+
+// oggVorbisWalk adds up the samples of the stream's Vorbis packets, in
+// seconds: a packet decodes to a quarter of its block size plus a quarter
+// of the previous one's (the first to nothing: it primes the decoder), the
+// sizes given by the identification header
+// and each packet's mode (its first byte), whose block flags close the
+// setup header (vorbisModes). 0 when the headers cannot be read.
+func oggVorbisWalk(b []byte, serial uint32) float64 {
+	var (
+		rate      float64
+		sizes     [2]int64
+		flags     []bool
+		modeMask  byte
+		prevMask  byte
+		previous  int64
+		total     int64
+		readable  = true
+		modeCount int
+		audio     int
+	)
+	keep := func(index int) int {
+		if index < 3 {
+			return vorbisSetupMost
+		}
+		return 1
+	}
+	oggPackets(b, serial, keep, func(index int, p []byte) {
+		switch {
+		case !readable:
+		case index == 0:
+			if len(p) < 30 || p[0] != 1 || string(p[1:7]) != "vorbis" {
+				readable = false
+				return
+			}
+			rate = float64(binary.LittleEndian.Uint32(p[12:16]))
+			sizes = [2]int64{1 << (p[28] & 0x0F), 1 << (p[28] >> 4)}
+		case index == 2:
+			if flags = vorbisModes(p); flags == nil {
+				readable = false
+				return
+			}
+			modeCount = len(flags)
+			modeMask = byte((1<<bits.Len(uint(modeCount-1)))-1) << 1
+			prevMask = (modeMask | 1) + 1
+			previous = sizes[b2i(flags[0])]
+		case index > 2 && len(p) > 0 && p[0]&1 == 0:
+			mode := 0
+			if modeCount > 1 {
+				mode = int(p[0]&modeMask) >> 1
+			}
+			if mode >= modeCount {
+				return
+			}
+			prev := previous
+			if flags[mode] {
+				prev = sizes[b2i(p[0]&prevMask != 0)]
+			}
+			cur := sizes[b2i(flags[mode])]
+			if audio++; audio > 1 { // a decoder's first packet only primes it
+				total += (prev + cur) / 4
+			}
+			previous = cur
+		}
+	})
+	if !readable || flags == nil || rate <= 0 {
+		return 0
+	}
+	return float64(total) / rate
+}
+
+func b2i(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// vorbisModes reads the block flag of each mode from the end of a Vorbis
+// setup header: the modes are its last field, before the framing bit, so
+// they are read backwards (the fields before them have no lengths of their
+// own). A mode is 8 bits of window type and transform type (zero), a
+// 16-bit mapping number below 64 and the block flag, read from the end;
+// the mode count (6 bits, less one) stands before them. nil when no count
+// matches.
+func vorbisModes(p []byte) []bool {
+	if len(p) < 7 || p[0] != 5 || string(p[1:7]) != "vorbis" {
+		return nil
+	}
+	n := len(p) * 8
+	// bit i counted from the end of the packet, most significant first.
+	bit := func(i int) uint {
+		return uint(p[len(p)-1-i/8]>>(7-i%8)) & 1
+	}
+	read := func(pos *int, w int) uint {
+		v := uint(0)
+		for range w {
+			v = v<<1 | bit(*pos)
+			*pos++
+		}
+		return v
+	}
+	pos, framing := 0, -1
+	for n-pos > 97 {
+		if read(&pos, 1) == 1 {
+			framing = pos
+			break
+		}
+	}
+	if framing < 0 {
+		return nil
+	}
+	count, last := 0, 0
+	for n-pos >= 97 {
+		if read(&pos, 8) > 63 || read(&pos, 16) != 0 || read(&pos, 16) != 0 {
+			break
+		}
+		pos++ // the block flag
+		if count++; count > 64 {
+			break
+		}
+		peek := pos
+		if int(read(&peek, 6))+1 == count {
+			last = count
+		}
+	}
+	if last == 0 {
+		return nil
+	}
+	flags := make([]bool, last)
+	pos = framing
+	for i := last - 1; i >= 0; i-- {
+		pos += 40
+		flags[i] = read(&pos, 1) == 1
+	}
+	return flags
 }
 
 // oggGranuleLength reads the granule position of the stream's last page: Ogg

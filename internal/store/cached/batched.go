@@ -184,14 +184,18 @@ func (s *Batched) commit(batch []*shared) {
 		}
 	}
 	d, ok := time.Since(start), 0
-	for i, c := range batch {
-		c.charged, c.err = charged[i], errs[i]
-		if c.err == nil {
+	for _, err := range errs {
+		if err == nil {
 			ok++
 		}
+	}
+	// The batch is told of before its callers wake, so that what a caller
+	// does next sees it counted.
+	s.observe(d, ok)
+	for i, c := range batch {
+		c.charged, c.err = charged[i], errs[i]
 		close(c.done)
 	}
-	s.observe(d, ok)
 }
 
 // Unwrap returns the backend (for what it offers beyond a store, such as

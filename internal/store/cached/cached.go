@@ -804,17 +804,21 @@ func (s *Store) writeBatch(batch []*charge) {
 				ok++
 			}
 			s.finish(c)
-			close(c.done)
 		}
 		s.observe(d, ok)
+	}
+	// The batch is told of before its callers wake, so that what a caller
+	// does next sees it counted.
+	for _, c := range batch {
+		close(c.done)
 	}
 	s.batches.Add(1)
 	s.charges.Add(int64(len(batch)))
 }
 
-// logBatch appends a batch to the charge log and syncs it; its callers
-// are answered then, and the batch goes on to the backend. It reports how
-// long the append took and whether it succeeded.
+// logBatch appends a batch to the charge log and syncs it, and sets each
+// charge's outcome (its caller is woken after); the batch goes on to the
+// backend. It reports how long the append took and whether it succeeded.
 func (s *Store) logBatch(batch []*charge) (time.Duration, bool) {
 	entries := make([]store.Entry, len(batch))
 	for i, c := range batch {
@@ -845,7 +849,6 @@ func (s *Store) logBatch(batch []*charge) (time.Duration, bool) {
 		} else {
 			c.charged = true
 		}
-		close(c.done)
 	}
 	return d, err == nil
 }
