@@ -1,8 +1,9 @@
 package integration
 
 // The gateway's added latency and throughput, measured against a bare Caddy
-// reverse_proxy to the same fake upstream in the same process and the same
-// run. Nothing here asserts a time: speed is reported as ratios against the
+// reverse_proxy to the same fake upstream in the same run (the baseline in
+// a Caddy process of its own, or the gateway's with GW_BENCH_BASELINE=shared).
+// Nothing here asserts a time: speed is reported as ratios against the
 // baseline.
 //
 //	GW_BENCH=1 go test -count=1 -run TestBenchReport -v ./integration
@@ -101,8 +102,8 @@ type benchScenario struct {
 	gw, base benchTarget
 }
 
-// benchEnv is one bin/caddy process serving the gateway site and the two
-// baseline sites, and the fakes behind both.
+// benchEnv is the gateway's process and the one serving the baseline
+// sites (the same one when shared), and the fakes behind both.
 type benchEnv struct {
 	g         *gateway
 	base      *gateway // the process serving the bare sites (g when shared)
@@ -685,7 +686,7 @@ func TestBenchReport(t *testing.T) {
 	}
 
 	var md strings.Builder
-	fmt.Fprintf(&md, "### Gateway vs bare reverse_proxy (same fake upstream, same process, same run)\n\n")
+	fmt.Fprintf(&md, "### Gateway vs bare reverse_proxy (same fake upstream, same run)\n\n")
 	fmt.Fprintf(&md, "%d requests per target and scenario, %d concurrent clients, interleaved in batches of %d; "+
 		"gateway calls spread over %d fresh account(s) per scenario; access log on %s (GW_BENCH_ACCESS_LOG); baseline in %s (GW_BENCH_BASELINE); loopback; %s/%s, %d CPUs (the load generator's GOMAXPROCS %d), %s.\n",
 		n, conc, batch, env.accounts, benchLogSites(), benchBaselineWhere(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())

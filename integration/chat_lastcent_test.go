@@ -269,3 +269,32 @@ func TestTightenedPromptCountsEverything(t *testing.T) {
 	}
 	e.expectJournalOK(t)
 }
+
+// TestTightenedCountWithoutTheCountEndpoint: when a messages-style
+// provider's count endpoint fails (here overloaded), the tightened
+// reservation counts the prompt itself and the call is served: a
+// count that cannot be had is never a money refusal.
+func TestTightenedCountWithoutTheCountEndpoint(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	e.AN.CountStatus = 529
+	use := tokenUsage{Input: 30, Output: 90}
+	call := listCost(t, "claude-haiku-4-5", use, false)
+	key := e.account(t, "count-down", map[string]any{"balance_usd": (3 * call).String()})
+	e.AN.Push(fake.Script{Text: "A cod.", Usage: fakeUsage(true, use), CapOutput: true})
+	r := e.do(t, http.MethodPost, "/v1/chat/completions",
+		`{"model":"gw-pinned-claude-haiku-4-5","messages":[{"role":"user","content":"Name one fish."}]}`, bearer(key)...)
+	limit, err := strconv.Atoi(r.Header.Get("X-Gw-Output-Limit"))
+	if r.Status != http.StatusOK || err != nil || limit < minOutputTokens {
+		t.Fatalf("status %d %v %s, want 200 with a lowered limit", r.Status, r.Header, r.Body)
+	}
+	counted := 0
+	for _, q := range e.AN.Requests() {
+		if strings.HasSuffix(q.Path, "/count_tokens") {
+			counted++
+		}
+	}
+	if counted != 1 {
+		t.Errorf("the count endpoint was asked %d times, want once", counted)
+	}
+}

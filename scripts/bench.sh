@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Measures the gateway against a bare Caddy reverse_proxy to the same fake
-# upstream, in one bin/caddy process and one run, and prints a Markdown
+# upstream in one run (the baseline in a Caddy of its own, or in the
+# gateway's process with GW_BENCH_BASELINE=shared), and prints a Markdown
 # table of p50/p99 latency and throughput with the ratios gateway/baseline
 # (integration/bench_test.go, TestBenchReport; page reading and audio in
 # fetch_bench_test.go and audio_bench_test.go).

@@ -12,7 +12,8 @@
 // blocks the file already has (zeros written ahead at Provision), then a
 // plain fdatasync(2) makes them durable. Requests take turns.
 //
-// It is built into bin/caddy-bench only (scripts/bench.xcaddy.json):
+// It is built into bin/caddy-bench only (go run ./cmd/gwbuild -o
+// bin/caddy-bench -with github.com/caddy-gw/caddy-gw/integration/benchsync):
 //
 //	route {
 //		gw_bench_sync {

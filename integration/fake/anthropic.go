@@ -101,6 +101,10 @@ func serveAnthropic(u *Upstream, w http.ResponseWriter, r *http.Request, body []
 	}
 
 	if countOnly {
+		if u.CountStatus != 0 {
+			writeJSON(w, u.CountStatus, anthropicErrorBody{Type: "error", Error: anthropicScriptError(Script{}, u.CountStatus), RequestID: rid})
+			return
+		}
 		writeJSON(w, http.StatusOK, o("input_tokens", CountTokens(body)))
 		return
 	}

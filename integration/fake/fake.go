@@ -265,6 +265,11 @@ type Upstream struct {
 	// concurrent requests can each carry their own script. Set it before
 	// the gateway sends requests.
 	Choose func(body []byte) (Script, bool)
+	// CountStatus, when set, is the status the Anthropic fake's
+	// count_tokens answers with its error body (529: overloaded), as a
+	// count endpoint that is down or rate limited does. Set it before the
+	// gateway sends requests.
+	CountStatus int
 
 	srv       *httptest.Server
 	format    format
