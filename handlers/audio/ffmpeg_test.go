@@ -257,31 +257,30 @@ func TestProbeForgedHeaders(t *testing.T) {
 		return binary.LittleEndian.Uint64(ogg[i+6 : i+14])
 	}
 
-	t.Run("ogg opus last granule", func(t *testing.T) {
-		ogg, real := makeAudio(t, dir, "tone.opus", 65.5, "-c:a", "libopus", "-b:a", "64k")
-		// One second claimed: the packets are walked (ffprobe counts
-		// the 6.5 ms pre-skip in, the walk the last packet's padding).
-		forged := forgeGranule(ogg, 48000)
-		if got := probeForged(t, dir, "forged.opus", forged); got > 2 {
-			t.Fatalf("ffprobe reads %.3f s of the forged file: the forgery does not take", got)
-		}
-		expectLength(t, forged, real, 0.02)
-		// A granule 1,000 times too large is refused.
-		expectRefused(t, forgeGranule(ogg, lastGranule(ogg)*1000))
-	})
-
-	t.Run("ogg vorbis last granule", func(t *testing.T) {
-		ogg, real := makeAudio(t, dir, "tone.ogg", 65.5, "-ar", "16000", "-c:a", "libvorbis")
-		// One second claimed: the packets are walked, each decoding to a
-		// quarter of its block and of the one before it.
-		forged := forgeGranule(ogg, 16000)
-		if got := probeForged(t, dir, "forged.ogg", forged); got > 2 {
-			t.Fatalf("ffprobe reads %.3f s of the forged file: the forgery does not take", got)
-		}
-		expectLength(t, forged, real, 0.03)
-		// A granule 1,000 times too large is refused.
-		expectRefused(t, forgeGranule(ogg, lastGranule(ogg)*1000))
-	})
+	// One second claimed by the last granule: the packets are walked. An
+	// Opus packet's length is read from its TOC byte (ffprobe counts the
+	// 6.5 ms pre-skip in, the walk the last packet's padding); a Vorbis
+	// packet decodes to a quarter of its block and of the one before it.
+	// A granule 1,000 times too large is refused.
+	for _, tc := range []struct {
+		name, file string
+		rate       uint64
+		within     float64
+		args       []string
+	}{
+		{"ogg opus last granule", "tone.opus", 48000, 0.02, []string{"-c:a", "libopus", "-b:a", "64k"}},
+		{"ogg vorbis last granule", "tone.ogg", 16000, 0.03, []string{"-ar", "16000", "-c:a", "libvorbis"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ogg, real := makeAudio(t, dir, tc.file, 65.5, tc.args...)
+			forged := forgeGranule(ogg, tc.rate)
+			if got := probeForged(t, dir, "forged-"+tc.file, forged); got > 2 {
+				t.Fatalf("ffprobe reads %.3f s of the forged file: the forgery does not take", got)
+			}
+			expectLength(t, forged, real, tc.within)
+			expectRefused(t, forgeGranule(ogg, lastGranule(ogg)*1000))
+		})
+	}
 
 	t.Run("m4a durations", func(t *testing.T) {
 		m4a, real := makeAudio(t, dir, "tone.m4a", 65.5, "-ar", "16000", "-c:a", "aac", "-b:a", "24k")
