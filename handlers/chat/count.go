@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -111,6 +113,14 @@ var (
 	codecErr  error
 )
 
+// CountChunk is the most bytes the tokenizer reads at once. Its merging of
+// one unbroken run of letters costs more than linear time in the run's
+// length, so a longer text is counted chunk by chunk, cut before a space
+// (where the tokenizer starts a new word anyway) or, in a run with none,
+// at a character boundary: a client's 32 MiB word costs what 32 MiB of
+// prose does.
+const CountChunk = 512
+
 // countTokens counts s with the o200k tokenizer (0 when it is unavailable).
 func countTokens(s string) int {
 	if s == "" {
@@ -120,8 +130,34 @@ func countTokens(s string) int {
 	if codecErr != nil {
 		return 0
 	}
-	n, _ := codec.Count(s)
-	return n
+	total := 0
+	for len(s) > 0 {
+		cut := chunkEnd(s)
+		n, _ := codec.Count(s[:cut])
+		total += n
+		s = s[cut:]
+	}
+	return total
+}
+
+// chunkEnd is where the first chunk of s ends: all of s when it fits in
+// CountChunk, else before the last space within the chunk, else at the
+// last character boundary within it.
+func chunkEnd(s string) int {
+	if len(s) <= CountChunk {
+		return len(s)
+	}
+	if i := strings.LastIndexByte(s[:CountChunk], ' '); i > 0 {
+		return i
+	}
+	i := CountChunk
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	if i == 0 {
+		return CountChunk
+	}
+	return i
 }
 
 // promptTokens counts a client body's prompt locally: the messages-style

@@ -552,14 +552,15 @@ func text(content gjson.Result) string {
 	if content.Type == gjson.String {
 		return content.String()
 	}
-	var s string
+	var s strings.Builder
 	content.ForEach(func(_, part gjson.Result) bool {
 		if t := part.Get("text"); t.Type == gjson.String {
-			s += t.String() + "\n"
+			s.WriteString(t.String())
+			s.WriteByte('\n')
 		}
 		return true
 	})
-	return s
+	return s.String()
 }
 
 // ImageTokenCeiling is the most input tokens one image part can cost on
