@@ -170,3 +170,46 @@ func TestFetchSlowPage(t *testing.T) {
 		t.Fatalf("a failed read was billed: %v", l)
 	}
 }
+
+// The page cache is kept per account: a page one account read is a fresh,
+// billed read for another (its cost tells nothing of what others read),
+// and a hit only for the account that read it.
+func TestFetchCachePerAccount(t *testing.T) {
+	t.Parallel()
+	var reads atomic.Int64
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reads.Add(1)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("a page only some accounts read"))
+	}))
+	t.Cleanup(site.Close)
+	g := startGateway(t, gwOptions{Env: map[string]string{"GW_FETCH_ALLOW": strings.TrimPrefix(site.URL, "http://")}})
+	keyA := g.newAccountKey(t, map[string]any{"id": "reader-a", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+	keyB := g.newAccountKey(t, map[string]any{"id": "reader-b", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+	body := `{"url":"` + site.URL + `/private-notes"}`
+	for i, step := range []struct {
+		key, cost string
+		reads     int64
+	}{
+		{keyA, "0.002", 1}, // A reads: billed
+		{keyB, "0.002", 2}, // B reads the same URL: a fresh read, billed
+		{keyA, "0.00", 2},  // A again: its own cached read
+		{keyB, "0.00", 2},  // B again: its own cached read
+	} {
+		r := g.do(t, http.MethodPost, "/v1/fetch", body, bearer(step.key)...)
+		if r.Status != http.StatusOK || gjson.GetBytes(r.Body, "markdown").String() != "a page only some accounts read" {
+			t.Fatalf("read %d: %d %s", i, r.Status, r.Body)
+		}
+		if got := r.Header.Get("X-Gw-Cost-Usd"); got != step.cost {
+			t.Errorf("read %d: cost %q, want %q", i, got, step.cost)
+		}
+		if n := reads.Load(); n != step.reads {
+			t.Errorf("read %d: the site was read %d times, want %d", i, n, step.reads)
+		}
+	}
+	for _, account := range []string{"reader-a", "reader-b"} {
+		if l := ledgerOf(t, g, account); len(l) != 1 {
+			t.Errorf("%s: ledger %v, want one read", account, l)
+		}
+	}
+}

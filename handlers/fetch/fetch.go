@@ -1,8 +1,8 @@
 // Package fetch serves page reading: POST /v1/fetch. The gateway fetches
 // the page itself through the address guard (internal/netguard), decodes
 // it from its charset, extracts the main content (readability) and
-// converts it to Markdown. Reads are cached for six hours (a hit is not
-// billed); blocked URLs and failed reads are not billed.
+// converts it to Markdown. Reads are cached per account for six hours (a
+// hit is not billed); blocked URLs and failed reads are not billed.
 package fetch
 
 import (
@@ -37,8 +37,8 @@ import (
 const (
 	// Timeout: a read longer than 25 seconds fails.
 	Timeout = 25 * time.Second
-	// CacheTTL: a read of the same URL (and mode) within six hours is served
-	// from the cache, not billed.
+	// CacheTTL: a read of the same URL (and mode) by the same account
+	// within six hours is served from the cache, not billed.
 	CacheTTL = 6 * time.Hour
 	// MaxCached bounds the cache's entries.
 	MaxCached = 10_000
@@ -123,7 +123,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		}
 		mode, price, read = "render", h.RenderPrice, h.readRendered
 	}
-	key := mode + " " + u.String()
+	key := cacheKey(c.Account.ID, mode, u.String())
 	if hit, ok := h.cache.get(key); ok {
 		c.Receipt("fetch", 0)
 		return write(c, hit)
@@ -268,6 +268,12 @@ type cache struct {
 	mu     sync.Mutex
 	m      map[string]cached
 	shared redis.UniversalClient
+}
+
+// cacheKey is the cache's key of a read: per account (so no account learns
+// from a read's cost which pages another read), per mode, per URL.
+func cacheKey(account, mode, url string) string {
+	return fmt.Sprintf("%d:%s %s %s", len(account), account, mode, url)
 }
 
 // sharedTimeout bounds a shared cache's read or write (a miss, if slower).
