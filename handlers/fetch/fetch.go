@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"codeberg.org/readeck/go-readability/v2"
-	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/base"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/commonmark"
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/html/charset"
@@ -252,12 +254,15 @@ func Markdown(html string, base *url.URL) (string, error) {
 			}
 		}
 	}
-	md, err := htmltomarkdown.ConvertString(content)
+	md, err := markdownConverter.ConvertString(content)
 	if err != nil {
 		return "", err
 	}
 	return strings.TrimSpace(md), nil
 }
+
+// markdownConverter is CommonMark with GFM tables.
+var markdownConverter = converter.NewConverter(converter.WithPlugins(base.NewBasePlugin(), commonmark.NewCommonmarkPlugin(), tables{}))
 
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
