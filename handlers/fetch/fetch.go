@@ -26,6 +26,7 @@ import (
 	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/commonmark"
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
 	"golang.org/x/net/html/charset"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -123,7 +124,12 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		if browserPath() == "" {
 			return flat(gwerr.Unavailable, "capability_unavailable", "rendering is unavailable; retry later or drop render")
 		}
-		mode, price, read = "render", h.RenderPrice, h.readRendered
+		log := zap.NewNop()
+		if c.Gateway != nil && c.Gateway.Logger != nil {
+			log = c.Gateway.Logger
+		}
+		mode, price = "render", h.RenderPrice
+		read = func(ctx context.Context, u *url.URL) (page, error) { return h.readRendered(ctx, u, log) }
 	}
 	key := cacheKey(c.Account.ID, mode, u.String())
 	if hit, ok := h.cache.get(key); ok {
@@ -215,18 +221,27 @@ func (h *Handler) read(ctx context.Context, u *url.URL) (page, error) {
 	if err != nil {
 		return page{}, providerFailed("the page's charset cannot be decoded")
 	}
-	switch mt {
-	case "text/plain", "text/markdown":
-		return page{Markdown: decoded, URL: final}, nil
-	case "text/html", "application/xhtml+xml":
-	default:
+	switch {
+	case !readable(mt):
 		return page{}, providerFailed("%s is not a page that can be read", mt)
+	case mt == "text/plain" || mt == "text/markdown":
+		return page{Markdown: decoded, URL: final}, nil
 	}
 	md, err := Markdown(decoded, resp.Request.URL)
 	if err != nil {
 		return page{}, providerFailed("the page could not be read")
 	}
 	return page{Markdown: md, URL: final}, nil
+}
+
+// readable reports a media type page reading reads: HTML, XHTML, plain
+// text and Markdown.
+func readable(mediaType string) bool {
+	switch mediaType {
+	case "text/html", "application/xhtml+xml", "text/plain", "text/markdown":
+		return true
+	}
+	return false
 }
 
 // decode turns a page's bytes into UTF-8 text, from the charset its

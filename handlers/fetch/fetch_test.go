@@ -1,12 +1,19 @@
 package fetch
 
 import (
+	"context"
+	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/netguard"
@@ -119,5 +126,52 @@ func TestRenderWithoutBrowser(t *testing.T) {
 	e := gwerr.As(err)
 	if gwerr.Fetch.Status(e) != http.StatusServiceUnavailable || gwerr.Fetch.Code(e) != "capability_unavailable" {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// The browser's environment is its own profile directory and PATH, LANG
+// and TZ: nothing else of the gateway's.
+func TestBrowserEnv(t *testing.T) {
+	t.Setenv("PATH", "/usr/bin:/bin")
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("GW_OPENAI_API_KEY", "sk-secret")
+	t.Setenv("GW_BOOTSTRAP_KEY", "sk-bootstrap")
+	t.Setenv("HOME", "/root")
+	t.Setenv("TZ", "")
+	os.Unsetenv("TZ") // t.Setenv puts it back afterwards
+	got := strings.Join(BrowserEnv("/tmp/profile"), " ")
+	want := "HOME=/tmp/profile XDG_CONFIG_HOME=/tmp/profile/.config XDG_CACHE_HOME=/tmp/profile/.cache PATH=/usr/bin:/bin LANG=C.UTF-8"
+	if got != want {
+		t.Fatalf("env %s, want %s", got, want)
+	}
+}
+
+// A browser that cannot start (here a stand-in that exits at once; on a
+// kernel that refuses its sandbox, Chromium does the same) makes rendering
+// unavailable: 503 capability_unavailable, and the cause is logged.
+func TestRenderBrowserFailsToStart(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} { // the browser's user (nobody, under root) runs it
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, Browsers[0]), []byte("#!/bin/sh\necho 'No usable sandbox!'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":/usr/bin:/bin")
+	h := &Handler{Guard: netguard.New([]string{"127.0.0.1:9"})}
+	h.init()
+	core, logs := observer.New(zap.ErrorLevel)
+	u, _ := url.Parse("http://127.0.0.1:9/")
+	_, err := h.readRendered(context.Background(), u, zap.New(core))
+	e := gwerr.As(err)
+	if gwerr.Fetch.Status(e) != http.StatusServiceUnavailable || gwerr.Fetch.Code(e) != "capability_unavailable" {
+		t.Fatalf("err %v", err)
+	}
+	// The browser's own words reach the log.
+	if l := logs.FilterMessage("page reading: the browser did not start").All(); len(l) != 1 ||
+		!strings.Contains(fmt.Sprint(l[0].ContextMap()["error"]), "No usable sandbox!") {
+		t.Fatalf("logs %v", logs.All())
 	}
 }
