@@ -58,12 +58,12 @@ func TestFetchRenderStaysOutside(t *testing.T) {
 		}
 	}()
 
-	var g *gateway
 	var (
-		once     sync.Once
-		gathered = make(chan struct{})
-		state    string
-		procs    []browserProcess
+		gatewayPID atomic.Int64
+		once       sync.Once
+		gathered   = make(chan struct{})
+		state      string
+		procs      []browserProcess
 	)
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -84,7 +84,7 @@ document.getElementById("app").innerHTML = "<article><h2>Peer page</h2><p>This p
 		case "/gathered":
 			once.Do(func() {
 				state = r.URL.Query().Get("state")
-				procs = descendants(t, g.pid(t))
+				procs = descendants(t, int(gatewayPID.Load()))
 				close(gathered)
 			})
 		case "/gate":
@@ -107,7 +107,8 @@ document.getElementById("app").innerHTML = "<article><h2>Peer page</h2><p>This p
 		"GW_TEST_DB_SECRET":  "postgres://gw:db-secret@127.0.0.1:1/gw",
 		"GW_BOOTSTRAP_EXTRA": "sk-bootstrap-secret",
 	}
-	g = startGateway(t, gwOptions{BootstrapKey: "sk-bootstrapkeysecret0123456789abcdefghijkl", Env: secrets})
+	g := startGateway(t, gwOptions{BootstrapKey: "sk-bootstrapkeysecret0123456789abcdefghijkl", Env: secrets})
+	gatewayPID.Store(int64(g.pid(t)))
 	key := g.newAccountKey(t, map[string]any{"id": "peer", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
 
 	r := g.do(t, http.MethodPost, "/v1/fetch", `{"url":"`+site.URL+`/page","render":true}`, bearer(key)...)
