@@ -100,7 +100,7 @@ func isolate(cmd *exec.Cmd) {
 }
 
 // navigation is what the renderer saw of the main frame's document: the
-// URL last requested (after redirects), its bytes and its response.
+// URL last requested (after redirects) and how many bytes of it arrived.
 type navigation struct {
 	mu       sync.Mutex
 	frame    cdp.FrameID
@@ -175,7 +175,7 @@ func (h *Handler) render(ctx context.Context, u *url.URL) (html, final string, e
 	nav.mu.Lock()
 	doc, received := nav.url, nav.received
 	nav.mu.Unlock()
-	if err := h.judge(proxy, doc, resp, err, received); err != nil {
+	if err := judge(proxy, doc, resp, err, received); err != nil {
 		return "", "", err
 	}
 	if html, err = chromedp.Run(bctx, chromedp.Evaluate[string]("document.documentElement.outerHTML")); err != nil {
@@ -205,7 +205,7 @@ func blocked(err error) error {
 
 // judge turns the main document's navigation into a plain read's answer:
 // nil when the page can be read, else the error a plain read of it gives.
-func (h *Handler) judge(p *proxy, doc string, resp *network.Response, navErr error, received int64) error {
+func judge(p *proxy, doc string, resp *network.Response, navErr error, received int64) error {
 	var le *chromedp.LoadError
 	refused := false
 	if resp != nil {
