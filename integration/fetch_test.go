@@ -170,3 +170,83 @@ func TestFetchSlowPage(t *testing.T) {
 		t.Fatalf("a failed read was billed: %v", l)
 	}
 }
+
+// The page cache is kept per account: a page one account read is a fresh,
+// billed read for another (its cost tells nothing of what others read),
+// and a hit only for the account that read it.
+func TestFetchCachePerAccount(t *testing.T) {
+	t.Parallel()
+	var reads atomic.Int64
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reads.Add(1)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("a page only some accounts read"))
+	}))
+	t.Cleanup(site.Close)
+	g := startGateway(t, gwOptions{Env: map[string]string{"GW_FETCH_ALLOW": strings.TrimPrefix(site.URL, "http://")}})
+	keyA := g.newAccountKey(t, map[string]any{"id": "reader-a", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+	keyB := g.newAccountKey(t, map[string]any{"id": "reader-b", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+	body := `{"url":"` + site.URL + `/private-notes"}`
+	for i, step := range []struct {
+		key, cost string
+		reads     int64
+	}{
+		{keyA, "0.002", 1}, // A reads: billed
+		{keyB, "0.002", 2}, // B reads the same URL: a fresh read, billed
+		{keyA, "0.00", 2},  // A again: its own cached read
+		{keyB, "0.00", 2},  // B again: its own cached read
+	} {
+		r := g.do(t, http.MethodPost, "/v1/fetch", body, bearer(step.key)...)
+		if r.Status != http.StatusOK || gjson.GetBytes(r.Body, "markdown").String() != "a page only some accounts read" {
+			t.Fatalf("read %d: %d %s", i, r.Status, r.Body)
+		}
+		if got := r.Header.Get("X-Gw-Cost-Usd"); got != step.cost {
+			t.Errorf("read %d: cost %q, want %q", i, got, step.cost)
+		}
+		if n := reads.Load(); n != step.reads {
+			t.Errorf("read %d: the site was read %d times, want %d", i, n, step.reads)
+		}
+	}
+	for _, account := range []string{"reader-a", "reader-b"} {
+		if l := ledgerOf(t, g, account); len(l) != 1 {
+			t.Errorf("%s: ledger %v, want one read", account, l)
+		}
+	}
+}
+
+const tablesHTML = `<!doctype html><html><head><title>Metals</title></head><body><article>
+<h2>Metal prices</h2>
+<p>The table below lists the metals that the workshop keeps in stock this week, with their reference values as counted on Monday morning.</p>
+<table><thead><tr><th>Name</th><th>Value</th></tr></thead><tbody>
+<tr><td>alpha</td><td>1</td></tr><tr><td>beta</td><td>2</td></tr></tbody></table>
+<p>The second table has no header cells: its first row names the columns, as many simple tables on the web do.</p>
+<table><tr><td>Metal</td><td>Note</td></tr><tr><td>iron | steel</td><td>first line<br>second
+line</td></tr><tr><td><p>copper</p><p>wire</p></td><td><code>a|b</code></td></tr></table>
+<p>Prices change every week, so the workshop prints a new copy of these tables every Monday for the counter.</p></article></body></html>`
+
+// Page reading keeps tables as GFM tables: the header row (the first row
+// when the table has no header cells), a delimiter row, one line per row;
+// a "|" in a cell is escaped and a cell's line breaks become spaces.
+func TestFetchTables(t *testing.T) {
+	t.Parallel()
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(tablesHTML))
+	}))
+	t.Cleanup(site.Close)
+	g := startGateway(t, gwOptions{Env: map[string]string{"GW_FETCH_ALLOW": strings.TrimPrefix(site.URL, "http://")}})
+	key := g.newAccountKey(t, map[string]any{"id": "tabler", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+	r := g.do(t, http.MethodPost, "/v1/fetch", `{"url":"`+site.URL+`/metals"}`, bearer(key)...)
+	if r.Status != http.StatusOK {
+		t.Fatalf("fetch: %d %s", r.Status, r.Body)
+	}
+	md := gjson.GetBytes(r.Body, "markdown").String()
+	for _, table := range []string{
+		"| Name | Value |\n| --- | --- |\n| alpha | 1 |\n| beta | 2 |\n",
+		"| Metal | Note |\n| --- | --- |\n| iron \\| steel | first line second line |\n| copper wire | `a\\|b` |\n",
+	} {
+		if !strings.Contains(md, "\n\n"+table+"\n") {
+			t.Errorf("no table\n%s\nin\n%s", table, md)
+		}
+	}
+}

@@ -1,8 +1,8 @@
 // Package fetch serves page reading: POST /v1/fetch. The gateway fetches
 // the page itself through the address guard (internal/netguard), decodes
 // it from its charset, extracts the main content (readability) and
-// converts it to Markdown. Reads are cached for six hours (a hit is not
-// billed); blocked URLs and failed reads are not billed.
+// converts it to Markdown. Reads are cached per account for six hours (a
+// hit is not billed); blocked URLs and failed reads are not billed.
 package fetch
 
 import (
@@ -21,9 +21,12 @@ import (
 	"time"
 
 	"codeberg.org/readeck/go-readability/v2"
-	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/base"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/commonmark"
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
 	"golang.org/x/net/html/charset"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -37,8 +40,8 @@ import (
 const (
 	// Timeout: a read longer than 25 seconds fails.
 	Timeout = 25 * time.Second
-	// CacheTTL: a read of the same URL (and mode) within six hours is served
-	// from the cache, not billed.
+	// CacheTTL: a read of the same URL (and mode) by the same account
+	// within six hours is served from the cache, not billed.
 	CacheTTL = 6 * time.Hour
 	// MaxCached bounds the cache's entries.
 	MaxCached = 10_000
@@ -121,9 +124,14 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		if browserPath() == "" {
 			return flat(gwerr.Unavailable, "capability_unavailable", "rendering is unavailable; retry later or drop render")
 		}
-		mode, price, read = "render", h.RenderPrice, h.readRendered
+		log := zap.NewNop()
+		if c.Gateway != nil && c.Gateway.Logger != nil {
+			log = c.Gateway.Logger
+		}
+		mode, price = "render", h.RenderPrice
+		read = func(ctx context.Context, u *url.URL) (page, error) { return h.readRendered(ctx, u, log) }
 	}
-	key := mode + " " + u.String()
+	key := cacheKey(c.Account.ID, mode, u.String())
 	if hit, ok := h.cache.get(key); ok {
 		c.Receipt("fetch", 0)
 		return write(c, hit)
@@ -213,18 +221,27 @@ func (h *Handler) read(ctx context.Context, u *url.URL) (page, error) {
 	if err != nil {
 		return page{}, providerFailed("the page's charset cannot be decoded")
 	}
-	switch mt {
-	case "text/plain", "text/markdown":
-		return page{Markdown: decoded, URL: final}, nil
-	case "text/html", "application/xhtml+xml":
-	default:
+	switch {
+	case !readable(mt):
 		return page{}, providerFailed("%s is not a page that can be read", mt)
+	case mt == "text/plain" || mt == "text/markdown":
+		return page{Markdown: decoded, URL: final}, nil
 	}
 	md, err := Markdown(decoded, resp.Request.URL)
 	if err != nil {
 		return page{}, providerFailed("the page could not be read")
 	}
 	return page{Markdown: md, URL: final}, nil
+}
+
+// readable reports a media type page reading reads: HTML, XHTML, plain
+// text and Markdown.
+func readable(mediaType string) bool {
+	switch mediaType {
+	case "text/html", "application/xhtml+xml", "text/plain", "text/markdown":
+		return true
+	}
+	return false
 }
 
 // decode turns a page's bytes into UTF-8 text, from the charset its
@@ -252,12 +269,15 @@ func Markdown(html string, base *url.URL) (string, error) {
 			}
 		}
 	}
-	md, err := htmltomarkdown.ConvertString(content)
+	md, err := markdownConverter.ConvertString(content)
 	if err != nil {
 		return "", err
 	}
 	return strings.TrimSpace(md), nil
 }
+
+// markdownConverter is CommonMark with GFM tables.
+var markdownConverter = converter.NewConverter(converter.WithPlugins(base.NewBasePlugin(), commonmark.NewCommonmarkPlugin(), tables{}))
 
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
@@ -268,6 +288,12 @@ type cache struct {
 	mu     sync.Mutex
 	m      map[string]cached
 	shared redis.UniversalClient
+}
+
+// cacheKey is the cache's key of a read: per account (so no account learns
+// from a read's cost which pages another read), per mode, per URL.
+func cacheKey(account, mode, url string) string {
+	return fmt.Sprintf("%d:%s %s %s", len(account), account, mode, url)
 }
 
 // sharedTimeout bounds a shared cache's read or write (a miss, if slower).

@@ -35,6 +35,10 @@ type BlockedError struct{ Reason string }
 func (e *BlockedError) Error() string { return "blocked target: " + e.Reason }
 func (e *BlockedError) Unwrap() error { return ErrBlocked }
 
+// ErrNotHTTP refuses a URL (or a redirect) to a scheme other than http and
+// https.
+var ErrNotHTTP = &BlockedError{Reason: "only http and https URLs are read"}
+
 // Guard makes HTTP clients that cannot reach non-public addresses.
 type Guard struct {
 	// Allow lists hosts ("host" or "host:port") exempt from the guard.
@@ -68,7 +72,7 @@ func (g *Guard) allowed(hostport string) bool {
 // (decimal, octal or hexadecimal spellings some resolvers accept).
 func CheckURL(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return &BlockedError{Reason: "only http and https URLs are read"}
+		return ErrNotHTTP
 	}
 	host := u.Hostname()
 	if host == "" {
@@ -95,17 +99,35 @@ func CheckURL(u *url.URL) error {
 // resolves to is not public (unless the host is allowed), and connects to
 // the first checked address.
 func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	target, err := g.resolve(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
 	dial := g.Dial
 	if dial == nil {
 		d := &net.Dialer{Timeout: 10 * time.Second}
 		dial = d.DialContext
 	}
+	return dial(ctx, network, target)
+}
+
+// Check resolves addr and refuses it as DialContext would, without
+// connecting to it.
+func (g *Guard) Check(ctx context.Context, addr string) error {
+	_, err := g.resolve(ctx, addr)
+	return err
+}
+
+// resolve returns the address to connect to for addr: addr itself when its
+// host is allowed, else its first resolved address once every address it
+// resolves to is public.
+func (g *Guard) resolve(ctx context.Context, addr string) (string, error) {
 	if g.allowed(addr) {
-		return dial(ctx, network, addr)
+		return addr, nil
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, &BlockedError{Reason: "bad address"}
+		return "", &BlockedError{Reason: "bad address"}
 	}
 	var ips []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
@@ -118,11 +140,11 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 			}
 		}
 		if ips, err = lookup(ctx, host); err != nil {
-			return nil, fmt.Errorf("resolving %s: %w", host, err)
+			return "", fmt.Errorf("resolving %s: %w", host, err)
 		}
 	}
 	if len(ips) == 0 {
-		return nil, fmt.Errorf("resolving %s: no address", host)
+		return "", fmt.Errorf("resolving %s: no address", host)
 	}
 	for _, ip := range ips {
 		ip = ip.Unmap()
@@ -131,11 +153,11 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 			nw = "tcp6"
 		}
 		if err := g.guardian.Safe(nw, netip.AddrPortFrom(ip, portOf(port)).String(), nil); err != nil {
-			return nil, &BlockedError{Reason: fmt.Sprintf("%s resolves to a non-public address", host)}
+			return "", &BlockedError{Reason: fmt.Sprintf("%s resolves to a non-public address", host)}
 		}
 	}
 	// Every address is public: connect to one of them, not to the name.
-	return dial(ctx, network, net.JoinHostPort(ips[0].Unmap().String(), port))
+	return net.JoinHostPort(ips[0].Unmap().String(), port), nil
 }
 
 func portOf(s string) uint16 {

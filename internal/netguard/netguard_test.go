@@ -87,6 +87,23 @@ func TestDialRefusesNonPublic(t *testing.T) {
 	}
 }
 
+// Check gives DialContext's verdict without connecting.
+func TestCheck(t *testing.T) {
+	s := &stub{names: map[string][]string{"private.test": {"10.1.2.3"}, "public.test": {"93.184.216.34"}}}
+	g := guard(s, "127.0.0.1:9")
+	for addr, blocked := range map[string]bool{"private.test:80": true, "10.0.0.1:443": true, "public.test:443": false, "127.0.0.1:9": false} {
+		if err := g.Check(context.Background(), addr); errors.Is(err, ErrBlocked) != blocked || (!blocked && err != nil) {
+			t.Errorf("%s: %v, want blocked %v", addr, err, blocked)
+		}
+	}
+	if err := g.Check(context.Background(), "nowhere.test:80"); err == nil || errors.Is(err, ErrBlocked) {
+		t.Errorf("unknown name: %v, want a resolution error", err)
+	}
+	if len(s.dialed) != 0 {
+		t.Fatalf("Check dialled %v", s.dialed)
+	}
+}
+
 func TestCheckURL(t *testing.T) {
 	for raw, blocked := range map[string]bool{
 		"https://example.com/a": false, "http://93.184.216.34/": false, "http://[2606:2800::1]/": false, "http://cafe.de/": false,
