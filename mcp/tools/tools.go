@@ -167,6 +167,11 @@ func invalid(param, format string, args ...any) *gwerr.Error {
 // IsError.
 func (s *Server) Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) Result {
 	t, found := find(name)
+	if c.KeyRefusal != nil {
+		// The key was refused: every tool answers auth_failed (or, when the
+		// key could not be checked, a retryable capability_unavailable).
+		return fail(t, c.KeyRefusal, "")
+	}
 	if !found {
 		return fail(Tool{Name: name}, invalid("name", "unknown tool %q", name), "")
 	}
