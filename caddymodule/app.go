@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -109,8 +110,10 @@ type App struct {
 	// FetchTimeout bounds one page read. Default: 25s (the spec's); a
 	// shorter one serves tests.
 	FetchTimeout caddy.Duration `json:"fetch_timeout,omitempty"`
-	// BillingURL is where the tools server's premium_locked and
-	// payment_required answers point (upgrade_url).
+	// BillingURL is the operator's page to upgrade a plan or add credit:
+	// the upgrade_url of the tools server's premium_locked and
+	// payment_required answers (expanded from {env.GW_BILLING_URL}; empty:
+	// no upgrade_url).
 	BillingURL string `json:"billing_url,omitempty"`
 	// Apps are the connected apps the tools server offers: comma-separated
 	// name=url of upstream MCP servers ({env.GW_APPS}).
@@ -681,7 +684,11 @@ const DefaultAppActionPriceMicrocents = 1000
 // catalogue, the connected apps of a.Apps (name=url, comma-separated).
 func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 	guard := a.fetchHandler().Guard
-	s := &tools.Server{States: a.toolStates, UpgradeURL: a.BillingURL, Fetch: fetchAudio(guard),
+	upgrade := strings.TrimSpace(caddy.NewReplacer().ReplaceAll(a.BillingURL, ""))
+	if u, err := url.Parse(upgrade); upgrade != "" && (err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "") {
+		return nil, fmt.Errorf("billing_url: %q is not an http or https URL", upgrade)
+	}
+	s := &tools.Server{States: a.toolStates, UpgradeURL: upgrade, Fetch: fetchAudio(guard),
 		Prices: func(alias string) (int64, bool) {
 			if ab := cat.Abilities[alias]; ab != nil && ab.PriceMicrocents != nil {
 				return *ab.PriceMicrocents, true

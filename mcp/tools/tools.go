@@ -143,9 +143,14 @@ func find(name string) (Tool, bool) {
 	return Tool{}, false
 }
 
-// fail is a tool failure result carrying the tool error object.
-func fail(t Tool, e *gwerr.Error, upgradeURL string) Result {
-	obj := gwerr.ToolObject(e, t.Ability, upgradeURL)
+// fail is the failure result of t refused with e: the tool error object,
+// with the operator's upgrade_url on premium_locked and payment_required,
+// and what the call would have cost on premium_locked.
+func (s *Server) fail(t Tool, e *gwerr.Error) Result {
+	obj := gwerr.ToolObject(e, t.Ability, s.UpgradeURL)
+	if p, ok := s.advisory(t); ok && obj["error"] == gwerr.CodePremiumLocked {
+		obj["price_microcents"] = p
+	}
 	text, _ := json.Marshal(obj)
 	return Result{Content: []map[string]any{{"type": "text", "text": string(text)}}, Structured: obj, IsError: true}
 }
@@ -170,16 +175,16 @@ func (s *Server) Call(ctx context.Context, c *pipeline.Call, name string, args j
 	if c.KeyRefusal != nil {
 		// The key was refused: every tool answers auth_failed (or, when the
 		// key could not be checked, a retryable capability_unavailable).
-		return fail(t, c.KeyRefusal, "")
+		return s.fail(t, c.KeyRefusal)
 	}
 	if !found {
-		return fail(Tool{Name: name}, invalid("name", "unknown tool %q", name), "")
+		return s.fail(Tool{Name: name}, invalid("name", "unknown tool %q", name))
 	}
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
 	if jsonbody.Check(args) != nil || !gjson.ParseBytes(args).IsObject() {
-		return fail(t, invalid("arguments", "arguments must be a JSON object"), "")
+		return s.fail(t, invalid("arguments", "arguments must be a JSON object"))
 	}
 	a := gjson.ParseBytes(args)
 	var res Result
@@ -204,15 +209,7 @@ func (s *Server) Call(ctx context.Context, c *pipeline.Call, name string, args j
 		if t.Paid && e.Kind == gwerr.PlanLocked && s.States != nil {
 			s.States.Refused(ctx, c.Account.ID, t.Name)
 		}
-		if e.Kind == gwerr.PlanLocked && e.RetryAfter == 0 {
-			// price_microcents: what the call would have cost.
-			if p, ok := s.advisory(t); ok {
-				r := fail(t, e, s.UpgradeURL)
-				r.Structured["price_microcents"] = p
-				return r
-			}
-		}
-		return fail(t, e, s.UpgradeURL)
+		return s.fail(t, e)
 	}
 	return res
 }
