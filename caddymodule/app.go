@@ -681,9 +681,16 @@ func fetchAudio(g *netguard.Guard) func(ctx context.Context, url string, limit i
 const DefaultAppActionPriceMicrocents = 1000
 
 // toolSet builds the tools server's tools: advisory prices from the
-// catalogue, the connected apps of a.Apps (name=url, comma-separated).
+// catalogue and the page reading and search prices, the connected apps of
+// a.Apps (name=url, comma-separated).
 func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
-	guard := a.fetchHandler().Guard
+	fetchH := a.fetchHandler()
+	guard := fetchH.Guard
+	// Page reading and search are priced outside the catalogue's aliases.
+	other := map[string]int64{"fetch": fetchH.Price.Microcents()}
+	if searchH, err := a.searchHandler(cat); err == nil && searchH.Provider != nil {
+		other["search"] = searchH.PerSearch.Microcents()
+	}
 	upgrade := strings.TrimSpace(caddy.NewReplacer().ReplaceAll(a.BillingURL, ""))
 	if u, err := url.Parse(upgrade); upgrade != "" && (err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "") {
 		return nil, fmt.Errorf("billing_url: %q is not an http or https URL", upgrade)
@@ -693,7 +700,8 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 			if ab := cat.Abilities[alias]; ab != nil && ab.PriceMicrocents != nil {
 				return *ab.PriceMicrocents, true
 			}
-			return 0, false
+			p, ok := other[alias]
+			return p, ok
 		}}
 	appsList := caddy.NewReplacer().ReplaceAll(a.Apps, "")
 	if strings.TrimSpace(appsList) == "" {

@@ -120,12 +120,12 @@ func (s *Server) all() []Tool {
 }
 
 // described is t as listed: a paid tool's description gets its plan and
-// advisory cost per call.
+// advisory cost per call (plan prices; pay as you go adds its markup).
 func (s *Server) described(t Tool) Tool {
 	if t.Paid {
 		t.Description += " Needs a paid plan with a cleared payment."
 		if p, ok := s.advisory(t); ok {
-			t.Description += fmt.Sprintf(" Advisory cost: about %d microcents (%s USD) per call.", p, pricing.Micro(p))
+			t.Description += fmt.Sprintf(" Advisory cost per call: %d microcents (%s USD), for %s.", p, pricing.Micro(p), t.CostBasis)
 		}
 	}
 	return t

@@ -74,6 +74,8 @@ type Tool struct {
 	Route string
 	// Alias is the ability alias whose price is the advisory cost.
 	Alias string
+	// CostBasis says what a paid tool's advisory cost per call assumes.
+	CostBasis string
 }
 
 // Result is a tool's answer: MCP content blocks, the structured content,
@@ -89,7 +91,9 @@ type Server struct {
 	// Invoker calls the API routes.
 	Invoker Invoker
 	// Prices gives each ability alias's plan price per unit (microcents),
-	// for advisory costs; false when unpublished.
+	// for advisory costs; false when unpublished. Page reading and search,
+	// which have no alias, are asked as "fetch" (a plain read) and
+	// "search" (one search).
 	Prices func(alias string) (int64, bool)
 	// States keeps the paid-tool listing states.
 	States States
@@ -112,18 +116,23 @@ var catalogue = []Tool{
 	{Name: ToolListCapabilities, Description: "List what this key can do: the plan, whether premium tools are unlocked, and each ability with its advisory cost per call.",
 		InputSchema: schema(`{"type":"object","properties":{}}`)},
 	{Name: ToolWebFetch, Ability: store.AbilityFetch, Paid: true, Route: "/v1/fetch", Alias: "fetch",
+		CostBasis:   "a plain read; a page read again within 6 hours is free",
 		Description: "Read a public web page and return its main content as Markdown (a plain read, no JavaScript).",
 		InputSchema: schema(`{"type":"object","properties":{"url":{"type":"string","description":"Public http or https URL"}},"required":["url"]}`)},
 	{Name: ToolWebSearch, Ability: store.AbilitySearch, Paid: true, Route: "/v1/search", Alias: "search",
+		CostBasis:   "one search; the tokens it reads and writes are extra",
 		Description: "Search the web and answer with citations.",
 		InputSchema: schema(`{"type":"object","properties":{"query":{"type":"string","maxLength":2000}},"required":["query"]}`)},
 	{Name: ToolImageGenerate, Ability: store.AbilityImages, Paid: true, Route: "/v1/images/generations", Alias: "gw-image",
+		CostBasis:   "one image at the lowest quality and size",
 		Description: "Generate an image from a prompt; returns it base64-encoded.",
 		InputSchema: schema(`{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}`)},
 	{Name: ToolTranscribe, Ability: store.AbilityTranscription, Paid: true, Route: "/v1/audio/transcriptions", Alias: "gw-voice",
+		CostBasis:   "a clip of up to 10 seconds, the least a file is billed; longer clips cost more per second",
 		Description: "Transcribe speech to text from a public https audio_url or from audio_base64 with its filename (up to 8 MB).",
 		InputSchema: schema(`{"type":"object","properties":{"audio_url":{"type":"string"},"audio_base64":{"type":"string"},"filename":{"type":"string"},"language":{"type":"string"},"prompt":{"type":"string"}}}`)},
 	{Name: ToolSpeak, Ability: store.AbilitySpeech, Paid: true, Route: "/v1/audio/speech", Alias: "gw-voice-speak",
+		CostBasis:   "200 characters; billed per character",
 		Description: "Speak text aloud (up to 1,000 characters); returns audio.",
 		InputSchema: schema(`{"type":"object","properties":{"text":{"type":"string","maxLength":1000},"voice":{"type":"string"},"format":{"type":"string","enum":["mp3","wav"]},"speed":{"type":"number","minimum":0.25,"maximum":4}},"required":["text"]}`)},
 }
@@ -304,8 +313,15 @@ func (s *Server) imageGenerate(ctx context.Context, c *pipeline.Call, t Tool, a 
 	return ok(obj), nil
 }
 
-// advisory is t's advisory cost per call in microcents.
+// advisory is t's advisory cost per call in microcents, at plan prices.
 func (s *Server) advisory(t Tool) (int64, bool) {
+	if t.Name == ToolAppsExecute && s.Apps != nil {
+		most, ok := int64(0), false
+		for _, a := range s.Apps.List {
+			most, ok = max(most, a.PriceMicrocents), true
+		}
+		return most, ok
+	}
 	if t.Alias == "" || s.Prices == nil {
 		return 0, false
 	}

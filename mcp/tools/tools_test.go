@@ -286,3 +286,13 @@ func TestListCapabilities(t *testing.T) {
 		t.Fatalf("list_capabilities called routes: %v", f.got)
 	}
 }
+
+// Every paid tool says what its advisory cost assumes, and only paid tools
+// carry a cost.
+func TestPaidToolsCostBasis(t *testing.T) {
+	for _, tool := range append(Tools(), appsTools...) {
+		if tool.Paid != (tool.CostBasis != "") {
+			t.Errorf("%s: paid %v, cost basis %q", tool.Name, tool.Paid, tool.CostBasis)
+		}
+	}
+}
