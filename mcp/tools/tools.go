@@ -8,9 +8,11 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -225,8 +227,8 @@ func (s *Server) Call(ctx context.Context, c *pipeline.Call, name string, args j
 
 // route calls t's route with body (contentType) under the caller's key and
 // returns the answer, or the refusal.
-func (s *Server) route(ctx context.Context, c *pipeline.Call, t Tool, body []byte, contentType string) (*pipeline.Recorded, *gwerr.Error) {
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Route, strings.NewReader(string(body)))
+func (s *Server) route(ctx context.Context, c *pipeline.Call, t Tool, body io.Reader, contentType string) (*pipeline.Recorded, *gwerr.Error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Route, body)
 	if err != nil {
 		return nil, gwerr.New(gwerr.Internal, "building the call")
 	}
@@ -245,7 +247,7 @@ func (s *Server) route(ctx context.Context, c *pipeline.Call, t Tool, body []byt
 // jsonRoute calls t's route with a JSON body and returns the answer's JSON
 // object.
 func (s *Server) jsonRoute(ctx context.Context, c *pipeline.Call, t Tool, body []byte) (map[string]any, *pipeline.Recorded, *gwerr.Error) {
-	rec, e := s.route(ctx, c, t, body, "application/json")
+	rec, e := s.route(ctx, c, t, bytes.NewReader(body), "application/json")
 	if e != nil {
 		return nil, nil, e
 	}
