@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -109,8 +110,10 @@ type App struct {
 	// FetchTimeout bounds one page read. Default: 25s (the spec's); a
 	// shorter one serves tests.
 	FetchTimeout caddy.Duration `json:"fetch_timeout,omitempty"`
-	// BillingURL is where the tools server's premium_locked and
-	// payment_required answers point (upgrade_url).
+	// BillingURL is the operator's page to upgrade a plan or add credit:
+	// the upgrade_url of the tools server's premium_locked and
+	// payment_required answers (expanded from {env.GW_BILLING_URL}; empty:
+	// no upgrade_url).
 	BillingURL string `json:"billing_url,omitempty"`
 	// Apps are the connected apps the tools server offers: comma-separated
 	// name=url of upstream MCP servers ({env.GW_APPS}).
@@ -678,15 +681,27 @@ func fetchAudio(g *netguard.Guard) func(ctx context.Context, url string, limit i
 const DefaultAppActionPriceMicrocents = 1000
 
 // toolSet builds the tools server's tools: advisory prices from the
-// catalogue, the connected apps of a.Apps (name=url, comma-separated).
+// catalogue and the page reading and search prices, the connected apps of
+// a.Apps (name=url, comma-separated).
 func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
-	guard := a.fetchHandler().Guard
-	s := &tools.Server{States: a.toolStates, UpgradeURL: a.BillingURL, Fetch: fetchAudio(guard),
+	fetchH := a.fetchHandler()
+	guard := fetchH.Guard
+	// Page reading and search are priced outside the catalogue's aliases.
+	other := map[string]int64{"fetch": fetchH.Price.Microcents()}
+	if searchH, err := a.searchHandler(cat); err == nil && searchH.Provider != nil {
+		other["search"] = searchH.PerSearch.Microcents()
+	}
+	upgrade := strings.TrimSpace(caddy.NewReplacer().ReplaceAll(a.BillingURL, ""))
+	if u, err := url.Parse(upgrade); upgrade != "" && (err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "") {
+		return nil, fmt.Errorf("billing_url: %q is not an http or https URL", upgrade)
+	}
+	s := &tools.Server{States: a.toolStates, UpgradeURL: upgrade, Fetch: fetchAudio(guard),
 		Prices: func(alias string) (int64, bool) {
 			if ab := cat.Abilities[alias]; ab != nil && ab.PriceMicrocents != nil {
 				return *ab.PriceMicrocents, true
 			}
-			return 0, false
+			p, ok := other[alias]
+			return p, ok
 		}}
 	appsList := caddy.NewReplacer().ReplaceAll(a.Apps, "")
 	if strings.TrimSpace(appsList) == "" {

@@ -25,6 +25,7 @@ func init() {
 //		bootstrap_key <secret>
 //		alt_prefix <path>
 //		decide_model <model id>
+//		billing_url <url>               # upgrade_url of the tools' premium_locked and payment_required errors
 //		provider <name> {
 //			format openai|anthropic
 //			base_url <url>

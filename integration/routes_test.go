@@ -99,6 +99,9 @@ type route struct {
 	// events: the route answers any valid key with a server-sent event
 	// carrying a JSON-RPC result (the tools server's tools/list).
 	events bool
+	// keyless: the route answers a refused key as it answers a valid one
+	// (the tools server: refusals are tool results, never a 401).
+	keyless bool
 }
 
 // expectAnswer checks what a valid key gets on rt: a model list, an event
@@ -167,7 +170,7 @@ var routeTable = []route{
 	{path: "/v1/fetch", method: "POST", fam: famFetch, built: `{"error":"url required"}`},
 	{path: "/v1/decide", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
 	{path: "/v1/systemone", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
-	{path: "/mcp-tools/", method: "POST", fam: famRPC, events: true},
+	{path: "/mcp-tools/", method: "POST", fam: famRPC, events: true, keyless: true},
 	// GET on the routing server answers 405 (spec "States").
 	{path: "/mcp", method: "POST", fam: famRPC, allow: "POST, DELETE", wrong: "GET", built: routingNoSession},
 }
@@ -218,11 +221,17 @@ func TestRoutes(t *testing.T) {
 	for _, rt := range routeTable {
 		t.Run(rt.path, func(t *testing.T) {
 			t.Parallel()
-			// (1) no key, and a key nobody issued: 401 in the family shape.
+			// (1) no key, and a key nobody issued: 401 in the family shape
+			// (the tools server answers them as it answers a valid key).
 			r1 := g.do(t, rt.method, rt.path, rt.body())
-			expectFamilyError(t, r1, http.StatusUnauthorized, rt.fam.unauth, rt.fam)
 			r := g.do(t, rt.method, rt.path, rt.body(), bearer("sk-not-a-key-of-this-gateway")...)
-			expectFamilyError(t, r, http.StatusUnauthorized, rt.fam.unauth, rt.fam)
+			for _, r := range []response{r1, r} {
+				if rt.keyless {
+					expectAnswer(t, r, rt)
+				} else {
+					expectFamilyError(t, r, http.StatusUnauthorized, rt.fam.unauth, rt.fam)
+				}
+			}
 
 			// (2) a valid paid cleared key: the route's answer.
 			r2 := g.do(t, rt.method, rt.path, rt.body(), bearer(boot)...)
@@ -255,7 +264,8 @@ func TestRoutes(t *testing.T) {
 	t.Run("bearer only", func(t *testing.T) {
 		t.Parallel()
 		// The voice list, both MCP servers and the chat-completions-style
-		// chat routes read only Authorization: Bearer.
+		// chat routes read only Authorization: Bearer (the tools server's
+		// answers to a key it does not read: TestMCPToolsAuthFailed).
 		for _, c := range []struct {
 			path, method, body string
 			fam                family
@@ -264,7 +274,6 @@ func TestRoutes(t *testing.T) {
 			{"/v1/responses", "POST", `{}`, famChat},
 			{"/v1/audio/voices", "GET", "", famVoices},
 			{"/audio/voices", "GET", "", famVoices},
-			{"/mcp-tools/", "POST", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, famRPC},
 			{"/mcp", "POST", `{"jsonrpc":"2.0","id":1,"method":"initialize"}`, famRPC},
 		} {
 			r := g.do(t, c.method, c.path, c.body, apiKey(boot)...)

@@ -24,8 +24,10 @@ type ToolsServer struct {
 	AllowedHosts []string
 }
 
-// Serve serves /mcp-tools/ behind the pipeline (the key is checked; GET
-// and DELETE are 405).
+// Serve serves /mcp-tools/ behind the pipeline (GET and DELETE are 405).
+// A refused key is answered here, never as a protocol fault: initialize
+// and ping work, tools/list shows what a new account is offered, and each
+// tools/call is an auth_failed tool result.
 func (s *ToolsServer) Serve(c *pipeline.Call) error {
 	w, r := c.W, c.R
 	if !CheckOrigin(w, r, s.AllowedHosts) {
@@ -48,8 +50,19 @@ func (s *ToolsServer) Serve(c *pipeline.Call) error {
 	case "ping":
 		Reply(w, msg.ID, map[string]any{}, nil, true)
 	case "tools/list":
+		var listed []tools.Tool
+		switch {
+		case c.KeyRefusal == nil:
+			listed = s.Tools.List(r.Context(), c.Account)
+		case c.KeyRefusal.Kind == gwerr.Unauthenticated:
+			listed = s.Tools.Offered()
+		default:
+			// The key could not be checked: a JSON-RPC error the client
+			// retries.
+			return c.KeyRefusal
+		}
 		var out []Tool
-		for _, t := range s.Tools.List(r.Context(), c.Account) {
+		for _, t := range listed {
 			out = append(out, Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
 		}
 		Reply(w, msg.ID, map[string]any{"tools": out}, nil, true)

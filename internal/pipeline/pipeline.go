@@ -73,6 +73,11 @@ type Endpoint struct {
 	// Public routes skip authentication (none of the spec's routes are;
 	// kept for redirects).
 	Public bool
+	// AnswersRefusedKeys lets the handler answer a caller whose key is
+	// refused (missing, unknown, revoked, expired, or not checkable): it
+	// runs with Call.KeyRefusal set and no account, past every other
+	// check. The tools server uses it to answer auth_failed tool results.
+	AnswersRefusedKeys bool
 	// RequestIDPrefix starts the request id ("req-" by default).
 	RequestIDPrefix string
 	// Handler serves the route; nil answers 501 until the feature is built.
@@ -88,7 +93,10 @@ type Call struct {
 	Key       store.Key
 	Account   store.Account
 	Gateway   *Gateway
-	hold      *money.Hold
+	// KeyRefusal is why the key was refused, on an endpoint that
+	// AnswersRefusedKeys; nil when the key was accepted.
+	KeyRefusal *gwerr.Error
+	hold       *money.Hold
 }
 
 // Gateway holds what every request needs.
@@ -214,7 +222,12 @@ func (g *Gateway) run(c *Call) error {
 	}
 	if !ep.Public {
 		if err := g.authenticate(c); err != nil {
-			return err
+			if !ep.AnswersRefusedKeys || ep.Handler == nil {
+				return err
+			}
+			// No account: no ability, budget or money check applies.
+			c.KeyRefusal = gwerr.As(err)
+			return ep.Handler(c)
 		}
 		if ep.Ability != "" {
 			if !c.Account.HasAbility(ep.Ability) {

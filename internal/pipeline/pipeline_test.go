@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 
@@ -317,5 +318,52 @@ func TestInvoke(t *testing.T) {
 	rec, refused = f.gw.Invoke(r, f.ep)
 	if refused == nil || refused.Kind != gwerr.Unauthenticated || rec.Status != http.StatusUnauthorized || rec.Body.Len() != 0 {
 		t.Fatalf("Invoke with a wrong key = %+v, %v", rec, refused)
+	}
+}
+
+// TestAnswersRefusedKeys: an endpoint that answers refused keys itself
+// runs its handler with the refusal and no account, without the ability
+// and plan checks; an accepted key runs it as usual; other endpoints
+// refuse before the handler.
+func TestAnswersRefusedKeys(t *testing.T) {
+	f := newFixture(t, store.Account{Plan: store.PlanFree})
+	var seen []string
+	ep := &pipeline.Endpoint{Name: "tools", Methods: []string{http.MethodPost}, Family: gwerr.Tools, Auth: pipeline.BearerOnly,
+		Ability: store.AbilitySearch, AnswersRefusedKeys: true, Handler: func(c *pipeline.Call) error {
+			got := "account " + c.Account.ID
+			if c.KeyRefusal != nil {
+				got = "refused " + c.KeyRefusal.Message
+			}
+			seen = append(seen, got)
+			c.W.WriteHeader(http.StatusOK)
+			return nil
+		}}
+	for _, header := range [][2]string{{"", ""}, {"Authorization", "Bearer sk-wrong"}, {"X-Api-Key", f.key}} {
+		r := httptest.NewRequest(http.MethodPost, "/tools", nil)
+		if header[0] != "" {
+			r.Header.Set(header[0], header[1])
+		}
+		w := httptest.NewRecorder()
+		f.gw.Serve(w, r, ep)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%v: %d %s", header, w.Code, w.Body)
+		}
+	}
+	// A valid key on a free account meets the plan check as ever.
+	r := httptest.NewRequest(http.MethodPost, "/tools", nil)
+	r.Header.Set("Authorization", "Bearer "+f.key)
+	w := httptest.NewRecorder()
+	f.gw.Serve(w, r, ep)
+	if w.Code != http.StatusPaymentRequired {
+		t.Fatalf("free account: %d %s", w.Code, w.Body)
+	}
+	if want := []string{"refused missing API key", "refused invalid API key", "refused missing API key"}; !slices.Equal(seen, want) {
+		t.Fatalf("handler saw %q, want %q", seen, want)
+	}
+	ep.AnswersRefusedKeys = false
+	w = httptest.NewRecorder()
+	f.gw.Serve(w, httptest.NewRequest(http.MethodPost, "/tools", nil), ep)
+	if w.Code != http.StatusUnauthorized || len(seen) != 3 {
+		t.Fatalf("without AnswersRefusedKeys: %d, handler ran %d times", w.Code, len(seen))
 	}
 }

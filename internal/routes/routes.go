@@ -164,7 +164,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if im := opt.Images; im != nil {
 		imageGenEP.Handler, imageEditEP.Handler = im.Generate, im.Edit
 	}
-	toolsEP := &pipeline.Endpoint{Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly}
+	toolsEP := &pipeline.Endpoint{Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly, AnswersRefusedKeys: true}
 	if opt.Tools != nil {
 		toolsEP.Handler = opt.Tools.Serve
 	}

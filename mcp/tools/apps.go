@@ -201,7 +201,7 @@ var appsTools = []Tool{
 		InputSchema: schema(`{"type":"object","properties":{"app":{"type":"string"},"alias":{"type":"string"}},"required":["app"]}`)},
 	{Name: ToolAppsFindActions, Ability: store.AbilityApps, Description: "Find actions of the linked apps that fit a task.",
 		InputSchema: schema(`{"type":"object","properties":{"task":{"type":"string"},"app":{"type":"string"}},"required":["task"]}`)},
-	{Name: ToolAppsExecute, Ability: store.AbilityApps, Paid: true, Description: "Execute an action found by apps_find_actions with its arguments; billed per action.",
+	{Name: ToolAppsExecute, Ability: store.AbilityApps, Paid: true, CostBasis: "one action", Description: "Execute an action found by apps_find_actions with its arguments; billed per action.",
 		InputSchema: schema(`{"type":"object","properties":{"action":{"type":"string"},"arguments":{"type":"object"}},"required":["action"]}`)},
 }
 

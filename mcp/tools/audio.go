@@ -15,7 +15,9 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // Receipt headers of the audio routes the tools read.
@@ -34,13 +36,16 @@ const DefaultSpeakFormat = "mp3"
 // DefaultVoice is speak's voice when the server names none.
 const DefaultVoice = "alloy"
 
+// transcribe sends the audio to the transcription route. An audio_url is
+// downloaded only when the route reads its body, so the route's own checks
+// (key, ability, plan, rate budget) come first; downloadChecks adds the
+// key's model list and room for the least a file is billed before the
+// download, and the route then holds the exact cost by the audio's length.
 func (s *Server) transcribe(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Result) (Result, *gwerr.Error) {
 	audioURL, audioB64 := a.Get("audio_url"), a.Get("audio_base64")
 	hasURL, hasB64 := audioURL.Type == gjson.String && audioURL.Str != "", audioB64.Type == gjson.String && audioB64.Str != ""
-	var (
-		data     []byte
-		filename string
-	)
+	// file gives the audio and its name when the route reads the body.
+	var file func() ([]byte, string, *gwerr.Error)
 	switch {
 	case hasURL == hasB64:
 		return Result{}, invalid("audio_url", "give exactly one of audio_url and audio_base64")
@@ -52,17 +57,21 @@ func (s *Server) transcribe(ctx context.Context, c *pipeline.Call, t Tool, a gjs
 		if s.Fetch == nil {
 			return Result{}, gwerr.New(gwerr.Unavailable, "audio_url is not available on this gateway; send audio_base64")
 		}
-		b, err := s.Fetch(ctx, audioURL.Str, MaxAudioBytes)
-		if err != nil {
-			var ge *gwerr.Error
-			if e, ok := err.(*gwerr.Error); ok {
-				ge = e
-			} else {
-				ge = gwerr.New(gwerr.Upstream, "the audio could not be downloaded")
+		file = func() ([]byte, string, *gwerr.Error) {
+			release, e := downloadChecks(ctx, c, t)
+			if e != nil {
+				return nil, "", e
 			}
-			return Result{}, ge
+			defer release()
+			b, err := s.Fetch(ctx, audioURL.Str, MaxAudioBytes)
+			if err != nil {
+				if e, ok := err.(*gwerr.Error); ok {
+					return nil, "", e
+				}
+				return nil, "", gwerr.New(gwerr.Upstream, "the audio could not be downloaded")
+			}
+			return b, path.Base(u.Path), nil
 		}
-		data, filename = b, path.Base(u.Path)
 	default:
 		// Refuse an oversized payload before decoding it.
 		if int64(base64.StdEncoding.DecodedLen(len(audioB64.Str))) > MaxAudioBytes+3 {
@@ -72,26 +81,38 @@ func (s *Server) transcribe(ctx context.Context, c *pipeline.Call, t Tool, a gjs
 		if err != nil {
 			return Result{}, invalid("audio_base64", "audio_base64 is not valid base64")
 		}
-		data, filename = b, a.Get("filename").String()
+		filename := a.Get("filename").String()
+		file = func() ([]byte, string, *gwerr.Error) { return b, filename, nil }
 	}
-	if int64(len(data)) > MaxAudioBytes {
-		return Result{}, gwerr.New(gwerr.TooLarge, "audio is larger than 8 MB").WithParam("file")
-	}
-	if filename == "" || filename == "." || filename == "/" {
-		filename = "audio"
-	}
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	fw, _ := mw.CreateFormFile("file", filename)
-	_, _ = fw.Write(data)
-	for _, f := range []string{"language", "prompt"} {
-		if v := a.Get(f); v.Type == gjson.String && v.Str != "" {
-			_ = mw.WriteField(f, v.Str)
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	body := &deferredBody{open: func() ([]byte, *gwerr.Error) {
+		data, filename, e := file()
+		if e != nil {
+			return nil, e
 		}
+		if int64(len(data)) > MaxAudioBytes {
+			return nil, gwerr.New(gwerr.TooLarge, "audio is larger than 8 MB").WithParam("file")
+		}
+		if filename == "" || filename == "." || filename == "/" {
+			filename = "audio"
+		}
+		fw, _ := mw.CreateFormFile("file", filename)
+		_, _ = fw.Write(data)
+		for _, f := range []string{"language", "prompt"} {
+			if v := a.Get(f); v.Type == gjson.String && v.Str != "" {
+				_ = mw.WriteField(f, v.Str)
+			}
+		}
+		_ = mw.WriteField("response_format", "json")
+		_ = mw.Close()
+		return buf.Bytes(), nil
+	}}
+	rec, e := s.route(ctx, c, t, body, mw.FormDataContentType())
+	if body.err != nil {
+		// The body's refusal is the cause of the route's.
+		return Result{}, body.err
 	}
-	_ = mw.WriteField("response_format", "json")
-	_ = mw.Close()
-	rec, e := s.route(ctx, c, t, body.Bytes(), mw.FormDataContentType())
 	if e != nil {
 		return Result{}, e
 	}
@@ -136,7 +157,7 @@ func (s *Server) speak(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Re
 		req["speed"] = sp.Num
 	}
 	body, _ := json.Marshal(req)
-	rec, e := s.route(ctx, c, t, body, "application/json")
+	rec, e := s.route(ctx, c, t, bytes.NewReader(body), "application/json")
 	if e != nil {
 		return Result{}, e
 	}
@@ -146,4 +167,48 @@ func (s *Server) speak(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Re
 	block := map[string]any{"type": "audio", "data": base64.StdEncoding.EncodeToString(audio), "mimeType": mime}
 	return ok(map[string]any{"voice": voice, "format": format, "mime_type": mime, "bytes": len(audio),
 		"billed_chars": billed, "cost_usd": cost(rec).String()}, block), nil
+}
+
+// downloadChecks are what the transcription route checks only once it has
+// the file, made before the gateway downloads one: the key's model list
+// and room for the least a file is billed. The room is held during the
+// download; release drops it before the route holds the exact cost.
+func downloadChecks(ctx context.Context, c *pipeline.Call, t Tool) (release func(), e *gwerr.Error) {
+	if err := c.AllowModel(t.Alias); err != nil {
+		return nil, gwerr.As(err)
+	}
+	least, ok := c.AbilityCost(t.Alias, pricing.TranscriptionMinBilledSeconds)
+	if !ok {
+		return nil, gwerr.New(gwerr.Upstream, "%s has no published price; it is not served", t.Alias).WithCode(gwerr.CodeCapabilityUnavailable)
+	}
+	h, err := c.Gateway.Money.Reserve(ctx, c.Account.ID, money.Ability, least)
+	if err != nil {
+		return nil, gwerr.As(err)
+	}
+	return func() { h.Release(ctx) }, nil
+}
+
+// deferredBody is a request body made only when it is first read: a route
+// that refuses before reading its body never makes it. err is why it
+// could not be made.
+type deferredBody struct {
+	open func() ([]byte, *gwerr.Error)
+	r    *bytes.Reader
+	err  *gwerr.Error
+}
+
+// Read implements io.Reader.
+func (b *deferredBody) Read(p []byte) (int, error) {
+	if b.r == nil && b.err == nil {
+		data, e := b.open()
+		if e != nil {
+			b.err = e
+		} else {
+			b.r = bytes.NewReader(data)
+		}
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.r.Read(p)
 }

@@ -86,26 +86,49 @@ func (s *Server) List(ctx context.Context, acct store.Account) []Tool {
 		s.States.Reset(ctx, acct.ID)
 	}
 	var out []Tool
-	all := catalogue
-	if s.Apps != nil {
-		all = append(all[:len(all):len(all)], appsTools...)
-	}
-	for _, t := range all {
+	for _, t := range s.all() {
 		if t.Ability != "" && !acct.HasAbility(t.Ability) {
 			continue
 		}
 		if t.Paid && !paid && s.States != nil && !s.States.Listing(ctx, acct.ID, t.Name) {
 			continue
 		}
-		if t.Paid {
-			t.Description += " Needs a paid plan with a cleared payment."
-			if p, ok := s.advisory(t); ok {
-				t.Description += fmt.Sprintf(" Advisory cost: about %d microcents (%s USD) per call.", p, pricing.Micro(p))
-			}
-		}
-		out = append(out, t)
+		out = append(out, s.described(t))
 	}
 	return out
+}
+
+// Offered returns the tools shown to a caller whose key is refused: what
+// a new account is offered (every ability switched on, no paid plan yet),
+// so a client sees the tools and their prices before it has a key; each
+// call of one answers auth_failed.
+func (s *Server) Offered() []Tool {
+	var out []Tool
+	for _, t := range s.all() {
+		out = append(out, s.described(t))
+	}
+	return out
+}
+
+// all is every tool of the server: the table, then the apps tools when
+// apps are offered.
+func (s *Server) all() []Tool {
+	if s.Apps == nil {
+		return catalogue
+	}
+	return append(catalogue[:len(catalogue):len(catalogue)], appsTools...)
+}
+
+// described is t as listed: a paid tool's description gets its plan and
+// advisory cost per call (plan prices; pay as you go adds its markup).
+func (s *Server) described(t Tool) Tool {
+	if t.Paid {
+		t.Description += " Needs a paid plan with a cleared payment."
+		if p, ok := s.advisory(t); ok {
+			t.Description += fmt.Sprintf(" Advisory cost per call: %d microcents (%s USD), for %s.", p, pricing.Micro(p), t.CostBasis)
+		}
+	}
+	return t
 }
 
 // capabilities is list_capabilities' answer (spec "Other response

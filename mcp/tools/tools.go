@@ -8,9 +8,11 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -74,6 +76,8 @@ type Tool struct {
 	Route string
 	// Alias is the ability alias whose price is the advisory cost.
 	Alias string
+	// CostBasis says what a paid tool's advisory cost per call assumes.
+	CostBasis string
 }
 
 // Result is a tool's answer: MCP content blocks, the structured content,
@@ -89,7 +93,9 @@ type Server struct {
 	// Invoker calls the API routes.
 	Invoker Invoker
 	// Prices gives each ability alias's plan price per unit (microcents),
-	// for advisory costs; false when unpublished.
+	// for advisory costs; false when unpublished. Page reading and search,
+	// which have no alias, are asked as "fetch" (a plain read) and
+	// "search" (one search).
 	Prices func(alias string) (int64, bool)
 	// States keeps the paid-tool listing states.
 	States States
@@ -112,18 +118,23 @@ var catalogue = []Tool{
 	{Name: ToolListCapabilities, Description: "List what this key can do: the plan, whether premium tools are unlocked, and each ability with its advisory cost per call.",
 		InputSchema: schema(`{"type":"object","properties":{}}`)},
 	{Name: ToolWebFetch, Ability: store.AbilityFetch, Paid: true, Route: "/v1/fetch", Alias: "fetch",
+		CostBasis:   "a plain read; a page read again within 6 hours is free",
 		Description: "Read a public web page and return its main content as Markdown (a plain read, no JavaScript).",
 		InputSchema: schema(`{"type":"object","properties":{"url":{"type":"string","description":"Public http or https URL"}},"required":["url"]}`)},
 	{Name: ToolWebSearch, Ability: store.AbilitySearch, Paid: true, Route: "/v1/search", Alias: "search",
+		CostBasis:   "one search; the tokens it reads and writes are extra",
 		Description: "Search the web and answer with citations.",
 		InputSchema: schema(`{"type":"object","properties":{"query":{"type":"string","maxLength":2000}},"required":["query"]}`)},
 	{Name: ToolImageGenerate, Ability: store.AbilityImages, Paid: true, Route: "/v1/images/generations", Alias: "gw-image",
+		CostBasis:   "one image at the lowest quality and size",
 		Description: "Generate an image from a prompt; returns it base64-encoded.",
 		InputSchema: schema(`{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}`)},
 	{Name: ToolTranscribe, Ability: store.AbilityTranscription, Paid: true, Route: "/v1/audio/transcriptions", Alias: "gw-voice",
+		CostBasis:   "a clip of up to 10 seconds, the least a file is billed; longer clips cost more per second",
 		Description: "Transcribe speech to text from a public https audio_url or from audio_base64 with its filename (up to 8 MB).",
 		InputSchema: schema(`{"type":"object","properties":{"audio_url":{"type":"string"},"audio_base64":{"type":"string"},"filename":{"type":"string"},"language":{"type":"string"},"prompt":{"type":"string"}}}`)},
 	{Name: ToolSpeak, Ability: store.AbilitySpeech, Paid: true, Route: "/v1/audio/speech", Alias: "gw-voice-speak",
+		CostBasis:   "200 characters; billed per character",
 		Description: "Speak text aloud (up to 1,000 characters); returns audio.",
 		InputSchema: schema(`{"type":"object","properties":{"text":{"type":"string","maxLength":1000},"voice":{"type":"string"},"format":{"type":"string","enum":["mp3","wav"]},"speed":{"type":"number","minimum":0.25,"maximum":4}},"required":["text"]}`)},
 }
@@ -143,9 +154,14 @@ func find(name string) (Tool, bool) {
 	return Tool{}, false
 }
 
-// fail is a tool failure result carrying the tool error object.
-func fail(t Tool, e *gwerr.Error, upgradeURL string) Result {
-	obj := gwerr.ToolObject(e, t.Ability, upgradeURL)
+// fail is the failure result of t refused with e: the tool error object,
+// with the operator's upgrade_url on premium_locked and payment_required,
+// and what the call would have cost on premium_locked.
+func (s *Server) fail(t Tool, e *gwerr.Error) Result {
+	obj := gwerr.ToolObject(e, t.Ability, s.UpgradeURL)
+	if p, ok := s.advisory(t); ok && obj["error"] == gwerr.CodePremiumLocked {
+		obj["price_microcents"] = p
+	}
 	text, _ := json.Marshal(obj)
 	return Result{Content: []map[string]any{{"type": "text", "text": string(text)}}, Structured: obj, IsError: true}
 }
@@ -167,14 +183,19 @@ func invalid(param, format string, args ...any) *gwerr.Error {
 // IsError.
 func (s *Server) Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) Result {
 	t, found := find(name)
+	if c.KeyRefusal != nil {
+		// The key was refused: every tool answers auth_failed (or, when the
+		// key could not be checked, a retryable capability_unavailable).
+		return s.fail(t, c.KeyRefusal)
+	}
 	if !found {
-		return fail(Tool{Name: name}, invalid("name", "unknown tool %q", name), "")
+		return s.fail(Tool{Name: name}, invalid("name", "unknown tool %q", name))
 	}
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
 	if jsonbody.Check(args) != nil || !gjson.ParseBytes(args).IsObject() {
-		return fail(t, invalid("arguments", "arguments must be a JSON object"), "")
+		return s.fail(t, invalid("arguments", "arguments must be a JSON object"))
 	}
 	a := gjson.ParseBytes(args)
 	var res Result
@@ -199,23 +220,15 @@ func (s *Server) Call(ctx context.Context, c *pipeline.Call, name string, args j
 		if t.Paid && e.Kind == gwerr.PlanLocked && s.States != nil {
 			s.States.Refused(ctx, c.Account.ID, t.Name)
 		}
-		if e.Kind == gwerr.PlanLocked && e.RetryAfter == 0 {
-			// price_microcents: what the call would have cost.
-			if p, ok := s.advisory(t); ok {
-				r := fail(t, e, s.UpgradeURL)
-				r.Structured["price_microcents"] = p
-				return r
-			}
-		}
-		return fail(t, e, s.UpgradeURL)
+		return s.fail(t, e)
 	}
 	return res
 }
 
 // route calls t's route with body (contentType) under the caller's key and
 // returns the answer, or the refusal.
-func (s *Server) route(ctx context.Context, c *pipeline.Call, t Tool, body []byte, contentType string) (*pipeline.Recorded, *gwerr.Error) {
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Route, strings.NewReader(string(body)))
+func (s *Server) route(ctx context.Context, c *pipeline.Call, t Tool, body io.Reader, contentType string) (*pipeline.Recorded, *gwerr.Error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Route, body)
 	if err != nil {
 		return nil, gwerr.New(gwerr.Internal, "building the call")
 	}
@@ -234,7 +247,7 @@ func (s *Server) route(ctx context.Context, c *pipeline.Call, t Tool, body []byt
 // jsonRoute calls t's route with a JSON body and returns the answer's JSON
 // object.
 func (s *Server) jsonRoute(ctx context.Context, c *pipeline.Call, t Tool, body []byte) (map[string]any, *pipeline.Recorded, *gwerr.Error) {
-	rec, e := s.route(ctx, c, t, body, "application/json")
+	rec, e := s.route(ctx, c, t, bytes.NewReader(body), "application/json")
 	if e != nil {
 		return nil, nil, e
 	}
@@ -302,8 +315,15 @@ func (s *Server) imageGenerate(ctx context.Context, c *pipeline.Call, t Tool, a 
 	return ok(obj), nil
 }
 
-// advisory is t's advisory cost per call in microcents.
+// advisory is t's advisory cost per call in microcents, at plan prices.
 func (s *Server) advisory(t Tool) (int64, bool) {
+	if t.Name == ToolAppsExecute && s.Apps != nil {
+		most, ok := int64(0), false
+		for _, a := range s.Apps.List {
+			most, ok = max(most, a.PriceMicrocents), true
+		}
+		return most, ok
+	}
 	if t.Alias == "" || s.Prices == nil {
 		return 0, false
 	}

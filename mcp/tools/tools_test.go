@@ -286,3 +286,41 @@ func TestListCapabilities(t *testing.T) {
 		t.Fatalf("list_capabilities called routes: %v", f.got)
 	}
 }
+
+// Every paid tool says what its advisory cost assumes, and only paid tools
+// carry a cost.
+func TestPaidToolsCostBasis(t *testing.T) {
+	for _, tool := range append(Tools(), appsTools...) {
+		if tool.Paid != (tool.CostBasis != "") {
+			t.Errorf("%s: paid %v, cost basis %q", tool.Name, tool.Paid, tool.CostBasis)
+		}
+	}
+}
+
+// A refused key: every tool, known or not, answers auth_failed without
+// calling a route; a key that could not be checked is worth a retry.
+func TestRefusedKey(t *testing.T) {
+	for _, tc := range []struct {
+		refusal    *gwerr.Error
+		tool, want string
+	}{
+		{gwerr.New(gwerr.Unauthenticated, "missing API key"), ToolWebSearch,
+			`{"capability":"search","error":"auth_failed","message":"missing API key","retryable":false}`},
+		{gwerr.New(gwerr.Unauthenticated, "API key expired"), ToolListCapabilities,
+			`{"capability":"","error":"auth_failed","message":"API key expired","retryable":false}`},
+		{gwerr.New(gwerr.Unauthenticated, "invalid API key"), "nope",
+			`{"capability":"","error":"auth_failed","message":"invalid API key","retryable":false}`},
+		{&gwerr.Error{Kind: gwerr.Unavailable, Message: "the key could not be checked; retry", RetryAfter: 1}, ToolSpeak,
+			`{"capability":"speech","error":"capability_unavailable","reason":"the key could not be checked; retry","retry_after_seconds":1,"retryable":true}`},
+	} {
+		s, f := newServer()
+		r := httptest.NewRequest(http.MethodPost, "/mcp-tools/", nil)
+		res := s.Call(context.Background(), &pipeline.Call{R: r, KeyRefusal: tc.refusal}, tc.tool, json.RawMessage(`{"query":"q","text":"hi"}`))
+		if got := asJSON(t, res.Structured); !res.IsError || got != tc.want {
+			t.Errorf("%s: %s\nwant %s", tc.tool, got, tc.want)
+		}
+		if len(f.got) != 0 {
+			t.Errorf("%s: routes called %v", tc.tool, f.got)
+		}
+	}
+}
