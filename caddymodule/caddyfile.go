@@ -62,6 +62,7 @@ func init() {
 //			gap_timeout <duration>
 //		}
 //		alias <name> <target>
+//		beta <name> neutral|refused|priced <input percent> [<output percent>]
 //		cache_ttl <duration>
 //		second_opinion_concurrency <n>
 //		money {
@@ -297,6 +298,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.MCPAllowedHosts = append(a.MCPAllowedHosts, d.RemainingArgs()...)
 			if len(a.MCPAllowedHosts) == 0 {
 				return d.ArgErr()
+			}
+		case "beta":
+			if err := parseBeta(d, &a.Betas); err != nil {
+				return err
 			}
 		case "alias":
 			var al catalog.Alias

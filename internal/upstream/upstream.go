@@ -31,9 +31,8 @@ const (
 	DefaultVersion  = "2023-06-01"                // anthropic-version when the client sent none
 	maxErrorBody    = 64 << 10                    // bytes of an error answer read for its message
 	headerVersion   = "anthropic-version"         // what messages-style APIs read
-	headerBeta      = "anthropic-beta"            // forwarded as is
+	headerBeta      = "anthropic-beta"            // the betas, comma-separated
 	headerAltVer    = "vendor-version"            // the spec's name for the same header
-	headerAltBeta   = "vendor-beta"               // the spec's name for the same header
 	headerRetry     = "Retry-After"               // passed on from 429 and 529 answers
 	maxIdleConnsPer = 64                          // idle connections kept per provider
 	// StatusOverloaded is the status of a backing service at capacity
@@ -135,9 +134,12 @@ type Request struct {
 	// Parts, when set, are sent one after another in place of Body, so a
 	// large upload is framed without being copied into one buffer.
 	Parts [][]byte
-	// Client is the client's request, whose version and beta headers are
-	// forwarded to messages-style providers.
+	// Client is the client's request, whose version header is forwarded
+	// to messages-style providers.
 	Client *http.Request
+	// Betas are sent to a messages-style provider in its beta header; the
+	// caller has checked them.
+	Betas []string
 }
 
 // Do sends r and returns the provider's successful response, whose body
@@ -192,11 +194,9 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 			if v := first(r.Client.Header, headerVersion, headerAltVer); v != "" {
 				req.Header.Set(headerVersion, v)
 			}
-			for _, h := range []string{headerBeta, headerAltBeta} {
-				for _, v := range r.Client.Header.Values(h) {
-					req.Header.Add(headerBeta, v)
-				}
-			}
+		}
+		if len(r.Betas) > 0 {
+			req.Header.Set(headerBeta, strings.Join(r.Betas, ","))
 		}
 	default:
 		if p.APIKey != "" {

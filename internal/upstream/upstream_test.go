@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,15 +35,15 @@ func TestHeaders(t *testing.T) {
 
 	client := httptest.NewRequest("POST", "/alt/v1/messages", nil)
 	client.Header.Set("vendor-version", "2026-10-21")
-	client.Header.Add("anthropic-beta", "a-1")
-	client.Header.Add("vendor-beta", "b-2")
-	resp, err := c.Do(context.Background(), Request{Provider: provider("anthropic", srv.URL), Path: PathMessages, Body: []byte(`{}`), Client: client})
+	client.Header.Add("anthropic-beta", "unchecked-1") // only the checked betas go
+	resp, err := c.Do(context.Background(), Request{Provider: provider("anthropic", srv.URL), Path: PathMessages, Body: []byte(`{}`), Client: client,
+		Betas: []string{"a-1", "b-2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if path != "/v1/messages" || got.Get("x-api-key") != "upstream-secret" || got.Get("anthropic-version") != "2026-10-21" ||
-		len(got.Values("anthropic-beta")) != 2 || got.Get("Authorization") != "" {
+		strings.Join(got.Values("anthropic-beta"), "|") != "a-1,b-2" || got.Get("Authorization") != "" {
 		t.Fatalf("anthropic: path %s headers %v", path, got)
 	}
 
