@@ -276,10 +276,12 @@ func TestBetaTable(t *testing.T) {
 
 // TestBetaTableConfigured: the Caddyfile's beta lines extend the table (a
 // new price-neutral beta is forwarded), trim it (a default one refused)
-// and price a beta (billed at the percentages given).
+// and price a beta (billed at the percentages given). An answer shaped by
+// betas is not cached.
 func TestBetaTableConfigured(t *testing.T) {
 	t.Parallel()
-	e := newChatEnv(t, withGW(t, "\t\tbeta made-up-feature-2099-01-01 neutral\n"+
+	e := newChatEnv(t, withGW(t, "\t\tcache_ttl 1m\n"+
+		"\t\tbeta made-up-feature-2099-01-01 neutral\n"+
 		"\t\tbeta structured-outputs-2025-11-13 refused\n"+
 		"\t\tbeta context-1m-2025-08-07 priced 200 150"))
 	const account = "beta-configured"
@@ -319,4 +321,18 @@ func TestBetaTableConfigured(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("not cached", func(t *testing.T) {
+		e.reset()
+		body := `{"model":"gw-pinned-claude-sonnet-4-5","max_tokens":64,"temperature":0,"messages":[{"role":"user","content":"same"}]}`
+		for i := range 2 {
+			r := e.do(t, http.MethodPost, "/alt/v1/messages", body, append([]string{"anthropic-beta", "interleaved-thinking-2025-05-14"}, apiKey(key)...)...)
+			if r.Status != http.StatusOK || r.Header.Get("X-Gw-Cache") != "" {
+				t.Fatalf("call %d: status %d X-Gw-Cache %q", i, r.Status, r.Header.Get("X-Gw-Cache"))
+			}
+		}
+		if n := len(e.AN.Requests()); n != 2 {
+			t.Errorf("upstream received %d requests, want 2", n)
+		}
+	})
 }

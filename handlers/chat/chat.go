@@ -127,7 +127,9 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 		}
 	}
 	cl := &call{Call: c, h: h, format: f, body: body, req: req, route: rt, betas: betas, started: time.Now()}
-	cl.cacheable = !req.stream && req.temperatureZero && !req.secondOpinion && h.Cache != nil
+	// The cache is keyed on the body: an answer shaped by betas is not the
+	// answer to the same body without them.
+	cl.cacheable = !req.stream && req.temperatureZero && !req.secondOpinion && h.Cache != nil && (betas == nil || len(betas.names) == 0)
 	if cl.cacheable {
 		if hit, ok := h.Cache.Get(c.Account.ID, f, body); ok {
 			cl.writeCached(hit)
