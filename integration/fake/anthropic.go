@@ -102,6 +102,10 @@ func serveAnthropic(u *Upstream, w http.ResponseWriter, r *http.Request, body []
 	}
 
 	if countOnly {
+		if u.CountError.Status != 0 {
+			writeJSON(w, u.CountError.Status, anthropicErrorBody{Type: "error", Error: anthropicScriptError(u.CountError, u.CountError.Status), RequestID: rid})
+			return
+		}
 		if u.CountStatus != 0 {
 			writeJSON(w, u.CountStatus, anthropicErrorBody{Type: "error", Error: anthropicScriptError(Script{}, u.CountStatus), RequestID: rid})
 			return

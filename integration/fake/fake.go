@@ -270,6 +270,11 @@ type Upstream struct {
 	// count endpoint that is down or rate limited does. Set it before the
 	// gateway sends requests.
 	CountStatus int
+	// CountError, when its Status is set, is what count_tokens answers
+	// instead (its status, error type and message), as CountStatus does
+	// with the status's default error. Set it before the gateway sends
+	// requests.
+	CountError Script
 
 	srv       *httptest.Server
 	format    format
