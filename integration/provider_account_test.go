@@ -23,6 +23,7 @@ var accountErrors = []struct {
 }{
 	{"openai insufficient_quota", false, fake.OpenAIInsufficientQuota},
 	{"openai billing_not_active", false, fake.OpenAIBillingNotActive},
+	{"openai billing_hard_limit_reached", false, fake.OpenAIBillingHardLimit},
 	{"anthropic credit balance too low", true, fake.AnthropicCreditTooLow},
 	{"anthropic usage limits", true, fake.AnthropicUsageLimit},
 	{"anthropic billing_error", true, fake.AnthropicBillingError},
@@ -196,4 +197,56 @@ func TestProviderAccountEscalation(t *testing.T) {
 			t.Errorf("gw-standard asked %s first, want gpt-4.1-mini (both cooling, the cheaper first)", got)
 		}
 	})
+}
+
+// TestAbilityProviderAccountRefusals: the ability endpoints that call a
+// provider (transcription, speech, image generation and edits, search,
+// decision mode) answer its account refusals with their family's 503
+// (capability_unavailable; decision mode upstream_unavailable), without
+// the provider's words and without a charge.
+func TestAbilityProviderAccountRefusals(t *testing.T) {
+	t.Parallel()
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	g := startGateway(t, gwOptions{Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_SEARCH_BASE_URL": oa.URL}})
+	const account, balance = "ability-account", "5.00"
+	key := g.newAccountKey(t, map[string]any{"id": account, "plan": "paid", "cleared": true, "balance_usd": balance})
+	const unavailable = `{"error":{"message":"<string>","type":"api_error","code":"capability_unavailable"}}`
+	wav, wavType := multipartBody(t, "a.wav", wavOf(16000, 2))
+	edit, editType := multipartImages(t, "image", [][]byte{imageFixture(t, "red.png")}, "prompt", "add a hat")
+	for _, c := range []struct {
+		name, path, body, contentType string
+		want, idPrefix                string
+	}{
+		{"transcription", "/v1/audio/transcriptions", wav, wavType, unavailable, "req-"},
+		{"speech", "/v1/audio/speech", `{"input":"hi","voice":"alloy"}`, "application/json", unavailable, "req-"},
+		{"image generation", "/v1/images/generations", `{"prompt":"a cat"}`, "application/json", unavailable, "req-"},
+		{"image edit", "/v1/images/edits", edit, editType, unavailable, "req-"},
+		{"search", "/v1/search", `{"query":"what is caddy?"}`, "application/json", unavailable, "req-"},
+		{"decide", "/v1/decide", `{"model":"gw-decide","state":"s","questions":{"q":{"type":"noul","instructions":"?"}}}`, "application/json",
+			`{"error":{"message":"<string>","type":"api_error","code":"upstream_unavailable","param":null}}`, "dec-"},
+	} {
+		for _, ae := range accountErrors {
+			if ae.anthropic {
+				continue // every ability provider is chat-completions style
+			}
+			t.Run(c.name+"/"+ae.name, func(t *testing.T) {
+				oa.Reset()
+				oa.Push(ae.script())
+				r := g.do(t, http.MethodPost, c.path, c.body, append(bearer(key), "Content-Type", c.contentType)...)
+				expectError(t, r, http.StatusServiceUnavailable, c.want, c.idPrefix)
+				expectNoAccountWords(t, r.Body)
+				if n := len(oa.Requests()); n != 1 {
+					t.Errorf("the provider was asked %d times, want 1", n)
+				}
+			})
+		}
+	}
+	if l := ledgerOf(t, g, account); len(l) != 0 {
+		t.Errorf("refusals were charged: %v", l)
+	}
+	if b := balanceOf(t, g, account); b != mustUSD(t, balance) {
+		t.Errorf("balance %s, want %s", b, balance)
+	}
 }

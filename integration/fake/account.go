@@ -20,6 +20,14 @@ func OpenAIBillingNotActive() Script {
 		ErrorMessage: "Your account is not active, please check your billing details on our website."}
 }
 
+// OpenAIBillingHardLimit is OpenAI's 400 for an organisation past the
+// spend limit it set itself (the image endpoints answer it): an
+// invalid_request_error with code billing_hard_limit_reached.
+func OpenAIBillingHardLimit() Script {
+	return Script{Status: http.StatusBadRequest, ErrorType: "invalid_request_error", ErrorCode: "billing_hard_limit_reached",
+		ErrorMessage: "Billing hard limit has been reached"}
+}
+
 // AnthropicCreditTooLow is Anthropic's 400 invalid_request_error for an
 // organisation whose prepaid credit is spent.
 func AnthropicCreditTooLow() Script {

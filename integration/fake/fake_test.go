@@ -1251,14 +1251,15 @@ func TestAccountErrors(t *testing.T) {
 		body string
 	}{
 		{fake.OpenAIInsufficientQuota(), `{"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}`},
+		{fake.OpenAIBillingHardLimit(), `{"message":"Billing hard limit has been reached","type":"invalid_request_error","param":null,"code":"billing_hard_limit_reached"}`},
 		{fake.OpenAIBillingNotActive(), `{"message":"Your account is not active, please check your billing details on our website.","type":"billing_not_active","param":null,"code":"billing_not_active"}`},
 	} {
 		oa.Push(c.s)
 		client := openAIClient(oa)
 		_, err := client.Chat.Completions.New(t.Context(), chatParams("gpt-4o"))
 		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.RawJSON() != c.body {
-			t.Errorf("%v: %s, want 429 %s", err, apiErr.RawJSON(), c.body)
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != c.s.Status || apiErr.RawJSON() != c.body {
+			t.Errorf("%v: %s, want %d %s", err, apiErr.RawJSON(), c.s.Status, c.body)
 		}
 	}
 
