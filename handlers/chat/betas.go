@@ -25,11 +25,6 @@ type BetaPrice struct {
 	OutputPercent int64 `json:"output_percent,omitempty"`
 }
 
-// Priced reports whether the beta changes the price of a call.
-func (p BetaPrice) Priced() bool {
-	return p.Refused || (p.InputPercent != 0 && p.InputPercent != 100) || (p.OutputPercent != 0 && p.OutputPercent != 100)
-}
-
 // percent is a percentage as the table gives it: 0 is 100.
 func percent(p int64) int64 {
 	if p == 0 {
@@ -42,7 +37,8 @@ func percent(p int64) int64 {
 // models, by name. A beta outside it is refused.
 type Betas map[string]BetaPrice
 
-// neutral is a price-neutral beta; refused one the gateway cannot bill.
+// neutral marks a price-neutral beta, refused one whose price the gateway
+// does not bill.
 var (
 	neutral = BetaPrice{}
 	refused = BetaPrice{Refused: true}
@@ -53,7 +49,7 @@ var (
 // turn on a priced feature (server tools, connectors, containers, a longer
 // context or cache at a premium, a fallback to another model) are refused:
 // the catalogue prices tokens only, and the features are refused in the
-// body as well. Fast mode is billed at the six times the standard rates
+// body as well. Fast mode is billed at six times the standard rates, as
 // it costs.
 var defaultBetas = Betas{
 	// Behaviour only.
