@@ -85,6 +85,10 @@ type App struct {
 	// SecondOpinionConcurrency is how many second opinions may run at once;
 	// more answer 503 with Retry-After. Default: 4.
 	SecondOpinionConcurrency int `json:"second_opinion_concurrency,omitempty"`
+	// Betas changes the table of betas forwarded to messages-style models:
+	// each entry adds a beta or replaces the default entry of its name.
+	// Default: the gateway's own table (docs/chat.md).
+	Betas chat.Betas `json:"betas,omitempty"`
 	// Money sets the configurable money rules.
 	Money MoneyConfig `json:"money,omitzero"`
 	// Limits sets the configurable rate limits.
@@ -297,6 +301,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.Betas.Validate(); err != nil {
+		return err
+	}
 	st, err := a.openStore()
 	if err != nil {
 		return err
@@ -332,7 +339,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
 	}
 	chatHandler := &chat.Handler{Router: &router.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: records,
-		Opinions: chat.NewOpinions(a.SecondOpinionConcurrency)}
+		Opinions: chat.NewOpinions(a.SecondOpinionConcurrency), Betas: chat.DefaultBetas(a.Betas)}
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
 		if sh != nil {

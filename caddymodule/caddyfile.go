@@ -63,6 +63,7 @@ func init() {
 //			gap_timeout <duration>
 //		}
 //		alias <name> <target>
+//		beta <name> neutral|refused|priced <input percent> [<output percent>]
 //		cache_ttl <duration>
 //		second_opinion_concurrency <n>
 //		money {
@@ -298,6 +299,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.MCPAllowedHosts = append(a.MCPAllowedHosts, d.RemainingArgs()...)
 			if len(a.MCPAllowedHosts) == 0 {
 				return d.ArgErr()
+			}
+		case "beta":
+			if err := parseBeta(d, &a.Betas); err != nil {
+				return err
 			}
 		case "alias":
 			var al catalog.Alias

@@ -203,10 +203,13 @@ func speechSeconds(chars int, speed float64) int64 {
 
 // speechFailure maps an upstream failure before any audio (spec "Speech
 // errors"): the provider refusing is 400 invalid_request_error with its
-// message, a busy provider 429, too slow 504, anything else 502.
+// message, a busy provider 429, too slow 504, the provider refusing the
+// gateway's own account 503, anything else 502.
 func speechFailure(client context.Context, stalled bool, err error) error {
 	e := gwerr.As(err)
 	switch {
+	case upstream.AccountRefused(err):
+		return gwerr.New(gwerr.Unavailable, "speech is unavailable; retry later").WithCode(gwerr.CodeCapabilityUnavailable)
 	case stalled || e.Kind == gwerr.Timeout:
 		return capabilityUnavailable(true, "no audio came back in time")
 	case client.Err() != nil:

@@ -220,9 +220,13 @@ func (h *Handler) route(alias string, seconds float64, configured func(string) b
 	return AliasVoice
 }
 
-// transcriptionFailure maps an upstream failure: too slow is 504, anything
-// else 502, both capability_unavailable (spec "Transcription errors").
+// transcriptionFailure maps an upstream failure: too slow is 504, the
+// provider refusing the gateway's own account 503, anything else 502, all
+// capability_unavailable (spec "Transcription errors").
 func transcriptionFailure(ctx context.Context, err error) error {
+	if upstream.AccountRefused(err) {
+		return gwerr.New(gwerr.Unavailable, "transcription is unavailable; retry later").WithCode(gwerr.CodeCapabilityUnavailable)
+	}
 	e := gwerr.As(err)
 	timeout := e.Kind == gwerr.Timeout || errors.Is(ctx.Err(), context.DeadlineExceeded)
 	if timeout {

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +66,9 @@ type Handler struct {
 	Cache *Cache
 	// Opinions bounds concurrent second opinions; nil refuses them (503).
 	Opinions *Opinions
+	// Betas is the table of betas forwarded to messages-style models (nil:
+	// the default table).
+	Betas Betas
 }
 
 // ChatCompletions serves POST /v1/chat/completions.
@@ -86,6 +88,7 @@ type call struct {
 	body    []byte
 	req     *request
 	route   *router.Route
+	betas   *callBetas // nil: none to forward
 	started time.Time
 	// cacheable: the answer goes into the cache.
 	cacheable bool
@@ -99,9 +102,6 @@ type call struct {
 }
 
 func (h *Handler) serve(c *pipeline.Call, f Format) error {
-	if err := checkBetas(c.R.Header); err != nil {
-		return err
-	}
 	body, err := readBody(c, MaxBody)
 	if err != nil {
 		return err
@@ -117,13 +117,19 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 	if err := c.AllowModel(rt.Requested); err != nil {
 		return err
 	}
+	betas, err := h.betasFor(c.R, c.Gateway.Catalog, rt)
+	if err != nil {
+		return err
+	}
 	if req.secondOpinion {
 		if err := h.Opinions.admit(req, rt.Requested, len(body)); err != nil {
 			return err
 		}
 	}
-	cl := &call{Call: c, h: h, format: f, body: body, req: req, route: rt, started: time.Now()}
-	cl.cacheable = !req.stream && req.temperatureZero && !req.secondOpinion && h.Cache != nil
+	cl := &call{Call: c, h: h, format: f, body: body, req: req, route: rt, betas: betas, started: time.Now()}
+	// The cache is keyed on the body: an answer shaped by betas is not the
+	// answer to the same body without them.
+	cl.cacheable = !req.stream && req.temperatureZero && !req.secondOpinion && h.Cache != nil && (betas == nil || len(betas.names) == 0)
 	if cl.cacheable {
 		if hit, ok := h.Cache.Get(c.Account.ID, f, body); ok {
 			cl.writeCached(hit)
@@ -140,6 +146,7 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 			continue
 		}
 		attempts++
+		m = betas.priced(c.Gateway.Catalog, m, m)
 		// Each attempt holds its own model's estimate: an escalation to a
 		// dearer model must pass the money check again.
 		c.Release()
@@ -240,7 +247,8 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 		})
 		defer stop()
 	}
-	resp, err := cl.h.Upstream.Do(ctx, upstream.Request{Provider: p, Path: path, Body: body, Client: cl.R})
+	resp, err := cl.h.Upstream.Do(ctx, upstream.Request{Provider: p, Path: path, Body: body, Client: cl.R,
+		Betas: cl.betas.forwarded(cl.Gateway.Catalog, m)})
 	if err != nil {
 		return err
 	}
@@ -365,7 +373,7 @@ func (cl *call) cost(m *catalog.Model, u translate.Usage, escalated bool) (prici
 	if cl.Account.LaneBilling && cl.route.Requested == catalog.AliasAuto {
 		lane = billedLane(cl.route.Lane)
 		if lp := cl.Gateway.Catalog.LanePrice(lane); lp != nil {
-			prices = lp
+			prices = cl.betas.priced(cl.Gateway.Catalog, m, lp)
 		}
 	}
 	cost := pricing.Cost(cl.Account.PAYG, usageLines(prices, u)...)
@@ -412,45 +420,6 @@ func (cl *call) record(m *catalog.Model, escalated bool, cost pricing.Money) {
 	cl.h.Decisions.Put(router.Decision{ID: cl.RequestID, AccountID: cl.Account.ID, Time: cl.started, Requested: cl.route.Requested,
 		Kind: cl.route.Kind, Lane: cl.route.Lane, Vision: cl.req.needs.Vision, Tools: cl.req.needs.Tools, Prompt: cl.req.needs.PromptTokens,
 		Candidates: ids, Chosen: m.ID, Escalated: escalated, Cost: cost, Latency: time.Since(cl.started)})
-}
-
-// AllowedBetas are the messages-style beta values forwarded upstream: each
-// changes behaviour without changing prices. Others (a longer context at a
-// premium, longer cache lifetimes at a higher write price, server-side
-// tools and connectors) cost what the catalogue cannot price and are
-// refused.
-var AllowedBetas = map[string]bool{
-	"prompt-caching-2024-07-31":              true,
-	"token-efficient-tools-2025-02-19":       true,
-	"interleaved-thinking-2025-05-14":        true,
-	"fine-grained-tool-streaming-2025-05-14": true,
-	"output-128k-2025-02-19":                 true,
-	"computer-use-2024-10-22":                true,
-	"computer-use-2025-01-24":                true,
-}
-
-// Beta headers the gateway forwards, each with its
-// canonical key: read straight from the header map, with no key made per
-// call.
-var betaHeaders = []struct{ name, key string }{
-	{"anthropic-beta", http.CanonicalHeaderKey("anthropic-beta")},
-	{"vendor-beta", http.CanonicalHeaderKey("vendor-beta")},
-}
-
-// checkBetas refuses a beta value outside AllowedBetas, naming the header.
-func checkBetas(h http.Header) error {
-	for _, hb := range betaHeaders {
-		name := hb.name
-		for _, v := range h[hb.key] {
-			for _, beta := range strings.Split(v, ",") {
-				beta = strings.TrimSpace(beta)
-				if beta != "" && !AllowedBetas[beta] {
-					return invalid(name, "the beta %q is not supported through the gateway", shorten(beta))
-				}
-			}
-		}
-	}
-	return nil
 }
 
 // presizeMost bounds the buffer readAll makes up front from a declared

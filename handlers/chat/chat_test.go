@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strconv"
@@ -153,26 +152,6 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted %q", body)
 		}
 	})
-}
-
-func TestCheckBetas(t *testing.T) {
-	for _, tc := range []struct {
-		header, value, param string
-	}{
-		{"anthropic-beta", "prompt-caching-2024-07-31", ""},
-		{"anthropic-beta", "prompt-caching-2024-07-31, interleaved-thinking-2025-05-14", ""},
-		{"vendor-beta", "token-efficient-tools-2025-02-19", ""},
-		{"anthropic-beta", "context-1m-2025-08-07", "anthropic-beta"},
-		{"vendor-beta", "output-128k-2025-02-19,extended-cache-ttl-2025-04-11", "vendor-beta"},
-	} {
-		h := http.Header{}
-		h.Add(tc.header, tc.value)
-		err := checkBetas(h)
-		var e *gwerr.Error
-		if tc.param == "" && err != nil || tc.param != "" && (!errors.As(err, &e) || e.Param != tc.param || e.Kind != gwerr.Invalid) {
-			t.Errorf("%s: %s = %v", tc.header, tc.value, err)
-		}
-	}
 }
 
 // Responses go upstream with store false; n multiplies the output estimate.

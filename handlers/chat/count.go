@@ -56,7 +56,11 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 	p := c.Gateway.Catalog.Providers[m.Provider]
 	var n int
 	if p.Format == catalog.FormatAnthropic {
-		n, err = h.countUpstream(c, p, m, root)
+		var betas *callBetas
+		if betas, err = h.betas().forCall(c.R.Header); err != nil {
+			return err
+		}
+		n, err = h.countUpstream(c, p, m, root, betas.names)
 	} else {
 		n, err = countLocal(root)
 	}
@@ -81,7 +85,9 @@ func setRaw(b []byte, path, raw string) ([]byte, error) {
 	return sjson.SetRawBytes(b, path, []byte(raw))
 }
 
-func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalog.Model, root gjson.Result) (int, error) {
+// countUpstream asks m's provider to count the prompt of root, with the
+// call's checked betas.
+func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalog.Model, root gjson.Result, betas []string) (int, error) {
 	out := []byte(`{}`)
 	var err error
 	for _, f := range countFields {
@@ -94,7 +100,7 @@ func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalo
 	if out, err = translate.SetModel(out, m.ID); err != nil {
 		return 0, err
 	}
-	resp, err := h.Upstream.Do(c.R.Context(), upstream.Request{Provider: p, Path: upstream.PathCountTokens, Body: out, Client: c.R})
+	resp, err := h.Upstream.Do(c.R.Context(), upstream.Request{Provider: p, Path: upstream.PathCountTokens, Body: out, Client: c.R, Betas: betas})
 	if err != nil {
 		return 0, err
 	}

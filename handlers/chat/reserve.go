@@ -115,6 +115,7 @@ func (cl *call) fit(m *catalog.Model, prompt int64, room pricing.Money) (est pri
 	}
 	if cl.Account.LaneBilling && cl.route != nil && cl.route.Requested == catalog.AliasAuto {
 		if lp := cl.Gateway.Catalog.LanePrice(billedLane(cl.route.Lane)); lp != nil {
+			lp = cl.betas.priced(cl.Gateway.Catalog, m, lp)
 			in, outRate = max(in, lp.InputPrice, lp.CacheWriteRate()), max(outRate, lp.OutputPrice)
 		}
 	}
@@ -165,7 +166,7 @@ func (cl *call) countPrompt(m *catalog.Model) (n int64, ok bool) {
 		}
 		if err == nil {
 			var c int
-			if c, err = cl.h.countUpstream(cl.Call, p, m, gjson.ParseBytes(body)); err == nil {
+			if c, err = cl.h.countUpstream(cl.Call, p, m, gjson.ParseBytes(body), cl.betas.forwarded(cl.Gateway.Catalog, m)); err == nil {
 				n, counted = int64(c), true
 			}
 		}

@@ -156,11 +156,14 @@ func unavailable(format string, args ...any) error {
 
 // failure maps a provider's refusal: moderation and an unverified
 // organisation keep their codes (spec "Image errors"); the client leaving
-// stays as it is; anything else is capability_unavailable.
+// stays as it is; the provider refusing the gateway's own account is 503
+// capability_unavailable; anything else is 502 capability_unavailable.
 func failure(ctx context.Context, err error) error {
 	var ue *upstream.Error
 	if errors.As(err, &ue) {
 		switch {
+		case ue.Account:
+			return gwerr.New(gwerr.Unavailable, "images are unavailable; retry later").WithCode(gwerr.CodeCapabilityUnavailable)
 		case ue.ProviderCode == CodeModerationBlocked:
 			return &gwerr.Error{Kind: gwerr.Invalid, Code: CodeModerationBlocked, Type: TypeUserError,
 				Message: "the prompt was refused by the image model's safety system; the same prompt fails again"}

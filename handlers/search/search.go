@@ -104,6 +104,9 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	defer cancel()
 	resp, err := h.Upstream.Do(ctx, upstream.Request{Provider: h.Provider, Path: upstream.PathResponses, Body: body})
 	if err != nil {
+		if upstream.AccountRefused(err) {
+			return &gwerr.Error{Kind: gwerr.Unavailable, Code: CodeCapabilityUnavailable, Message: "search is unavailable; retry later"}
+		}
 		k := gwerr.As(err).Kind
 		if k == gwerr.Timeout || errors.Is(ctx.Err(), context.DeadlineExceeded) || k == gwerr.Unavailable {
 			return fail(CodeCapabilityUnavailable, "search did not answer in time")

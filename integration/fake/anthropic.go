@@ -11,8 +11,9 @@ import (
 // anything else is a 404 not_found_error.
 func NewAnthropic() *Upstream { return newUpstream(formatAnthropic, serveAnthropic) }
 
-// anthropicVersions are the anthropic-version values the API accepts.
-var anthropicVersions = map[string]bool{"2023-06-01": true, "2023-01-01": true}
+// anthropicVersions are the anthropic-version values the API accepts
+// (2026-10-21 is what @anthropic-ai/sdk 1.x sends).
+var anthropicVersions = map[string]bool{"2023-06-01": true, "2023-01-01": true, "2026-10-21": true}
 
 func serveAnthropic(u *Upstream, w http.ResponseWriter, r *http.Request, body []byte) {
 	rid := newID("req_011C", 20)
@@ -101,6 +102,10 @@ func serveAnthropic(u *Upstream, w http.ResponseWriter, r *http.Request, body []
 	}
 
 	if countOnly {
+		if u.CountError.Status != 0 {
+			writeJSON(w, u.CountError.Status, anthropicErrorBody{Type: "error", Error: anthropicScriptError(u.CountError, u.CountError.Status), RequestID: rid})
+			return
+		}
 		if u.CountStatus != 0 {
 			writeJSON(w, u.CountStatus, anthropicErrorBody{Type: "error", Error: anthropicScriptError(Script{}, u.CountStatus), RequestID: rid})
 			return

@@ -133,8 +133,12 @@ type Script struct {
 	// overloaded_error. OpenAI: "invalid_request_error" for 4xx (code
 	// invalid_api_key on 401, model_not_found on 404), "requests" with code
 	// rate_limit_exceeded on 429, "server_error" for 5xx and mid-stream.
-	// On OpenAI a set ErrorType is also the error's code.
+	// On OpenAI a set ErrorType is also the error's code, unless
+	// ErrorCode is set.
 	ErrorType string
+	// ErrorCode, on OpenAI, is the error's code where it differs from its
+	// type (billing_hard_limit_reached of an invalid_request_error).
+	ErrorCode string
 	// ErrorMessage is the error message; empty means a realistic default.
 	ErrorMessage string
 	// Header holds extra response headers (e.g. retry-after with Status 429).
@@ -270,6 +274,11 @@ type Upstream struct {
 	// count endpoint that is down or rate limited does. Set it before the
 	// gateway sends requests.
 	CountStatus int
+	// CountError, when its Status is set, is what count_tokens answers
+	// instead (its status, error type and message), as CountStatus does
+	// with the status's default error. Set it before the gateway sends
+	// requests.
+	CountError Script
 
 	srv       *httptest.Server
 	format    format

@@ -1240,3 +1240,55 @@ func TestChoose(t *testing.T) {
 		}
 	}
 }
+
+// The account errors reach the official SDKs exactly as the providers
+// send them (openai-go's RawJSON is the error object).
+func TestAccountErrors(t *testing.T) {
+	oa := fake.NewOpenAI()
+	defer oa.Close()
+	for _, c := range []struct {
+		s    fake.Script
+		body string
+	}{
+		{fake.OpenAIInsufficientQuota(), `{"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}`},
+		{fake.OpenAIBillingHardLimit(), `{"message":"Billing hard limit has been reached","type":"invalid_request_error","param":null,"code":"billing_hard_limit_reached"}`},
+		{fake.OpenAIBillingNotActive(), `{"message":"Your account is not active, please check your billing details on our website.","type":"billing_not_active","param":null,"code":"billing_not_active"}`},
+	} {
+		oa.Push(c.s)
+		client := openAIClient(oa)
+		_, err := client.Chat.Completions.New(t.Context(), chatParams("gpt-4o"))
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != c.s.Status || apiErr.RawJSON() != c.body {
+			t.Errorf("%v: %s, want %d %s", err, apiErr.RawJSON(), c.s.Status, c.body)
+		}
+	}
+
+	an := fake.NewAnthropic()
+	defer an.Close()
+	for _, c := range []struct {
+		s           fake.Script
+		status      int
+		typ, prefix string
+	}{
+		{fake.AnthropicCreditTooLow(), 400, "invalid_request_error", "Your credit balance is too low to access the Anthropic API."},
+		{fake.AnthropicUsageLimit(), 400, "invalid_request_error", "You have reached your specified API usage limits."},
+		{fake.AnthropicBillingError(), 402, "billing_error", "There is an issue with your billing"},
+	} {
+		an.Push(c.s)
+		client := anthropicClient(an)
+		_, err := client.Messages.New(t.Context(), messageParams("claude"))
+		var aerr *anthropic.Error
+		if !errors.As(err, &aerr) || aerr.StatusCode != c.status || string(aerr.Type()) != c.typ ||
+			!strings.Contains(aerr.RawJSON(), `"message":"`+c.prefix) {
+			t.Errorf("%v: %s, want %d %s %q…", err, aerr.RawJSON(), c.status, c.typ, c.prefix)
+		}
+	}
+	an.CountError = fake.AnthropicCreditTooLow()
+	client := anthropicClient(an)
+	_, err := client.Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{Model: "claude",
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	var aerr *anthropic.Error
+	if !errors.As(err, &aerr) || aerr.StatusCode != 400 || !strings.Contains(aerr.RawJSON(), "credit balance is too low") {
+		t.Errorf("count_tokens: %v", err)
+	}
+}

@@ -207,6 +207,9 @@ func openAIScriptError(s Script, status int, model string) openAIErrorObject {
 	if s.ErrorType != "" {
 		typ, code = s.ErrorType, str(s.ErrorType)
 	}
+	if s.ErrorCode != "" {
+		code = str(s.ErrorCode)
+	}
 	if s.ErrorMessage != "" {
 		msg = s.ErrorMessage
 	}

@@ -31,18 +31,55 @@ const (
 	DefaultVersion  = "2023-06-01"                // anthropic-version when the client sent none
 	maxErrorBody    = 64 << 10                    // bytes of an error answer read for its message
 	headerVersion   = "anthropic-version"         // what messages-style APIs read
-	headerBeta      = "anthropic-beta"            // forwarded as is
+	headerBeta      = "anthropic-beta"            // the betas, comma-separated
 	headerAltVer    = "vendor-version"            // the spec's name for the same header
-	headerAltBeta   = "vendor-beta"               // the spec's name for the same header
 	headerRetry     = "Retry-After"               // passed on from 429 and 529 answers
 	maxIdleConnsPer = 64                          // idle connections kept per provider
 	// StatusOverloaded is the status of a backing service at capacity
 	// (spec status table: 529, retry with backoff).
 	StatusOverloaded = 529
-	// codeInsufficientQuota is the provider's code for its own account
-	// being out of credit.
-	codeInsufficientQuota = "insufficient_quota"
 )
+
+// accountCodes are the error types and codes with which a provider says
+// it will not serve the account the gateway calls it with: credit or
+// quota used up, billing not set up, a spend limit reached.
+var accountCodes = map[string]bool{
+	"insufficient_quota":         true, // chat-completions style, 429
+	"billing_not_active":         true, // chat-completions style, 429
+	"billing_hard_limit_reached": true, // chat-completions style, 400
+	"billing_error":              true, // messages style, 402
+}
+
+// accountMessages begin (in lower case) the messages with which a
+// messages-style provider says the same in a 400 invalid_request_error.
+var accountMessages = []string{
+	"your credit balance is too low",
+	"you have reached your specified api usage limits",
+	"you have reached your specified workspace api usage limits",
+}
+
+// accountRefusal reports an error answer about the provider's account
+// rather than the request: any 402, a type or code of accountCodes, or a
+// 4xx whose message begins as one of accountMessages.
+func accountRefusal(status int, body []byte) bool {
+	if status == http.StatusPaymentRequired {
+		return true
+	}
+	e := gjson.GetBytes(body, "error")
+	if accountCodes[e.Get("type").String()] || accountCodes[e.Get("code").String()] {
+		return true
+	}
+	if status/100 != 4 {
+		return false
+	}
+	msg := strings.ToLower(strings.TrimSpace(e.Get("message").String()))
+	for _, m := range accountMessages {
+		if strings.HasPrefix(msg, m) {
+			return true
+		}
+	}
+	return false
+}
 
 // TLSHandshakeTimeout bounds a provider's TLS handshake.
 const TLSHandshakeTimeout = 10 * time.Second
@@ -135,9 +172,12 @@ type Request struct {
 	// Parts, when set, are sent one after another in place of Body, so a
 	// large upload is framed without being copied into one buffer.
 	Parts [][]byte
-	// Client is the client's request, whose version and beta headers are
-	// forwarded to messages-style providers.
+	// Client is the client's request, whose version header is forwarded
+	// to messages-style providers.
 	Client *http.Request
+	// Betas are sent to a messages-style provider in its beta header; the
+	// caller has checked them.
+	Betas []string
 }
 
 // Do sends r and returns the provider's successful response, whose body
@@ -192,11 +232,9 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 			if v := first(r.Client.Header, headerVersion, headerAltVer); v != "" {
 				req.Header.Set(headerVersion, v)
 			}
-			for _, h := range []string{headerBeta, headerAltBeta} {
-				for _, v := range r.Client.Header.Values(h) {
-					req.Header.Add(headerBeta, v)
-				}
-			}
+		}
+		if len(r.Betas) > 0 {
+			req.Header.Set(headerBeta, strings.Join(r.Betas, ","))
 		}
 	default:
 		if p.APIKey != "" {
@@ -237,6 +275,16 @@ type Error struct {
 	// are: a handler maps the ones it knows).
 	Status       int
 	ProviderCode string
+	// Account: the provider refused the account the gateway calls it
+	// with (credit, quota, billing), not the request.
+	Account bool
+}
+
+// AccountRefused reports whether err is a provider refusing the account
+// the gateway calls it with (an Unavailable error in the gateway's words).
+func AccountRefused(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Account
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -262,7 +310,10 @@ func transportError(ctx context.Context, p *catalog.Provider, err error) error {
 
 // statusError maps a provider's error answer. The client's own mistakes
 // (400, 413, 422) keep the provider's message and are not retried on
-// another model; the provider's failures are.
+// another model; the provider's failures are. A refusal of the gateway's
+// own account with the provider is the provider's failure, whatever its
+// status: 503 in the gateway's words (the caller neither caused it nor
+// may learn of it).
 func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 	msg := gjson.GetBytes(body, "error.message").String()
 	if msg == "" {
@@ -271,6 +322,9 @@ func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 	g := &gwerr.Error{Message: msg}
 	e := &Error{Err: g, Status: resp.StatusCode, ProviderCode: gjson.GetBytes(body, "error.code").String()}
 	switch s := resp.StatusCode; {
+	case accountRefusal(s, body):
+		g.Kind, e.Retryable, e.Account = gwerr.Unavailable, true, true
+		g.Message = fmt.Sprintf("provider %s is unavailable; retry later", p.Name)
 	case s == http.StatusBadRequest:
 		g.Kind = gwerr.Invalid
 		g.Param = gjson.GetBytes(body, "error.param").String()
@@ -278,11 +332,6 @@ func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 		g.Kind = gwerr.TooLarge
 	case s == http.StatusUnprocessableEntity:
 		g.Kind = gwerr.Unprocessable
-	case s == http.StatusTooManyRequests && gjson.GetBytes(body, "error.code").String() == codeInsufficientQuota:
-		// The gateway's own provider account is out of credit: not the
-		// client's to wait out.
-		g.Kind, e.Retryable = gwerr.Upstream, true
-		g.Message = fmt.Sprintf("provider %s is unavailable", p.Name)
 	case s == http.StatusTooManyRequests:
 		// The provider's words name the operator's organisation and its
 		// limits: the gateway says it in its own.

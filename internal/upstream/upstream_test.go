@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,15 +35,15 @@ func TestHeaders(t *testing.T) {
 
 	client := httptest.NewRequest("POST", "/alt/v1/messages", nil)
 	client.Header.Set("vendor-version", "2026-10-21")
-	client.Header.Add("anthropic-beta", "a-1")
-	client.Header.Add("vendor-beta", "b-2")
-	resp, err := c.Do(context.Background(), Request{Provider: provider("anthropic", srv.URL), Path: PathMessages, Body: []byte(`{}`), Client: client})
+	client.Header.Add("anthropic-beta", "unchecked-1") // only the checked betas go
+	resp, err := c.Do(context.Background(), Request{Provider: provider("anthropic", srv.URL), Path: PathMessages, Body: []byte(`{}`), Client: client,
+		Betas: []string{"a-1", "b-2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if path != "/v1/messages" || got.Get("x-api-key") != "upstream-secret" || got.Get("anthropic-version") != "2026-10-21" ||
-		len(got.Values("anthropic-beta")) != 2 || got.Get("Authorization") != "" {
+		strings.Join(got.Values("anthropic-beta"), "|") != "a-1,b-2" || got.Get("Authorization") != "" {
 		t.Fatalf("anthropic: path %s headers %v", path, got)
 	}
 
@@ -100,7 +101,18 @@ func TestStatusErrors(t *testing.T) {
 		{504, `{}`, "", gwerr.Timeout, true, 0, "provider p took too long to answer", ""},
 		{500, `{}`, "", gwerr.Upstream, true, 0, "", ""},
 		{401, `{"error":{"message":"bad key sk-abc...xyz"}}`, "", gwerr.Upstream, true, 0, "provider p failed (401)", ""},
-		{429, `{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}`, "30", gwerr.Upstream, true, 0, "provider p is unavailable", ""},
+		// The gateway's own account refused: 503 in the gateway's words,
+		// whatever the provider's status.
+		{429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`, "30", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		{429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":null}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		{429, `{"error":{"message":"Your account is not active","type":"billing_not_active","code":"billing_not_active"}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		{400, `{"error":{"message":"Billing hard limit has been reached","type":"invalid_request_error","param":null,"code":"billing_hard_limit_reached"}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		{400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		{400, `{"type":"error","error":{"type":"invalid_request_error","message":"You have reached your specified workspace API usage limits. You will regain access on 2026-04-01 at 00:00 UTC."}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		{402, `{"type":"error","error":{"type":"billing_error","message":"There is an issue with your billing."}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		{402, `{}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		// A request whose own words mention credit is the request's.
+		{400, `{"type":"error","error":{"type":"invalid_request_error","message":"messages.0: 'Your credit balance is too low' is not valid"}}`, "", gwerr.Invalid, false, 0, "messages.0: 'Your credit balance is too low' is not valid", ""},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if tc.retryAfter != "" {
@@ -115,6 +127,9 @@ func TestStatusErrors(t *testing.T) {
 		if g.Kind != tc.kind || Retryable(err) != tc.retryable || g.RetryAfter != tc.wantWait || g.Param != tc.wantParam ||
 			(tc.wantMsg != "" && g.Message != tc.wantMsg) {
 			t.Errorf("%d: kind %v retryable %v wait %d param %q msg %q", tc.status, g.Kind, Retryable(err), g.RetryAfter, g.Param, g.Message)
+		}
+		if AccountRefused(err) != (tc.kind == gwerr.Unavailable && tc.status != 503) {
+			t.Errorf("%d %s: AccountRefused %v", tc.status, tc.body, AccountRefused(err))
 		}
 	}
 }
@@ -283,4 +298,35 @@ func TestAddressParsedOnce(t *testing.T) {
 	if len(c.urls) > maxURLs {
 		t.Fatalf("%d addresses kept, at most %d", len(c.urls), maxURLs)
 	}
+}
+
+// FuzzStatusError: any error answer maps to an error of a kind; a refusal
+// of the gateway's account (every 402 among them) is a retryable 503 in
+// the gateway's own words.
+func FuzzStatusError(f *testing.F) {
+	for _, s := range []struct {
+		status int
+		body   string
+	}{
+		{429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`},
+		{400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low"}}`},
+		{402, `not json`},
+		{400, `{"error":{"message":"bad","code":["x"]}}`},
+		{500, ``},
+	} {
+		f.Add(s.status, []byte(s.body))
+	}
+	p := provider("anthropic", "http://127.0.0.1:1")
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		status = 400 + (status%200+200)%200
+		err := statusError(p, &http.Response{StatusCode: status, Header: http.Header{}}, body)
+		var e *Error
+		if !errors.As(err, &e) || e.Err == nil || e.Err.Kind == 0 {
+			t.Fatalf("%d %q: %v", status, body, err)
+		}
+		if (status == http.StatusPaymentRequired && !e.Account) ||
+			(e.Account && (e.Err.Kind != gwerr.Unavailable || !e.Retryable || e.Err.Message != "provider p is unavailable; retry later")) {
+			t.Fatalf("%d %q: %+v %+v", status, body, e, e.Err)
+		}
+	})
 }
