@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -189,6 +190,9 @@ const (
 	ChatBudgetName        = "chat_requests"
 	DecideBudgetName      = "decide_requests"
 	CountTokensBudgetName = "count_tokens"
+	// MCPBudgetName is the budget both MCP servers draw from, and the name
+	// their calls in flight are counted under.
+	MCPBudgetName = "mcp_requests"
 )
 
 // LimitsConfig sets the configurable rate limits. The spec's shared
@@ -206,11 +210,27 @@ type LimitsConfig struct {
 	// MaxInFlight bounds each account's billed calls in flight at once
 	// (429 beyond it). Default: 32.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// MCPRequestsPerMinute bounds each account's requests to the two MCP
+	// servers together (429 with -32003 beyond it). Default: 600.
+	MCPRequestsPerMinute int64 `json:"mcp_requests_per_minute,omitempty"`
+	// MCPMaxInFlight bounds each account's requests to the two MCP
+	// servers in flight at once, counted apart from billed calls (429
+	// with -32003 beyond it). Default: 16.
+	MCPMaxInFlight int `json:"mcp_max_in_flight,omitempty"`
 }
 
-// DefaultCountTokensPerMinute is each account's count_tokens budget when
-// the config sets none.
-const DefaultCountTokensPerMinute = 600
+// Defaults of the configurable limits.
+const (
+	// DefaultCountTokensPerMinute is each account's count_tokens budget.
+	DefaultCountTokensPerMinute = 600
+	// DefaultMCPRequestsPerMinute is each account's budget of requests to
+	// the MCP servers: ten a second, well above what an agent's tool
+	// calls need, so that one account cannot flood them.
+	DefaultMCPRequestsPerMinute = 600
+	// DefaultMCPMaxInFlight is how many MCP requests of one account may be
+	// open at once (each tools/call is held open while its tool runs).
+	DefaultMCPMaxInFlight = 16
+)
 
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
@@ -367,6 +387,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 		countTokens = DefaultCountTokensPerMinute
 	}
 	opts.CountTokensBudgets = []limits.Budget{{Name: CountTokensBudgetName, Limit: countTokens, Period: time.Minute}}
+	opts.MCPBudgets = []limits.Budget{{Name: MCPBudgetName, Limit: cmp.Or(a.Limits.MCPRequestsPerMinute, DefaultMCPRequestsPerMinute), Period: time.Minute}}
+	opts.MCPConcurrency = &limits.Bound{Name: MCPBudgetName, Max: cmp.Or(a.Limits.MCPMaxInFlight, DefaultMCPMaxInFlight)}
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics,
 		Money: &money.Gate{Store: st, Locks: locks, Policy: policy, OnOverrun: a.logOverrun}, Limits: limiter,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight}

@@ -71,6 +71,10 @@ func init() {
 //		limits {
 //			chat_requests_per_minute <n>
 //			decide_requests_per_minute <n>
+//			count_tokens_per_minute <n>
+//			max_in_flight <n>
+//			mcp_requests_per_minute <n>
+//			mcp_max_in_flight <n>
 //		}
 //	}
 func parseGlobal(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -170,7 +174,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "limits":
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
 				switch d.Val() {
-				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight":
+				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight",
+					"mcp_requests_per_minute", "mcp_max_in_flight":
 					opt := d.Val()
 					n, err := wholeNumber(d)
 					if err != nil {
@@ -183,6 +188,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 						a.Limits.DecideRequestsPerMinute = n
 					case "count_tokens_per_minute":
 						a.Limits.CountTokensPerMinute = n
+					case "mcp_requests_per_minute":
+						a.Limits.MCPRequestsPerMinute = n
+					case "mcp_max_in_flight":
+						a.Limits.MCPMaxInFlight = int(n)
 					default:
 						a.Limits.MaxInFlight = int(n)
 					}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -317,5 +318,54 @@ func TestInvoke(t *testing.T) {
 	rec, refused = f.gw.Invoke(r, f.ep)
 	if refused == nil || refused.Kind != gwerr.Unauthenticated || rec.Status != http.StatusUnauthorized || rec.Body.Len() != 0 {
 		t.Fatalf("Invoke with a wrong key = %+v, %v", rec, refused)
+	}
+}
+
+// A route with a Concurrency bound refuses the account's call over it
+// (429, Retry-After 1), counts apart from billed calls (a billed call made
+// while the bounded calls are held still runs), and frees the slot when a
+// call ends.
+func TestConcurrencyBound(t *testing.T) {
+	f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true})
+	f.gw.InFlight = limits.NewInFlight()
+	f.gw.MaxInFlight = 1
+	entered, leave := make(chan struct{}), make(chan struct{})
+	bounded := &pipeline.Endpoint{Name: "bounded", Family: gwerr.RPC, Concurrency: &limits.Bound{Name: "mcp", Max: 2},
+		Handler: func(c *pipeline.Call) error {
+			entered <- struct{}{}
+			<-leave
+			c.W.WriteHeader(http.StatusOK)
+			return nil
+		}}
+	serve := func(ep *pipeline.Endpoint) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/test", nil)
+		r.Header.Set("Authorization", "Bearer "+f.key)
+		w := httptest.NewRecorder()
+		f.gw.Serve(w, r, ep)
+		return w
+	}
+	done := make(chan int, 2)
+	for range 2 {
+		go func() { done <- serve(bounded).Code }()
+		<-entered
+	}
+	w := serve(bounded)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" || !strings.Contains(w.Body.String(), `"code":-32003`) {
+		t.Fatalf("a third call: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if w := f.call(); w.Code != http.StatusOK {
+		t.Fatalf("a billed call beside them: %d %s", w.Code, w.Body)
+	}
+	leave <- struct{}{}
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("a held call: %d", code)
+	}
+	go func() { done <- serve(bounded).Code }()
+	<-entered
+	close(leave)
+	for range 2 {
+		if code := <-done; code != http.StatusOK {
+			t.Fatalf("a call after one ended: %d", code)
+		}
 	}
 }
