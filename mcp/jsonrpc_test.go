@@ -1,11 +1,9 @@
 package mcp
 
 import (
-	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 )
@@ -69,38 +67,6 @@ func TestNegotiateAndOrigin(t *testing.T) {
 		if got := OriginAllowed(r, allowed); got != want {
 			t.Errorf("Origin %q: %v", origin, got)
 		}
-	}
-}
-
-// Sessions expire after their idle TTL and the least recently used goes
-// first past the bound.
-func TestMemorySessions(t *testing.T) {
-	now := time.Unix(1000, 0)
-	s := NewMemorySessions(func() time.Time { return now })
-	s.max = 2
-	ctx := context.Background()
-	for _, id := range []string{"a", "b"} {
-		_ = s.Create(ctx, Session{ID: id, KeyID: "k"})
-		now = now.Add(time.Second)
-	}
-	if _, ok, _ := s.Get(ctx, "a"); !ok { // a is now the most recent
-		t.Fatal("a")
-	}
-	_ = s.Create(ctx, Session{ID: "c"})
-	if _, ok, _ := s.Get(ctx, "b"); ok {
-		t.Fatal("b should have been evicted")
-	}
-	now = now.Add(SessionTTL + time.Second)
-	if _, ok, _ := s.Get(ctx, "a"); ok {
-		t.Fatal("a should have expired")
-	}
-	_ = s.Create(ctx, Session{ID: "d"})
-	_ = s.Delete(ctx, "d")
-	if _, ok, _ := s.Get(ctx, "d"); ok {
-		t.Fatal("deleted session found")
-	}
-	if id := NewSessionID(); len(id) != 48 || strings.Trim(id, "0123456789abcdef") != "" {
-		t.Fatalf("session id %q", id)
 	}
 }
 
