@@ -22,6 +22,9 @@ func init() {
 //
 //	gw {
 //		store sqlite [<dir>]
+//		database_url <postgres URL>
+//		redis_url <redis URL>
+//		redis_cache_url <redis URL>
 //		bootstrap_key <secret>
 //		alt_prefix <path>
 //		decide_model <model id>
@@ -76,6 +79,7 @@ func init() {
 //			mcp_requests_per_minute <n>
 //			mcp_max_in_flight <n>
 //		}
+//		mcp_allowed_hosts <host[:port]>...
 //	}
 func parseGlobal(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -113,6 +117,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "redis_url":
 			if err := oneArg(d, &a.RedisURL); err != nil {
+				return err
+			}
+		case "redis_cache_url":
+			if err := oneArg(d, &a.RedisCacheURL); err != nil {
 				return err
 			}
 		case "bootstrap_key", "alt_prefix", "decide_model":

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/testsvc"
 )
 
 // redisClient connects to the Redis of url for the test.
@@ -82,4 +85,44 @@ func TestNodesSessionFlood(t *testing.T) {
 		t.Fatalf("Redis holds %d bytes, at its limit of %d", used, limit)
 	}
 	checkSessionCap(t, b, flooder)
+}
+
+// With redis_cache_url the routing server's sessions and the decisions
+// flux_explain reads live in the second Redis; the first holds only the
+// money state and the rate budgets, and a session made on one node is
+// used on the other.
+func TestNodesCacheRedis(t *testing.T) {
+	t.Parallel()
+	cacheURL := testsvc.Redis(t)
+	e := newNodes(t, 2, "", "GW_REDIS_CACHE_URL", cacheURL)
+	key := e.nodes[0].newAccountKey(t, map[string]any{"id": "cache-redis", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+	sess := mcpSessionID(t, e.nodes[0], key)
+	r := mcpPost(t, e.nodes[1], "/mcp", key, sess, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"flux_route","arguments":{"prompt":"hi","tier":"fast"}}}`)
+	if r.Status != http.StatusOK || !strings.HasPrefix(gjson.GetBytes(r.Body, "result.structuredContent.decision_id").String(), "req-") {
+		t.Fatalf("flux_route on the other node: %d %s", r.Status, r.Body)
+	}
+	ctx := context.Background()
+	keys := func(c *redis.Client, pattern string) []string {
+		t.Helper()
+		k, err := c.Keys(ctx, pattern).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	money, cache := redisClient(t, e.redis), redisClient(t, cacheURL)
+	for _, pattern := range []string{"gw:mcp:*", "gw:decision:*", "gw:decisions:*"} {
+		if n := len(keys(cache, pattern)); n == 0 {
+			t.Errorf("no %s in the cache Redis", pattern)
+		}
+		if k := keys(money, pattern); len(k) != 0 {
+			t.Errorf("%s in the money Redis: %v", pattern, k)
+		}
+	}
+	if n := len(keys(money, "*")); n == 0 {
+		t.Errorf("the money Redis is empty")
+	}
+	if n := len(keys(cache, "*")) - len(keys(cache, "gw:mcp:*")) - len(keys(cache, "gw:decision*")); n != 0 {
+		t.Errorf("%d other keys in the cache Redis: %v", n, keys(cache, "*"))
+	}
 }
