@@ -31,7 +31,7 @@ func TestRoutingInternalError(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, ""},
 		{`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, NewSessionID()},
 	} {
-		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(tc.body))
+		r := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", strings.NewReader(tc.body))
 		if tc.session != "" {
 			r.Header.Set(HeaderSession, tc.session)
 		}
