@@ -93,7 +93,7 @@ func TestMCPRequestBudgetDefault(t *testing.T) {
 	e := newChatEnv(t, "")
 	a := e.account(t, "mcp-default-a", nil)
 	b := e.account(t, "mcp-default-b", nil)
-	const budget, slack = 600, 200
+	const budget, slack = 600, 400
 	var refused response
 	n := 0
 	for n = 1; n <= budget+slack; n++ {
