@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -75,6 +76,14 @@ type App struct {
 	// kept there, shared by every node that names it. Empty: in memory. It
 	// is never logged.
 	RedisURL string `json:"redis_url,omitempty"`
+	// RedisCacheURL, when not empty after placeholders are expanded
+	// ({env.GW_REDIS_CACHE_URL}), is a second Redis for what can be lost:
+	// the routing server's sessions, the decision records flux_explain
+	// reads, the paid-tool states and the chat and page caches. RedisURL
+	// then keeps only the money state and the rate budgets, which must
+	// never be evicted. Empty: everything in RedisURL's. It is never
+	// logged, and needs RedisURL.
+	RedisCacheURL string `json:"redis_cache_url,omitempty"`
 	// BootstrapKey, when not empty after placeholders are expanded
 	// ({env.GW_BOOTSTRAP_KEY}), makes sure at start that an account
 	// "default" (paid, cleared) exists and holds this key.
@@ -196,6 +205,9 @@ const (
 	ChatBudgetName        = "chat_requests"
 	DecideBudgetName      = "decide_requests"
 	CountTokensBudgetName = "count_tokens"
+	// MCPBudgetName is the budget both MCP servers draw from, and the name
+	// their calls in flight are counted under.
+	MCPBudgetName = "mcp_requests"
 )
 
 // LimitsConfig sets the configurable rate limits. The spec's shared
@@ -213,11 +225,27 @@ type LimitsConfig struct {
 	// MaxInFlight bounds each account's billed calls in flight at once
 	// (429 beyond it). Default: 32.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// MCPRequestsPerMinute bounds each account's requests to the two MCP
+	// servers together (429 with -32003 beyond it). Default: 600.
+	MCPRequestsPerMinute int64 `json:"mcp_requests_per_minute,omitempty"`
+	// MCPMaxInFlight bounds each account's requests to the two MCP
+	// servers in flight at once, counted apart from billed calls (429
+	// with -32003 beyond it). Default: 16.
+	MCPMaxInFlight int `json:"mcp_max_in_flight,omitempty"`
 }
 
-// DefaultCountTokensPerMinute is each account's count_tokens budget when
-// the config sets none.
-const DefaultCountTokensPerMinute = 600
+// Defaults of the configurable limits.
+const (
+	// DefaultCountTokensPerMinute is each account's count_tokens budget.
+	DefaultCountTokensPerMinute = 600
+	// DefaultMCPRequestsPerMinute is each account's budget of requests to
+	// the MCP servers: ten a second, well above what an agent's tool
+	// calls need, so that one account cannot flood them.
+	DefaultMCPRequestsPerMinute = 600
+	// DefaultMCPMaxInFlight is how many MCP requests of one account may be
+	// open at once (each tools/call is held open while its tool runs).
+	DefaultMCPMaxInFlight = 16
+)
 
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
@@ -288,6 +316,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.Store.Dir = repl.ReplaceAll(a.Store.Dir, "")
 	a.Store.DatabaseURL = strings.TrimSpace(repl.ReplaceAll(a.Store.DatabaseURL, ""))
 	a.RedisURL = strings.TrimSpace(repl.ReplaceAll(a.RedisURL, ""))
+	a.RedisCacheURL = strings.TrimSpace(repl.ReplaceAll(a.RedisCacheURL, ""))
 	if a.Store.Backend == "" {
 		a.Store.Backend = DefaultStoreBackend
 	}
@@ -321,8 +350,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.toolStates, a.appLinks = paidToolStates, appLinks
 	if sh != nil {
 		locks, limiter, sessions = sh.locks, sh.limits, sh.sessions
-		records = &router.RedisDecisions{Client: sh.client}
-		a.toolStates = &tools.RedisStates{Client: sh.client}
+		records = &router.RedisDecisions{Client: sh.cache}
+		a.toolStates = &tools.RedisStates{Client: sh.cache}
 	}
 	backend := store.Store(st)
 	if b, ok := st.(*cached.Batched); ok {
@@ -343,7 +372,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
 		if sh != nil {
-			chatHandler.Cache = chat.NewSharedCache(time.Duration(a.CacheTTL), sh.client)
+			chatHandler.Cache = chat.NewSharedCache(time.Duration(a.CacheTTL), sh.cache)
 		}
 	}
 	routing := &mcp.Routing{Sessions: sessions, Decisions: records, AllowedHosts: a.MCPAllowedHosts}
@@ -358,7 +387,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
 		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
 	if sh != nil {
-		opts.Fetch.Shared = sh.client
+		opts.Fetch.Shared = sh.cache
 	}
 	if opts.Images, err = a.imagesHandler(cat); err != nil {
 		return err
@@ -377,6 +406,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 		countTokens = DefaultCountTokensPerMinute
 	}
 	opts.CountTokensBudgets = []limits.Budget{{Name: CountTokensBudgetName, Limit: countTokens, Period: time.Minute}}
+	opts.MCPBudgets = []limits.Budget{{Name: MCPBudgetName, Limit: cmp.Or(a.Limits.MCPRequestsPerMinute, DefaultMCPRequestsPerMinute), Period: time.Minute}}
+	opts.MCPConcurrency = &limits.Bound{Name: MCPBudgetName, Max: cmp.Or(a.Limits.MCPMaxInFlight, DefaultMCPMaxInFlight)}
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics,
 		Money: &money.Gate{Store: st, Locks: locks, Policy: policy, OnOverrun: a.logOverrun}, Limits: limiter,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight}
@@ -476,11 +507,13 @@ func secretName(url string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// shared is what several nodes keep in one Redis: rate budgets, money
-// holds and locks, routing-server sessions. One per Redis URL and
-// process, kept across reloads.
+// shared is what several nodes keep in Redis: rate budgets, money holds
+// and locks in client; routing-server sessions and the caches in cache
+// (client itself unless redis_cache_url names another). One per pair of
+// Redis URLs and process, kept across reloads.
 type shared struct {
 	client   *redis.Client
+	cache    *redis.Client
 	limits   *limits.Redis
 	locks    *money.RedisLocks
 	sessions *mcp.RedisSessions
@@ -488,22 +521,35 @@ type shared struct {
 
 func (s *shared) Destruct() error {
 	_ = s.locks.Destruct()
+	if s.cache != s.client {
+		_ = s.cache.Close()
+	}
 	return s.client.Close()
 }
 
 var sharedPool = caddy.NewUsagePool()
 
-// openShared connects to the Redis of RedisURL (nil when it is empty).
+// openShared connects to the Redis of RedisURL, and to RedisCacheURL's
+// when it names one (nil when RedisURL is empty).
 func (a *App) openShared() (*shared, error) {
-	url := a.RedisURL
+	url, cacheURL := a.RedisURL, a.RedisCacheURL
 	if url == "" {
+		if cacheURL != "" {
+			return nil, errors.New("redis_cache_url needs redis_url")
+		}
 		return nil, nil
 	}
-	a.redisKey = "redis:" + secretName(url)
+	a.redisKey = "redis:" + secretName(url+"\x00"+cacheURL)
 	v, _, err := sharedPool.LoadOrNew(a.redisKey, func() (caddy.Destructor, error) {
-		opt, err := redis.ParseURL(url)
+		opt, err := redisOptions(url)
 		if err != nil {
-			return nil, errors.New("the Redis URL could not be parsed") // never repeat it
+			return nil, err
+		}
+		cacheOpt := opt
+		if cacheURL != "" {
+			if cacheOpt, err = redisOptions(cacheURL); err != nil {
+				return nil, fmt.Errorf("redis_cache_url: %w", err)
+			}
 		}
 		c := redis.NewClient(opt)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -513,13 +559,33 @@ func (a *App) openShared() (*shared, error) {
 			c.Close()
 			return nil, fmt.Errorf("redis: %w", err)
 		}
-		return &shared{client: c, limits: &limits.Redis{Client: c}, locks: locks, sessions: &mcp.RedisSessions{Client: c}}, nil
+		cache := c
+		if cacheOpt != opt {
+			cache = redis.NewClient(cacheOpt)
+			if err := cache.Ping(ctx).Err(); err != nil {
+				_ = locks.Destruct()
+				cache.Close()
+				c.Close()
+				return nil, fmt.Errorf("the cache Redis: %w", err)
+			}
+		}
+		return &shared{client: c, cache: cache, limits: &limits.Redis{Client: c}, locks: locks, sessions: &mcp.RedisSessions{Client: cache}}, nil
 	})
 	if err != nil {
 		a.redisKey = ""
 		return nil, fmt.Errorf("opening Redis: %w", err)
 	}
 	return v.(*shared), nil
+}
+
+// redisOptions reads a redis:// (or unix://) URL, never repeating it in
+// an error (it may hold a password).
+func redisOptions(url string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.New("the Redis URL could not be parsed")
+	}
+	return opt, nil
 }
 
 // BootstrapAccount is the account GW_BOOTSTRAP_KEY's key belongs to.

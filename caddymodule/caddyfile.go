@@ -22,6 +22,9 @@ func init() {
 //
 //	gw {
 //		store sqlite [<dir>]
+//		database_url <postgres URL>
+//		redis_url <redis URL>
+//		redis_cache_url <redis URL>
 //		bootstrap_key <secret>
 //		alt_prefix <path>
 //		decide_model <model id>
@@ -73,7 +76,12 @@ func init() {
 //		limits {
 //			chat_requests_per_minute <n>
 //			decide_requests_per_minute <n>
+//			count_tokens_per_minute <n>
+//			max_in_flight <n>
+//			mcp_requests_per_minute <n>
+//			mcp_max_in_flight <n>
 //		}
+//		mcp_allowed_hosts <host[:port]>...
 //	}
 func parseGlobal(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -111,6 +119,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "redis_url":
 			if err := oneArg(d, &a.RedisURL); err != nil {
+				return err
+			}
+		case "redis_cache_url":
+			if err := oneArg(d, &a.RedisCacheURL); err != nil {
 				return err
 			}
 		case "bootstrap_key", "alt_prefix", "decide_model":
@@ -172,7 +184,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "limits":
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
 				switch d.Val() {
-				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight":
+				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight",
+					"mcp_requests_per_minute", "mcp_max_in_flight":
 					opt := d.Val()
 					n, err := wholeNumber(d)
 					if err != nil {
@@ -185,6 +198,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 						a.Limits.DecideRequestsPerMinute = n
 					case "count_tokens_per_minute":
 						a.Limits.CountTokensPerMinute = n
+					case "mcp_requests_per_minute":
+						a.Limits.MCPRequestsPerMinute = n
+					case "mcp_max_in_flight":
+						a.Limits.MCPMaxInFlight = int(n)
 					default:
 						a.Limits.MaxInFlight = int(n)
 					}

@@ -19,7 +19,8 @@ func init() {
 // MCP paths of the spec) on a site; any other path goes to the next
 // handler. It is configured by the `gw` app, so it takes no options.
 type Handler struct {
-	app *App
+	app   *App
+	hosts *siteHosts
 }
 
 // CaddyModule returns the Caddy module information.
@@ -35,6 +36,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app = app.(*App)
+	h.hosts = new(siteHosts)
 	return nil
 }
 
@@ -42,7 +44,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	h.app.inflight.enter()
 	defer h.app.inflight.leave()
-	if h.app.router.ServeHTTP(w, r) {
+	if h.app.router.ServeHTTP(w, h.hosts.withSiteHosts(r)) {
 		return nil
 	}
 	return next.ServeHTTP(w, r)

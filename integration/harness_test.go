@@ -513,8 +513,9 @@ func (r response) JSON(t testing.TB) map[string]any {
 	return v
 }
 
-// do sends a request to the site. header is name, value pairs. A non-empty
-// body is sent as JSON unless a Content-Type is given.
+// do sends a request to the site. header is name, value pairs (a "Host"
+// pair replaces the request's host). A non-empty body is sent as JSON
+// unless a Content-Type is given.
 func (g *gateway) do(t testing.TB, method, path, body string, header ...string) response {
 	t.Helper()
 	if body != "" && !hasHeader(header, "Content-Type") {
@@ -543,6 +544,10 @@ func (g *gateway) send(t testing.TB, url, method string, body []byte, header []s
 		t.Fatal(err)
 	}
 	for i := 0; i < len(header); i += 2 {
+		if strings.EqualFold(header[i], "Host") {
+			req.Host = header[i+1] // the client sends req.Host, never a Host header
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := g.client.Do(req)

@@ -8,8 +8,10 @@ package mcp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -110,12 +112,14 @@ func ReadMessage(w http.ResponseWriter, r *http.Request) *Message {
 	return msg
 }
 
-// CheckOrigin answers a foreign Origin itself (403) and reports false.
+// CheckOrigin answers a request whose Host or Origin names a host the
+// servers do not serve itself (403, -32001) and reports false (see
+// OriginAllowed).
 func CheckOrigin(w http.ResponseWriter, r *http.Request, allowed []string) bool {
 	if OriginAllowed(r, allowed) {
 		return true
 	}
-	Reply(w, nil, nil, Errf(http.StatusForbidden, gwerr.RPCHeaderMismatch, "the Origin header does not match the server"), false)
+	Reply(w, nil, nil, Errf(http.StatusForbidden, gwerr.RPCHeaderMismatch, "the Host or Origin header names a host this server does not serve"), false)
 	return false
 }
 
@@ -128,30 +132,95 @@ func Negotiate(requested string) string {
 	return LatestVersion
 }
 
-// OriginAllowed reports whether a request's Origin may reach a server: no
-// Origin (not a browser), or an Origin on a loopback name (localhost,
-// 127.0.0.1, [::1], any port) or on one of allowed (a host, or host:port).
-// A page on any other origin is refused even when its name resolves to the
-// gateway: DNS rebinding protection.
+// OriginAllowed reports whether a request may reach the servers: its Host
+// and its Origin (when it has one: browsers send it) each name a loopback
+// host (localhost, 127.0.0.1, [::1], any port), a host the site serving
+// the request is configured with (WithSiteHosts; any port, "*" standing
+// for one label), or one of allowed (a host, or host:port). A page whose
+// name was rebound to the gateway's address names itself in both, so it
+// is refused: DNS rebinding protection.
 func OriginAllowed(r *http.Request, allowed []string) bool {
+	site := siteHosts(r.Context())
+	if !nameAllowed(r.Host, site, allowed) {
+		return false
+	}
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return true
 	}
 	u, err := url.Parse(o)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
 		return false
 	}
-	switch strings.ToLower(u.Hostname()) {
+	return nameAllowed(u.Host, site, allowed)
+}
+
+// nameAllowed reports whether hostport (host or host:port, IPv6 in
+// brackets) names a loopback host, a site host or an allowed one.
+func nameAllowed(hostport string, site, allowed []string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if strings.HasPrefix(host, "[") || strings.HasSuffix(host, "]") {
+		if len(host) < 2 || host[0] != '[' || host[len(host)-1] != ']' {
+			return false
+		}
+		host = host[1 : len(host)-1]
+	}
+	host = strings.ToLower(host)
+	if host == "" {
+		return false
+	}
+	switch host {
 	case "localhost", "127.0.0.1", "::1":
 		return true
 	}
+	for _, pattern := range site {
+		if hostMatches(pattern, host) {
+			return true
+		}
+	}
 	for _, a := range allowed {
-		if strings.EqualFold(a, u.Host) || strings.EqualFold(a, u.Hostname()) {
+		if strings.EqualFold(a, hostport) || strings.EqualFold(a, host) {
 			return true
 		}
 	}
 	return false
+}
+
+// hostMatches matches host against a site's host pattern as Caddy's host
+// matcher does: case aside, label by label, "*" standing for any one.
+func hostMatches(pattern, host string) bool {
+	pattern = strings.ToLower(pattern)
+	if !strings.Contains(pattern, "*") {
+		return pattern == host
+	}
+	p, h := strings.Split(pattern, "."), strings.Split(host, ".")
+	if len(p) != len(h) {
+		return false
+	}
+	for i := range p {
+		if p[i] != "*" && p[i] != h[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// siteHostsKey is the context key of the site's host names.
+type siteHostsKey struct{}
+
+// WithSiteHosts returns ctx carrying the host names the site serving a
+// request is configured with, which OriginAllowed accepts besides loopback
+// names and the allowed ones.
+func WithSiteHosts(ctx context.Context, hosts []string) context.Context {
+	return context.WithValue(ctx, siteHostsKey{}, hosts)
+}
+
+func siteHosts(ctx context.Context) []string {
+	h, _ := ctx.Value(siteHostsKey{}).([]string)
+	return h
 }
 
 // Reply writes the response to request id: result, or the error. With

@@ -1,11 +1,11 @@
 package mcp
 
 import (
-	"context"
+	"net"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 )
@@ -53,55 +53,92 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestNegotiateAndOrigin(t *testing.T) {
+func TestNegotiate(t *testing.T) {
 	if Negotiate("2025-03-26") != "2025-03-26" || Negotiate("2030-01-01") != LatestVersion || Negotiate("") != LatestVersion {
 		t.Fatal("Negotiate")
 	}
-	r := httptest.NewRequest("POST", "http://gw.example:8080/mcp", nil)
+}
+
+// Host and Origin each pass only on a loopback name, a site host (any
+// port; a wildcard stands for one label) or an allowed host (a host:port
+// entry only on that port); a missing Origin passes, a missing Host not.
+func TestOriginAllowed(t *testing.T) {
 	allowed := []string{"gw.example:8080", "app.example"}
-	for origin, want := range map[string]bool{"": true, "http://localhost:9999": true, "http://127.0.0.1:8080": true, "http://[::1]": true,
-		"http://gw.example:8080": true, "https://GW.example:8080": true, "https://app.example:3000": true,
-		"http://evil.example": false, "null": false, "http://gw.example": false, "http://gw.example:8081": false} {
-		r.Header.Set("Origin", origin)
-		if origin == "" {
-			r.Header.Del("Origin")
+	site := []string{"api.example.org", "*.tenants.example.org"}
+	for _, tc := range []struct {
+		host, origin string
+		want         bool
+	}{
+		{"localhost:8080", "", true},
+		{"localhost:8080", "http://localhost:9999", true},
+		{"127.0.0.1:8080", "http://127.0.0.1:8080", true},
+		{"[::1]:8080", "http://[::1]", true},
+		{"LOCALHOST", "", true},
+		{"gw.example:8080", "https://GW.example:8080", true},
+		{"app.example:3000", "https://app.example:3000", true},
+		{"api.example.org:8443", "https://api.example.org", true},
+		{"a.tenants.example.org", "https://b.tenants.example.org", true},
+		{"localhost", "http://evil.example", false},
+		{"localhost", "null", false},
+		{"localhost", "file://localhost", false},
+		{"localhost", "http://gw.example", false},
+		{"localhost", "http://gw.example:8081", false},
+		{"evil.example.com", "", false},
+		{"evil.example.com", "http://evil.example.com", false},
+		{"evil.example.com", "http://localhost", false},
+		{"localhost.evil.example.com", "", false},
+		{"127.0.0.1.nip.io", "", false},
+		{"a.b.tenants.example.org", "", false},
+		{"tenants.example.org", "", false},
+		{"", "", false},
+		{"[::1", "", false},
+	} {
+		r := httptest.NewRequest("POST", "http://placeholder/mcp", nil)
+		r.Host = tc.host
+		if tc.origin != "" {
+			r.Header.Set("Origin", tc.origin)
 		}
-		if got := OriginAllowed(r, allowed); got != want {
-			t.Errorf("Origin %q: %v", origin, got)
+		r = r.WithContext(WithSiteHosts(r.Context(), site))
+		if got := OriginAllowed(r, allowed); got != tc.want {
+			t.Errorf("Host %q, Origin %q: %v, want %v", tc.host, tc.origin, got, tc.want)
 		}
 	}
 }
 
-// Sessions expire after their idle TTL and the least recently used goes
-// first past the bound.
-func TestMemorySessions(t *testing.T) {
-	now := time.Unix(1000, 0)
-	s := NewMemorySessions(func() time.Time { return now })
-	s.max = 2
-	ctx := context.Background()
-	for _, id := range []string{"a", "b"} {
-		_ = s.Create(ctx, Session{ID: id, KeyID: "k"})
-		now = now.Add(time.Second)
+// Whatever the Host and Origin headers hold, with no site hosts and
+// nothing allowed only loopback names pass.
+func FuzzOriginAllowed(f *testing.F) {
+	for _, s := range [][2]string{{"localhost:8080", ""}, {"evil.example", "http://evil.example"}, {"[::1]:1", "http://[::1]"},
+		{"127.0.0.1", "https://127.0.0.1:443"}, {"LocalHost.", "http://localhost"}, {"[", "%"}} {
+		f.Add(s[0], s[1])
 	}
-	if _, ok, _ := s.Get(ctx, "a"); !ok { // a is now the most recent
-		t.Fatal("a")
+	loopback := func(hostport string) bool {
+		h := hostport
+		if x, _, err := net.SplitHostPort(hostport); err == nil {
+			h = x
+		}
+		switch strings.ToLower(strings.Trim(h, "[]")) {
+		case "localhost", "127.0.0.1", "::1":
+			return true
+		}
+		return false
 	}
-	_ = s.Create(ctx, Session{ID: "c"})
-	if _, ok, _ := s.Get(ctx, "b"); ok {
-		t.Fatal("b should have been evicted")
-	}
-	now = now.Add(SessionTTL + time.Second)
-	if _, ok, _ := s.Get(ctx, "a"); ok {
-		t.Fatal("a should have expired")
-	}
-	_ = s.Create(ctx, Session{ID: "d"})
-	_ = s.Delete(ctx, "d")
-	if _, ok, _ := s.Get(ctx, "d"); ok {
-		t.Fatal("deleted session found")
-	}
-	if id := NewSessionID(); len(id) != 48 || strings.Trim(id, "0123456789abcdef") != "" {
-		t.Fatalf("session id %q", id)
-	}
+	f.Fuzz(func(t *testing.T, host, origin string) {
+		r := httptest.NewRequest("POST", "http://placeholder/mcp", nil)
+		r.Host = host
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+		if !OriginAllowed(r, nil) {
+			return
+		}
+		if !loopback(host) {
+			t.Fatalf("Host %q passed", host)
+		}
+		if u, err := url.Parse(origin); origin != "" && (err != nil || !loopback(u.Host)) {
+			t.Fatalf("Origin %q passed", origin)
+		}
+	})
 }
 
 func FuzzParse(f *testing.F) {

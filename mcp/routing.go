@@ -67,11 +67,11 @@ func (s *Routing) Serve(c *pipeline.Call) error {
 			Reply(w, nil, nil, Errf(http.StatusBadRequest, gwerr.RPCNoSession, "Mcp-Session-Id header is missing"), false)
 			return nil
 		}
-		if sess, ok, _ := s.Sessions.Get(r.Context(), id); !ok || sess.KeyID != c.Key.ID {
+		if _, ok, _ := s.session(c, id); !ok {
 			Reply(w, nil, nil, Errf(http.StatusNotFound, gwerr.RPCSessionExpired, "session expired or unknown; send initialize again"), false)
 			return nil
 		}
-		_ = s.Sessions.Delete(r.Context(), id)
+		_ = s.Sessions.Delete(r.Context(), c.Key.ID, id)
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
@@ -96,12 +96,12 @@ func (s *Routing) Serve(c *pipeline.Call) error {
 		Reply(w, msg.ID, nil, Errf(http.StatusBadRequest, gwerr.RPCNoSession, "Mcp-Session-Id header is missing; send initialize first"), false)
 		return nil
 	}
-	sess, ok, err := s.Sessions.Get(r.Context(), id)
+	sess, ok, err := s.session(c, id)
 	if err != nil {
 		Reply(w, msg.ID, nil, Errf(http.StatusServiceUnavailable, gwerr.RPCInternal, "the session could not be read; retry"), false)
 		return nil
 	}
-	if !ok || sess.KeyID != c.Key.ID {
+	if !ok {
 		Reply(w, msg.ID, nil, Errf(http.StatusNotFound, gwerr.RPCSessionExpired, "session expired or unknown; send initialize again"), false)
 		return nil
 	}
@@ -130,6 +130,29 @@ func (s *Routing) Serve(c *pipeline.Call) error {
 		Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCMethodNotFound, "unknown method "+shortText(msg.Method)), false)
 	}
 	return nil
+}
+
+// session finds the caller's key's live session id; an id the gateway
+// cannot have made is not looked up.
+func (s *Routing) session(c *pipeline.Call, id string) (Session, bool, error) {
+	if !validSessionID(id) {
+		return Session{}, false, nil
+	}
+	return s.Sessions.Get(c.R.Context(), c.Key.ID, id)
+}
+
+// validSessionID reports an id of NewSessionID's form: 48 lowercase hex
+// digits.
+func validSessionID(id string) bool {
+	if len(id) != 48 {
+		return false
+	}
+	for _, b := range []byte(id) {
+		if (b < '0' || b > '9') && (b < 'a' || b > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func shortText(s string) string {

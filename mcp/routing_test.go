@@ -18,10 +18,10 @@ import (
 type failingSessions struct{}
 
 func (failingSessions) Create(context.Context, Session) error { return errors.New("down") }
-func (failingSessions) Get(context.Context, string) (Session, bool, error) {
+func (failingSessions) Get(context.Context, string, string) (Session, bool, error) {
 	return Session{}, false, errors.New("down")
 }
-func (failingSessions) Delete(context.Context, string) error { return errors.New("down") }
+func (failingSessions) Delete(context.Context, string, string) error { return errors.New("down") }
 
 // A session store that cannot answer is -32603 (internal error; retry),
 // with HTTP 503.
@@ -29,9 +29,9 @@ func TestRoutingInternalError(t *testing.T) {
 	s := &Routing{Sessions: failingSessions{}}
 	for _, tc := range []struct{ body, session string }{
 		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, ""},
-		{`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, "abc"},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, NewSessionID()},
 	} {
-		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(tc.body))
+		r := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", strings.NewReader(tc.body))
 		if tc.session != "" {
 			r.Header.Set(HeaderSession, tc.session)
 		}

@@ -12,6 +12,18 @@ const DefaultMaxInFlight = 32
 // too many calls in flight.
 const InFlightRetryAfter = 1
 
+// Bound caps how many calls of the routes that name it one account may
+// have in flight at once, for routes that are not billed but hold work
+// open. Each name is counted apart from the others and from billed calls,
+// so a call of a bounded route may itself make a billed call.
+type Bound struct {
+	Name string // key part: "mcp"
+	Max  int    // calls in flight; must be > 0
+}
+
+// Key is the counting key of account's calls under b.
+func (b Bound) Key(account string) string { return account + "\x00" + b.Name }
+
 // InFlight counts each account's calls in flight (one node).
 type InFlight struct {
 	mu sync.Mutex

@@ -70,6 +70,9 @@ type Endpoint struct {
 	Billing *money.Kind
 	// Budgets are the shared rate budgets each call takes one unit of.
 	Budgets []limits.Budget
+	// Concurrency, when set, bounds the account's calls of the route in
+	// flight at once (429 beyond it), counted apart from billed calls.
+	Concurrency *limits.Bound
 	// Public routes skip authentication (none of the spec's routes are;
 	// kept for redirects).
 	Public bool
@@ -250,8 +253,14 @@ func (g *Gateway) run(c *Call) error {
 		}
 		release, ok := g.InFlight.Acquire(c.Account.ID, most)
 		if !ok {
-			return &gwerr.Error{Kind: gwerr.RateLimited, Message: "too many calls of this account are in flight; retry when one has finished",
-				RetryAfter: limits.InFlightRetryAfter}
+			return tooManyInFlight()
+		}
+		defer release()
+	}
+	if b := ep.Concurrency; b != nil && g.InFlight != nil && !ep.Public {
+		release, ok := g.InFlight.Acquire(b.Key(c.Account.ID), b.Max)
+		if !ok {
+			return tooManyInFlight()
 		}
 		defer release()
 	}
@@ -267,6 +276,13 @@ func (g *Gateway) run(c *Call) error {
 		return gwerr.New(gwerr.NotImplemented, "%s is not available on this gateway yet", c.R.URL.Path)
 	}
 	return ep.Handler(c)
+}
+
+// tooManyInFlight refuses a call over an account's bound of calls in
+// flight.
+func tooManyInFlight() error {
+	return &gwerr.Error{Kind: gwerr.RateLimited, Message: "too many calls of this account are in flight; retry when one has finished",
+		RetryAfter: limits.InFlightRetryAfter}
 }
 
 // Take takes n units of budget b from the call's account, or refuses with

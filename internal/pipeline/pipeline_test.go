@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -365,5 +366,54 @@ func TestAnswersRefusedKeys(t *testing.T) {
 	f.gw.Serve(w, httptest.NewRequest(http.MethodPost, "/tools", nil), ep)
 	if w.Code != http.StatusUnauthorized || len(seen) != 3 {
 		t.Fatalf("without AnswersRefusedKeys: %d, handler ran %d times", w.Code, len(seen))
+	}
+}
+
+// A route with a Concurrency bound refuses the account's call over it
+// (429, Retry-After 1), counts apart from billed calls (a billed call made
+// while the bounded calls are held still runs), and frees the slot when a
+// call ends.
+func TestConcurrencyBound(t *testing.T) {
+	f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true})
+	f.gw.InFlight = limits.NewInFlight()
+	f.gw.MaxInFlight = 1
+	entered, leave := make(chan struct{}), make(chan struct{})
+	bounded := &pipeline.Endpoint{Name: "bounded", Family: gwerr.RPC, Concurrency: &limits.Bound{Name: "mcp", Max: 2},
+		Handler: func(c *pipeline.Call) error {
+			entered <- struct{}{}
+			<-leave
+			c.W.WriteHeader(http.StatusOK)
+			return nil
+		}}
+	serve := func(ep *pipeline.Endpoint) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/test", nil)
+		r.Header.Set("Authorization", "Bearer "+f.key)
+		w := httptest.NewRecorder()
+		f.gw.Serve(w, r, ep)
+		return w
+	}
+	done := make(chan int, 2)
+	for range 2 {
+		go func() { done <- serve(bounded).Code }()
+		<-entered
+	}
+	w := serve(bounded)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" || !strings.Contains(w.Body.String(), `"code":-32003`) {
+		t.Fatalf("a third call: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if w := f.call(); w.Code != http.StatusOK {
+		t.Fatalf("a billed call beside them: %d %s", w.Code, w.Body)
+	}
+	leave <- struct{}{}
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("a held call: %d", code)
+	}
+	go func() { done <- serve(bounded).Code }()
+	<-entered
+	close(leave)
+	for range 2 {
+		if code := <-done; code != http.StatusOK {
+			t.Fatalf("a call after one ended: %d", code)
+		}
 	}
 }

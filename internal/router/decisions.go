@@ -53,10 +53,18 @@ var (
 )
 
 // RedisDecisions keeps decision records in Redis for DecisionTTL, so that
-// flux_explain on any node explains a call served by another.
+// flux_explain on any node explains a call served by another; each
+// account keeps its MaxDecisionsPerAccount most recent, listed in a
+// sorted set by time, so no account's calls can fill Redis with records.
 type RedisDecisions struct {
 	Client redis.UniversalClient
+	// PerAccount replaces MaxDecisionsPerAccount when positive.
+	PerAccount int
 }
+
+// MaxDecisionsPerAccount is how many decision records one account keeps
+// in Redis; a newer one ends its oldest.
+const MaxDecisionsPerAccount = 1000
 
 // redisTimeout bounds one record's write or read.
 const redisTimeout = 2 * time.Second
@@ -70,6 +78,33 @@ type storedDecision struct {
 
 func decisionKey(id string) string { return "gw:decision:" + id }
 
+func decisionList(account string) string { return "gw:decisions:{" + account + "}" }
+
+// putScript keeps a record and lists it for its account, ending the
+// account's records past the bound or older than the TTL. KEYS: the
+// record, the account's list. ARGV: id, record, TTL in ms, bound, the
+// records' key prefix.
+var putScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local ttl, bound = tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
+redis.call('ZADD', KEYS[2], string.format('%.0f', now), ARGV[1])
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now - ttl * 1000))
+local n = redis.call('ZCARD', KEYS[2]) - #old
+if n > bound then
+	for _, id in ipairs(redis.call('ZRANGE', KEYS[2], #old, #old + n - bound - 1)) do
+		table.insert(old, id)
+	end
+end
+for _, id in ipairs(old) do
+	redis.call('DEL', ARGV[5] .. id)
+	redis.call('ZREM', KEYS[2], id)
+end
+redis.call('PEXPIRE', KEYS[2], ttl)
+return #old
+`)
+
 // Put implements DecisionStore (a failed write loses only the record).
 func (d *RedisDecisions) Put(dec Decision) {
 	dec.LatencyMS = dec.Latency.Milliseconds()
@@ -77,9 +112,14 @@ func (d *RedisDecisions) Put(dec Decision) {
 	if err != nil {
 		return
 	}
+	bound := d.PerAccount
+	if bound <= 0 {
+		bound = MaxDecisionsPerAccount
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
-	_ = d.Client.Set(ctx, decisionKey(dec.ID), b, DecisionTTL).Err()
+	_ = putScript.Run(ctx, d.Client, []string{decisionKey(dec.ID), decisionList(dec.AccountID)},
+		dec.ID, b, DecisionTTL.Milliseconds(), bound, decisionKey("")).Err()
 }
 
 // Get implements DecisionStore.

@@ -6,6 +6,7 @@ package routes
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/caddy-gw/caddy-gw/handlers/audio"
@@ -89,8 +90,14 @@ type Options struct {
 	Chat *chat.Handler
 	// Decide serves decision mode; nil leaves it answering 501.
 	Decide *decide.Handler
+	// MCPBudgets are rate budgets every request to either MCP server
+	// takes a unit of.
+	MCPBudgets []limits.Budget
+	// MCPConcurrency bounds each account's requests to the MCP servers in
+	// flight at once; nil: no bound.
+	MCPConcurrency *limits.Bound
 	// Routing serves the routing server at /mcp; nil leaves it answering
-	// 501. Its calls take the chat budgets.
+	// 501. Its calls take the chat budgets and the MCP budgets.
 	Routing *mcp.Routing
 	// Tools serves the tools server at /mcp-tools/; nil leaves it
 	// answering 501.
@@ -141,7 +148,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		decideEP.Handler = opt.Decide.Serve
 	}
 	routingEP := &pipeline.Endpoint{Name: "mcp_routing", Methods: []string{http.MethodPost, http.MethodDelete}, Family: gwerr.RPC,
-		Auth: pipeline.BearerOnly, Budgets: opt.ChatBudgets}
+		Auth: pipeline.BearerOnly, Budgets: append(slices.Clip(opt.ChatBudgets), opt.MCPBudgets...), Concurrency: opt.MCPConcurrency}
 	if opt.Routing != nil {
 		routingEP.Handler = opt.Routing.Serve
 	}
@@ -165,6 +172,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		imageGenEP.Handler, imageEditEP.Handler = im.Generate, im.Edit
 	}
 	toolsEP := &pipeline.Endpoint{Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly, AnswersRefusedKeys: true}
+	toolsEP.Budgets, toolsEP.Concurrency = opt.MCPBudgets, opt.MCPConcurrency
 	if opt.Tools != nil {
 		toolsEP.Handler = opt.Tools.Serve
 	}
