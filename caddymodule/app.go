@@ -123,8 +123,21 @@ type App struct {
 	// other Origin is refused (DNS rebinding protection).
 	MCPAllowedHosts []string `json:"mcp_allowed_hosts,omitempty"`
 
+	// Built by Provision from the config alone: the catalogue, the money
+	// rules and the routes' handlers (on the process's in-memory state).
+	ctx     caddy.Context
+	catalog *catalog.Catalog
+	policy  money.Policy
+	opts    routes.Options
+
+	// Set by Start, once the store and Redis are open.
 	gateway *pipeline.Gateway
 	router  *routes.Router
+	// started is closed once Start has run (or the config is let go of
+	// unstarted): the handler waits for it, since Caddy may start the
+	// http app first.
+	started   chan struct{}
+	startOnce *sync.Once
 	// inflight counts requests being served by this config, so Cleanup can
 	// let go of the store only after the last one (a reload that moves the
 	// store to another folder must not close it under them).
@@ -136,11 +149,7 @@ type App struct {
 	apps     *tools.Apps
 	storeKey string
 	redisKey string
-	// toolStates and appLinks are the tools server's paid-tool states and
-	// app links: in memory on one node, in Redis and PostgreSQL on several.
-	toolStates tools.States
-	appLinks   tools.Links
-	logger     *zap.Logger
+	logger   *zap.Logger
 }
 
 // StoreConfig selects the store backend.
@@ -260,12 +269,15 @@ const (
 	SpoolDir = "spool"
 )
 
-// Provision sets the app up.
+// Provision builds the app from its configuration: placeholders expanded,
+// the catalogue, the money rules and the routes' handlers. It opens
+// nothing and writes nothing (`caddy validate` runs it); Start does.
 func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
 	a.logger = ctx.Logger()
-	tuneProcess(a.logger)
 	a.inflight = newInflight()
 	a.prev = new(atomic.Pointer[App])
+	a.started, a.startOnce = make(chan struct{}), new(sync.Once)
 	repl := caddy.NewReplacer()
 	for i := range a.Providers {
 		a.Providers[i].BaseURL = repl.ReplaceAll(a.Providers[i].BaseURL, "")
@@ -294,49 +306,20 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := a.openStore()
-	if err != nil {
-		return err
-	}
-	sh, err := a.openShared()
-	if err != nil {
-		return err
-	}
-	var (
-		locks    money.Locks          = memLocks
-		limiter  limits.Limiter       = memLimits
-		sessions mcp.Sessions         = mcpSessions
-		records  router.DecisionStore = decisions
-	)
-	a.toolStates, a.appLinks = paidToolStates, appLinks
-	if sh != nil {
-		locks, limiter, sessions = sh.locks, sh.limits, sh.sessions
-		records = &router.RedisDecisions{Client: sh.client}
-		a.toolStates = &tools.RedisStates{Client: sh.client}
-	}
-	backend := store.Store(st)
-	if b, ok := st.(*cached.Batched); ok {
-		backend = b.Unwrap()
-	}
-	if ls, ok := backend.(tools.LinkStore); ok {
-		a.appLinks = tools.StoredLinks{Store: ls}
-	}
+	a.catalog = cat
 	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	policy := money.Policy{FreeMonthlyCredit: a.Money.FreeMonthlyCredit, Ceiling: money.DefaultCeiling}
+	a.policy = money.Policy{FreeMonthlyCredit: a.Money.FreeMonthlyCredit, Ceiling: money.DefaultCeiling}
 	if c := a.Money.Ceiling; c != nil {
-		policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
+		a.policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
 	}
-	chatHandler := &chat.Handler{Router: &router.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: records,
+	chatHandler := &chat.Handler{Router: &router.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: decisions,
 		Opinions: chat.NewOpinions(a.SecondOpinionConcurrency)}
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
-		if sh != nil {
-			chatHandler.Cache = chat.NewSharedCache(time.Duration(a.CacheTTL), sh.client)
-		}
 	}
-	routing := &mcp.Routing{Sessions: sessions, Decisions: records, AllowedHosts: a.MCPAllowedHosts}
+	routing := &mcp.Routing{Sessions: mcpSessions, Decisions: decisions, AllowedHosts: a.MCPAllowedHosts}
 	toolSet, err := a.toolSet(cat)
 	if err != nil {
 		return err
@@ -347,9 +330,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
 		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
-	if sh != nil {
-		opts.Fetch.Shared = sh.client
-	}
 	if opts.Images, err = a.imagesHandler(cat); err != nil {
 		return err
 	}
@@ -367,11 +347,67 @@ func (a *App) Provision(ctx caddy.Context) error {
 		countTokens = DefaultCountTokensPerMinute
 	}
 	opts.CountTokensBudgets = []limits.Budget{{Name: CountTokensBudgetName, Limit: countTokens, Period: time.Minute}}
-	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics,
-		Money: &money.Gate{Store: st, Locks: locks, Policy: policy, OnOverrun: a.logOverrun}, Limits: limiter,
+	a.opts = opts
+	return nil
+}
+
+// Validate refuses a configuration that cannot work: a decide model that
+// no chat-completions-style provider serves, a weak bootstrap key.
+func (a *App) Validate() error {
+	if a.DecideModel != "" {
+		if _, _, err := a.catalog.DecideTarget(); err != nil {
+			return err
+		}
+	}
+	if a.BootstrapKey != "" {
+		return checkBootstrapKey(a.BootstrapKey)
+	}
+	return nil
+}
+
+// Start opens what the configuration names and serves it: the store is
+// opened (its charge log replayed), Redis connected, the gateway built on
+// them, the bootstrap key made sure of, and the admin API handed to this
+// config.
+func (a *App) Start() error {
+	defer a.markStarted()
+	tuneProcess(a.logger)
+	st, err := a.openStore()
+	if err != nil {
+		return err
+	}
+	sh, err := a.openShared()
+	if err != nil {
+		return err
+	}
+	var (
+		locks   money.Locks    = memLocks
+		limiter limits.Limiter = memLimits
+	)
+	opts := a.opts
+	toolSet := opts.Tools.Tools
+	if sh != nil {
+		locks, limiter = sh.locks, sh.limits
+		records := &router.RedisDecisions{Client: sh.client}
+		opts.Chat.Decisions, opts.Routing.Decisions, opts.Routing.Sessions = records, records, sh.sessions
+		toolSet.States = &tools.RedisStates{Client: sh.client}
+		opts.Fetch.Shared = sh.client
+		if a.CacheTTL > 0 {
+			opts.Chat.Cache = chat.NewSharedCache(time.Duration(a.CacheTTL), sh.client)
+		}
+	}
+	backend := store.Store(st)
+	if b, ok := st.(*cached.Batched); ok {
+		backend = b.Unwrap()
+	}
+	if ls, ok := backend.(tools.LinkStore); ok && toolSet.Apps != nil {
+		toolSet.Apps.Links = tools.StoredLinks{Store: ls}
+	}
+	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics,
+		Money: &money.Gate{Store: st, Locks: locks, Policy: a.policy, OnOverrun: a.logOverrun}, Limits: limiter,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight}
 	a.router = routes.New(a.gateway, opts)
-	routing.Invoker = a.router
+	opts.Routing.Invoker = a.router
 	toolSet.Invoker = a.router
 	if toolSet.Apps != nil {
 		toolSet.Apps.Gateway = a.gateway
@@ -379,14 +415,27 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.admin = admin.New(st)
 	if a.BootstrapKey != "" {
-		if err := checkBootstrapKey(a.BootstrapKey); err != nil {
-			return err
-		}
-		if err := ensureBootstrap(ctx, st, a.BootstrapKey); err != nil {
+		if err := ensureBootstrap(a.ctx, st, a.BootstrapKey); err != nil {
 			return fmt.Errorf("bootstrap key: %w", err)
 		}
 	}
+	a.prev.Store(current.Swap(a))
 	return nil
+}
+
+// markStarted lets the requests waiting for Start go on (to a 503 when
+// Start failed).
+func (a *App) markStarted() { a.startOnce.Do(func() { close(a.started) }) }
+
+// serving returns the routes once Start has run, or nil when it failed or
+// ctx ended first.
+func (a *App) serving(ctx context.Context) *routes.Router {
+	select {
+	case <-a.started:
+		return a.router
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 func (a *App) openStore() (store.Store, error) {
@@ -681,7 +730,7 @@ const DefaultAppActionPriceMicrocents = 1000
 // catalogue, the connected apps of a.Apps (name=url, comma-separated).
 func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 	guard := a.fetchHandler().Guard
-	s := &tools.Server{States: a.toolStates, UpgradeURL: a.BillingURL, Fetch: fetchAudio(guard),
+	s := &tools.Server{States: paidToolStates, UpgradeURL: a.BillingURL, Fetch: fetchAudio(guard),
 		Prices: func(alias string) (int64, bool) {
 			if ab := cat.Abilities[alias]; ab != nil && ab.PriceMicrocents != nil {
 				return *ab.PriceMicrocents, true
@@ -704,7 +753,7 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 		}
 		list = append(list, tools.App{Name: name, URL: url, PriceMicrocents: price})
 	}
-	s.Apps = &tools.Apps{List: list, Links: a.appLinks, Gateway: a.gateway}
+	s.Apps = &tools.Apps{List: list, Links: appLinks}
 	return s, nil
 }
 
@@ -762,12 +811,6 @@ func ensureBootstrap(ctx context.Context, st store.Store, secret string) error {
 // rebuilt before the apps on every load and get no config of their own).
 var current atomic.Pointer[App]
 
-// Start makes the app the one the admin API serves.
-func (a *App) Start() error {
-	a.prev.Store(current.Swap(a))
-	return nil
-}
-
 // Stop hands the admin API back. On a reload a newer app has already
 // taken it; when Caddy stops this app because the reload that started it
 // failed, the app that served before gets it back.
@@ -776,10 +819,13 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// Cleanup drops the app's reference to the store once the requests this
-// config is still serving have finished; the store closes when no config
-// uses it any more.
+// Cleanup drops the app's references to the store and Redis once the
+// requests this config is still serving have finished; each is closed
+// when no config uses it any more.
 func (a *App) Cleanup() error {
+	if a.started != nil {
+		a.markStarted() // a config cleaned up unstarted serves nothing
+	}
 	key, rkey := a.storeKey, a.redisKey
 	a.storeKey, a.redisKey = "", ""
 	if key == "" && rkey == "" {
@@ -851,5 +897,6 @@ func (f *inflight) signal() {
 var (
 	_ caddy.App          = (*App)(nil)
 	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )
