@@ -149,6 +149,7 @@ type App struct {
 	apps     *tools.Apps
 	storeKey string
 	redisKey string
+	lockKey  string
 	logger   *zap.Logger
 }
 
@@ -365,13 +366,17 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start opens what the configuration names and serves it: the store is
-// opened (its charge log replayed), Redis connected, the gateway built on
+// Start opens what the configuration names and serves it: the data
+// folder is taken for this process, the store opened (its charge log
+// replayed), Redis connected, the gateway built on
 // them, the bootstrap key made sure of, and the admin API handed to this
 // config.
 func (a *App) Start() error {
 	defer a.markStarted()
 	tuneProcess(a.logger)
+	if err := a.lockDataDir(); err != nil {
+		return err
+	}
 	st, err := a.openStore()
 	if err != nil {
 		return err
@@ -819,16 +824,16 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// Cleanup drops the app's references to the store and Redis once the
-// requests this config is still serving have finished; each is closed
-// when no config uses it any more.
+// Cleanup drops the app's references to the store, Redis and the data
+// folder's lock once the requests this config is still serving have
+// finished; each is closed when no config uses it any more.
 func (a *App) Cleanup() error {
 	if a.started != nil {
 		a.markStarted() // a config cleaned up unstarted serves nothing
 	}
-	key, rkey := a.storeKey, a.redisKey
-	a.storeKey, a.redisKey = "", ""
-	if key == "" && rkey == "" {
+	key, rkey, lkey := a.storeKey, a.redisKey, a.lockKey
+	a.storeKey, a.redisKey, a.lockKey = "", "", ""
+	if key == "" && rkey == "" && lkey == "" {
 		return nil
 	}
 	go func() {
@@ -844,6 +849,11 @@ func (a *App) Cleanup() error {
 		if rkey != "" {
 			if _, err := sharedPool.Delete(rkey); err != nil && a.logger != nil {
 				a.logger.Error("closing Redis", zap.Error(err))
+			}
+		}
+		if lkey != "" {
+			if _, err := dataDirLocks.Delete(lkey); err != nil && a.logger != nil {
+				a.logger.Error("releasing the data folder", zap.Error(err))
 			}
 		}
 	}()

@@ -112,7 +112,7 @@ func sameTree(t *testing.T, before, after map[string]string) {
 	}
 	slices.Sort(changed)
 	if len(changed) > 0 {
-		t.Fatalf("caddy validate changed the data folder: %v", changed)
+		t.Fatalf("files of the data folder changed: %v", changed)
 	}
 }
 
