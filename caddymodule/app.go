@@ -852,7 +852,7 @@ func (a *App) Cleanup() error {
 			}
 		}
 		if lkey != "" {
-			if _, err := dataDirLocks.Delete(lkey); err != nil && a.logger != nil {
+			if err := unlockDataDir(lkey); err != nil && a.logger != nil {
 				a.logger.Error("releasing the data folder", zap.Error(err))
 			}
 		}
