@@ -25,6 +25,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/images"
 	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
+	"github.com/caddy-gw/caddy-gw/internal/bodyrate"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
@@ -216,6 +217,14 @@ type LimitsConfig struct {
 	// MaxInFlight bounds each account's billed calls in flight at once
 	// (429 beyond it). Default: 32.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// MinBodyRate is the least average rate, in bytes a second, at which
+	// a client must send a request body (JSON or an upload) once BodyGrace
+	// has passed; a slower body is answered 408 request_timeout and its
+	// connection closed. Default: 1024.
+	MinBodyRate int64 `json:"min_body_rate,omitempty"`
+	// BodyGrace is how long a request body may take before MinBodyRate
+	// counts. Default: 10s.
+	BodyGrace caddy.Duration `json:"body_grace,omitempty"`
 }
 
 // DefaultCountTokensPerMinute is each account's count_tokens budget when
@@ -410,7 +419,8 @@ func (a *App) Start() error {
 	}
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics,
 		Money: &money.Gate{Store: st, Locks: locks, Policy: a.policy, OnOverrun: a.logOverrun}, Limits: limiter,
-		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight}
+		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight,
+		BodyRate: bodyrate.Limits{Grace: time.Duration(a.Limits.BodyGrace), MinRate: a.Limits.MinBodyRate}}
 	a.router = routes.New(a.gateway, opts)
 	opts.Routing.Invoker = a.router
 	toolSet.Invoker = a.router

@@ -71,6 +71,10 @@ func init() {
 //		limits {
 //			chat_requests_per_minute <n>
 //			decide_requests_per_minute <n>
+//			count_tokens_per_minute <n>
+//			max_in_flight <n>
+//			min_body_rate <bytes per second>
+//			body_grace <duration>
 //		}
 //	}
 func parseGlobal(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -170,7 +174,17 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "limits":
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
 				switch d.Val() {
-				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight":
+				case "body_grace":
+					var v string
+					if err := oneArg(d, &v); err != nil {
+						return err
+					}
+					dur, err := caddy.ParseDuration(v)
+					if err != nil || dur <= 0 {
+						return d.Errf("body_grace: want a duration, got %q", v)
+					}
+					a.Limits.BodyGrace = caddy.Duration(dur)
+				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight", "min_body_rate":
 					opt := d.Val()
 					n, err := wholeNumber(d)
 					if err != nil {
@@ -183,6 +197,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 						a.Limits.DecideRequestsPerMinute = n
 					case "count_tokens_per_minute":
 						a.Limits.CountTokensPerMinute = n
+					case "min_body_rate":
+						a.Limits.MinBodyRate = n
 					default:
 						a.Limits.MaxInFlight = int(n)
 					}
