@@ -377,9 +377,9 @@ func (a *App) Validate() error {
 
 // Start opens what the configuration names and serves it: the data
 // folder is taken for this process, the store opened (its charge log
-// replayed), Redis connected, the gateway built on
-// them, the bootstrap key made sure of, and the admin API handed to this
-// config.
+// replayed), Redis connected, the bootstrap key made sure of, the gateway
+// built on them, and the admin API handed to this config. Requests wait
+// for it; a Start that fails serves none of them.
 func (a *App) Start() error {
 	defer a.markStarted()
 	tuneProcess(a.logger)
@@ -393,6 +393,11 @@ func (a *App) Start() error {
 	sh, err := a.openShared()
 	if err != nil {
 		return err
+	}
+	if a.BootstrapKey != "" {
+		if err := ensureBootstrap(a.ctx, st, a.BootstrapKey); err != nil {
+			return fmt.Errorf("bootstrap key: %w", err)
+		}
 	}
 	var (
 		locks   money.Locks    = memLocks
@@ -429,11 +434,6 @@ func (a *App) Start() error {
 		a.apps = toolSet.Apps
 	}
 	a.admin = admin.New(st)
-	if a.BootstrapKey != "" {
-		if err := ensureBootstrap(a.ctx, st, a.BootstrapKey); err != nil {
-			return fmt.Errorf("bootstrap key: %w", err)
-		}
-	}
 	a.prev.Store(current.Swap(a))
 	return nil
 }
