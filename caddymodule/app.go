@@ -27,6 +27,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/images"
 	"github.com/caddy-gw/caddy-gw/handlers/search"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
+	"github.com/caddy-gw/caddy-gw/internal/bodyrate"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
@@ -139,8 +140,21 @@ type App struct {
 	// other Origin is refused (DNS rebinding protection).
 	MCPAllowedHosts []string `json:"mcp_allowed_hosts,omitempty"`
 
+	// Built by Provision from the config alone: the catalogue, the money
+	// rules and the routes' handlers (on the process's in-memory state).
+	ctx     caddy.Context
+	catalog *catalog.Catalog
+	policy  money.Policy
+	opts    routes.Options
+
+	// Set by Start, once the store and Redis are open.
 	gateway *pipeline.Gateway
 	router  *routes.Router
+	// started is closed once Start has run (or the config is let go of
+	// unstarted): the handler waits for it, since Caddy may start the
+	// http app first.
+	started   chan struct{}
+	startOnce *sync.Once
 	// inflight counts requests being served by this config, so Cleanup can
 	// let go of the store only after the last one (a reload that moves the
 	// store to another folder must not close it under them).
@@ -152,11 +166,8 @@ type App struct {
 	apps     *tools.Apps
 	storeKey string
 	redisKey string
-	// toolStates and appLinks are the tools server's paid-tool states and
-	// app links: in memory on one node, in Redis and PostgreSQL on several.
-	toolStates tools.States
-	appLinks   tools.Links
-	logger     *zap.Logger
+	lockKey  string
+	logger   *zap.Logger
 }
 
 // StoreConfig selects the store backend.
@@ -232,6 +243,14 @@ type LimitsConfig struct {
 	// servers in flight at once, counted apart from billed calls (429
 	// with -32003 beyond it). Default: 16.
 	MCPMaxInFlight int `json:"mcp_max_in_flight,omitempty"`
+	// MinBodyRate is the least average rate, in bytes a second, at which
+	// a client must send a request body (JSON or an upload) once BodyGrace
+	// has passed; a slower body is answered 408 request_timeout and its
+	// connection closed. Default: 1024.
+	MinBodyRate int64 `json:"min_body_rate,omitempty"`
+	// BodyGrace is how long a request body may take before MinBodyRate
+	// counts. Default: 10s.
+	BodyGrace caddy.Duration `json:"body_grace,omitempty"`
 }
 
 // Defaults of the configurable limits.
@@ -295,12 +314,15 @@ const (
 	SpoolDir = "spool"
 )
 
-// Provision sets the app up.
+// Provision builds the app from its configuration: placeholders expanded,
+// the catalogue, the money rules and the routes' handlers. It opens
+// nothing and writes nothing (`caddy validate` runs it); Start does.
 func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
 	a.logger = ctx.Logger()
-	tuneProcess(a.logger)
 	a.inflight = newInflight()
 	a.prev = new(atomic.Pointer[App])
+	a.started, a.startOnce = make(chan struct{}), new(sync.Once)
 	repl := caddy.NewReplacer()
 	for i := range a.Providers {
 		a.Providers[i].BaseURL = repl.ReplaceAll(a.Providers[i].BaseURL, "")
@@ -333,49 +355,20 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.Betas.Validate(); err != nil {
 		return err
 	}
-	st, err := a.openStore()
-	if err != nil {
-		return err
-	}
-	sh, err := a.openShared()
-	if err != nil {
-		return err
-	}
-	var (
-		locks    money.Locks          = memLocks
-		limiter  limits.Limiter       = memLimits
-		sessions mcp.Sessions         = mcpSessions
-		records  router.DecisionStore = decisions
-	)
-	a.toolStates, a.appLinks = paidToolStates, appLinks
-	if sh != nil {
-		locks, limiter, sessions = sh.locks, sh.limits, sh.sessions
-		records = &router.RedisDecisions{Client: sh.cache}
-		a.toolStates = &tools.RedisStates{Client: sh.cache}
-	}
-	backend := store.Store(st)
-	if b, ok := st.(*cached.Batched); ok {
-		backend = b.Unwrap()
-	}
-	if ls, ok := backend.(tools.LinkStore); ok {
-		a.appLinks = tools.StoredLinks{Store: ls}
-	}
+	a.catalog = cat
 	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	policy := money.Policy{FreeMonthlyCredit: a.Money.FreeMonthlyCredit, Ceiling: money.DefaultCeiling}
+	a.policy = money.Policy{FreeMonthlyCredit: a.Money.FreeMonthlyCredit, Ceiling: money.DefaultCeiling}
 	if c := a.Money.Ceiling; c != nil {
-		policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
+		a.policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
 	}
-	chatHandler := &chat.Handler{Router: &router.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: records,
+	chatHandler := &chat.Handler{Router: &router.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: decisions,
 		Opinions: chat.NewOpinions(a.SecondOpinionConcurrency), Betas: chat.DefaultBetas(a.Betas)}
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
-		if sh != nil {
-			chatHandler.Cache = chat.NewSharedCache(time.Duration(a.CacheTTL), sh.cache)
-		}
 	}
-	routing := &mcp.Routing{Sessions: sessions, Decisions: records, AllowedHosts: a.MCPAllowedHosts}
+	routing := &mcp.Routing{Sessions: mcpSessions, Decisions: decisions, AllowedHosts: a.MCPAllowedHosts}
 	toolSet, err := a.toolSet(cat)
 	if err != nil {
 		return err
@@ -386,9 +379,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
 		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
-	if sh != nil {
-		opts.Fetch.Shared = sh.cache
-	}
 	if opts.Images, err = a.imagesHandler(cat); err != nil {
 		return err
 	}
@@ -408,26 +398,100 @@ func (a *App) Provision(ctx caddy.Context) error {
 	opts.CountTokensBudgets = []limits.Budget{{Name: CountTokensBudgetName, Limit: countTokens, Period: time.Minute}}
 	opts.MCPBudgets = []limits.Budget{{Name: MCPBudgetName, Limit: cmp.Or(a.Limits.MCPRequestsPerMinute, DefaultMCPRequestsPerMinute), Period: time.Minute}}
 	opts.MCPConcurrency = &limits.Bound{Name: MCPBudgetName, Max: cmp.Or(a.Limits.MCPMaxInFlight, DefaultMCPMaxInFlight)}
-	a.gateway = &pipeline.Gateway{Store: st, Catalog: cat, Logger: a.logger, Metrics: metrics,
-		Money: &money.Gate{Store: st, Locks: locks, Policy: policy, OnOverrun: a.logOverrun}, Limits: limiter,
-		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight}
+	a.opts = opts
+	return nil
+}
+
+// Validate refuses a configuration that cannot work: a decide model that
+// no chat-completions-style provider serves, a weak bootstrap key.
+func (a *App) Validate() error {
+	if a.DecideModel != "" {
+		if _, _, err := a.catalog.DecideTarget(); err != nil {
+			return err
+		}
+	}
+	if a.BootstrapKey != "" {
+		return checkBootstrapKey(a.BootstrapKey)
+	}
+	return nil
+}
+
+// Start opens what the configuration names and serves it: the data
+// folder is taken for this process, the store opened (its charge log
+// replayed), Redis connected, the bootstrap key made sure of, the gateway
+// built on them, and the admin API handed to this config. Requests wait
+// for it; a Start that fails serves none of them.
+func (a *App) Start() error {
+	defer a.markStarted()
+	tuneProcess(a.logger)
+	if err := a.lockDataDir(); err != nil {
+		return err
+	}
+	st, err := a.openStore()
+	if err != nil {
+		return err
+	}
+	sh, err := a.openShared()
+	if err != nil {
+		return err
+	}
+	if a.BootstrapKey != "" {
+		if err := ensureBootstrap(a.ctx, st, a.BootstrapKey); err != nil {
+			return fmt.Errorf("bootstrap key: %w", err)
+		}
+	}
+	var (
+		locks   money.Locks    = memLocks
+		limiter limits.Limiter = memLimits
+	)
+	opts := a.opts
+	toolSet := opts.Tools.Tools
+	if sh != nil {
+		locks, limiter = sh.locks, sh.limits
+		records := &router.RedisDecisions{Client: sh.cache}
+		opts.Chat.Decisions, opts.Routing.Decisions, opts.Routing.Sessions = records, records, sh.sessions
+		toolSet.States = &tools.RedisStates{Client: sh.cache}
+		opts.Fetch.Shared = sh.cache
+		if a.CacheTTL > 0 {
+			opts.Chat.Cache = chat.NewSharedCache(time.Duration(a.CacheTTL), sh.cache)
+		}
+	}
+	backend := store.Store(st)
+	if b, ok := st.(*cached.Batched); ok {
+		backend = b.Unwrap()
+	}
+	if ls, ok := backend.(tools.LinkStore); ok && toolSet.Apps != nil {
+		toolSet.Apps.Links = tools.StoredLinks{Store: ls}
+	}
+	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics,
+		Money: &money.Gate{Store: st, Locks: locks, Policy: a.policy, OnOverrun: a.logOverrun}, Limits: limiter,
+		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight,
+		BodyRate: bodyrate.Limits{Grace: time.Duration(a.Limits.BodyGrace), MinRate: a.Limits.MinBodyRate}}
 	a.router = routes.New(a.gateway, opts)
-	routing.Invoker = a.router
+	opts.Routing.Invoker = a.router
 	toolSet.Invoker = a.router
 	if toolSet.Apps != nil {
 		toolSet.Apps.Gateway = a.gateway
 		a.apps = toolSet.Apps
 	}
 	a.admin = admin.New(st)
-	if a.BootstrapKey != "" {
-		if err := checkBootstrapKey(a.BootstrapKey); err != nil {
-			return err
-		}
-		if err := ensureBootstrap(ctx, st, a.BootstrapKey); err != nil {
-			return fmt.Errorf("bootstrap key: %w", err)
-		}
-	}
+	a.prev.Store(current.Swap(a))
 	return nil
+}
+
+// markStarted lets the requests waiting for Start go on (to a 503 when
+// Start failed).
+func (a *App) markStarted() { a.startOnce.Do(func() { close(a.started) }) }
+
+// serving returns the routes once Start has run, or nil when it failed or
+// ctx ended first.
+func (a *App) serving(ctx context.Context) *routes.Router {
+	select {
+	case <-a.started:
+		return a.router
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 func (a *App) openStore() (store.Store, error) {
@@ -768,7 +832,7 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 	if u, err := url.Parse(upgrade); upgrade != "" && (err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "") {
 		return nil, fmt.Errorf("billing_url: %q is not an http or https URL", upgrade)
 	}
-	s := &tools.Server{States: a.toolStates, UpgradeURL: upgrade, Fetch: fetchAudio(guard),
+	s := &tools.Server{States: paidToolStates, UpgradeURL: upgrade, Fetch: fetchAudio(guard),
 		Prices: func(alias string) (int64, bool) {
 			if ab := cat.Abilities[alias]; ab != nil && ab.PriceMicrocents != nil {
 				return *ab.PriceMicrocents, true
@@ -792,7 +856,7 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 		}
 		list = append(list, tools.App{Name: name, URL: url, PriceMicrocents: price})
 	}
-	s.Apps = &tools.Apps{List: list, Links: a.appLinks, Gateway: a.gateway}
+	s.Apps = &tools.Apps{List: list, Links: appLinks}
 	return s, nil
 }
 
@@ -850,12 +914,6 @@ func ensureBootstrap(ctx context.Context, st store.Store, secret string) error {
 // rebuilt before the apps on every load and get no config of their own).
 var current atomic.Pointer[App]
 
-// Start makes the app the one the admin API serves.
-func (a *App) Start() error {
-	a.prev.Store(current.Swap(a))
-	return nil
-}
-
 // Stop hands the admin API back. On a reload a newer app has already
 // taken it; when Caddy stops this app because the reload that started it
 // failed, the app that served before gets it back.
@@ -864,13 +922,16 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// Cleanup drops the app's reference to the store once the requests this
-// config is still serving have finished; the store closes when no config
-// uses it any more.
+// Cleanup drops the app's references to the store, Redis and the data
+// folder's lock once the requests this config is still serving have
+// finished; each is closed when no config uses it any more.
 func (a *App) Cleanup() error {
-	key, rkey := a.storeKey, a.redisKey
-	a.storeKey, a.redisKey = "", ""
-	if key == "" && rkey == "" {
+	if a.started != nil {
+		a.markStarted() // a config cleaned up unstarted serves nothing
+	}
+	key, rkey, lkey := a.storeKey, a.redisKey, a.lockKey
+	a.storeKey, a.redisKey, a.lockKey = "", "", ""
+	if key == "" && rkey == "" && lkey == "" {
 		return nil
 	}
 	go func() {
@@ -886,6 +947,11 @@ func (a *App) Cleanup() error {
 		if rkey != "" {
 			if _, err := sharedPool.Delete(rkey); err != nil && a.logger != nil {
 				a.logger.Error("closing Redis", zap.Error(err))
+			}
+		}
+		if lkey != "" {
+			if err := unlockDataDir(lkey); err != nil && a.logger != nil {
+				a.logger.Error("releasing the data folder", zap.Error(err))
 			}
 		}
 	}()
@@ -939,5 +1005,6 @@ func (f *inflight) signal() {
 var (
 	_ caddy.App          = (*App)(nil)
 	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )

@@ -80,6 +80,8 @@ func init() {
 //			max_in_flight <n>
 //			mcp_requests_per_minute <n>
 //			mcp_max_in_flight <n>
+//			min_body_rate <bytes per second>
+//			body_grace <duration>
 //		}
 //		mcp_allowed_hosts <host[:port]>...
 //	}
@@ -184,8 +186,18 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "limits":
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
 				switch d.Val() {
+				case "body_grace":
+					var v string
+					if err := oneArg(d, &v); err != nil {
+						return err
+					}
+					dur, err := caddy.ParseDuration(v)
+					if err != nil || dur <= 0 {
+						return d.Errf("body_grace: want a duration, got %q", v)
+					}
+					a.Limits.BodyGrace = caddy.Duration(dur)
 				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight",
-					"mcp_requests_per_minute", "mcp_max_in_flight":
+					"mcp_requests_per_minute", "mcp_max_in_flight", "min_body_rate":
 					opt := d.Val()
 					n, err := wholeNumber(d)
 					if err != nil {
@@ -202,6 +214,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 						a.Limits.MCPRequestsPerMinute = n
 					case "mcp_max_in_flight":
 						a.Limits.MCPMaxInFlight = int(n)
+					case "min_body_rate":
+						a.Limits.MinBodyRate = n
 					default:
 						a.Limits.MaxInFlight = int(n)
 					}

@@ -59,6 +59,8 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"money bad option", "gw {\n money {\n colour x\n }\n}", `unknown money option "colour"`},
 		{"limits bad number", "gw {\n limits {\n chat_requests_per_minute -1\n }\n}", "chat_requests_per_minute"},
 		{"limits bad option", "gw {\n limits {\n colour x\n }\n}", `unknown limits option "colour"`},
+		{"limits bad body rate", "gw {\n limits {\n min_body_rate fast\n }\n}", "min_body_rate: want a whole number"},
+		{"limits bad body grace", "gw {\n limits {\n body_grace 0s\n }\n}", "body_grace: want a duration"},
 		{"bad cache ttl", "gw {\n cache_ttl soon\n}", "cache_ttl"},
 		{"bad second opinion concurrency", "gw {\n second_opinion_concurrency 0\n}", "second_opinion_concurrency"},
 		{"alias one arg", "gw {\n alias a\n}", "wrong argument count"},

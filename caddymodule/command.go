@@ -22,7 +22,8 @@ func init() {
 Copies the gateway's embedded SQLite store (accounts, keys, the ledger, the
 running totals and the balance journal) into an empty PostgreSQL database,
 in one transaction: the step from one node to several. Stop the gateway
-first. --to defaults to $GW_DATABASE_URL. The URL is never printed.`,
+first: a data folder a running gateway holds is refused. --to defaults
+to $GW_DATABASE_URL. The URL is never printed.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("from", "", "The data folder of the embedded store (GW_DATA_DIR)")
 			cmd.Flags().String("to", "", "The PostgreSQL URL (default: $GW_DATABASE_URL)")

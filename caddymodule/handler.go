@@ -29,7 +29,8 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision finds the gw app (loading it with its defaults when the
-// config has no gw app).
+// config has no gw app). The app's store is reached only when serving,
+// after the app has started.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	app, err := ctx.App("gw")
 	if err != nil {
@@ -40,11 +41,18 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// ServeHTTP serves the gateway's paths and hands the rest on.
+// ServeHTTP serves the gateway's paths and hands the rest on. The gw app
+// may start after the http app (Caddy starts apps in no fixed order), so a
+// request waits until it has.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	h.app.inflight.enter()
 	defer h.app.inflight.leave()
-	if h.app.router.ServeHTTP(w, h.hosts.withSiteHosts(r)) {
+	rt := h.app.serving(r.Context())
+	if rt == nil {
+		http.Error(w, "the gateway is not running", http.StatusServiceUnavailable)
+		return nil
+	}
+	if rt.ServeHTTP(w, h.hosts.withSiteHosts(r)) {
 		return nil
 	}
 	return next.ServeHTTP(w, r)

@@ -92,8 +92,8 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		return err
 	}
 	cat := c.Gateway.Catalog
-	m, ok := cat.Model(cat.DecideModel)
-	if !ok || cat.Providers[m.Provider] == nil || cat.Providers[m.Provider].Format != catalog.FormatOpenAI {
+	m, provider, err := cat.DecideTarget()
+	if err != nil {
 		return gwerr.New(gwerr.Unavailable, "Decision mode is not available on this gateway.")
 	}
 	prompts := make([][]byte, len(req.Questions))
@@ -105,7 +105,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if err := c.Reserve(pricing.Cost(false, pricing.Line{Units: estimate, Rate: pricing.DecideRate})); err != nil {
 		return err
 	}
-	answers, used, err := h.ask(c.R.Context(), cat.Providers[m.Provider], req, prompts)
+	answers, used, err := h.ask(c.R.Context(), provider, req, prompts)
 	if err != nil {
 		return err
 	}

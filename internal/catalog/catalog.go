@@ -313,6 +313,22 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 	return c, nil
 }
 
+// DecideTarget returns the backing model of gw-decide and its provider.
+// Decision mode asks for log-probabilities, which only a
+// chat-completions-style provider gives, so any other decide model is an
+// error (as is none).
+func (c *Catalog) DecideTarget() (*Model, *Provider, error) {
+	m, ok := c.byID[c.DecideModel]
+	if !ok {
+		return nil, nil, fmt.Errorf("decide_model %q: no such model in the catalogue", c.DecideModel)
+	}
+	p := c.Providers[m.Provider]
+	if p.Format != FormatOpenAI {
+		return nil, nil, fmt.Errorf("decide_model %q: its provider %q is not chat-completions-style (format %q)", m.ID, p.Name, FormatOpenAI)
+	}
+	return m, p, nil
+}
+
 // Model returns the backing model with that provider id.
 func (c *Catalog) Model(id string) (*Model, bool) {
 	m, ok := c.byID[id]

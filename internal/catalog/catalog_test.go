@@ -453,3 +453,21 @@ func TestAllowed(t *testing.T) {
 		}
 	}
 }
+
+// gw-decide needs a model of a chat-completions-style provider; any other
+// decide model says why.
+func TestDecideTarget(t *testing.T) {
+	m, p, err := mustNew(t, "mini").DecideTarget()
+	if err != nil || m.ID != "mini" || p.Name != "openai" {
+		t.Fatalf("mini: %v %v %v", m, p, err)
+	}
+	for decide, want := range map[string]string{
+		"sonnet": `decide_model "sonnet": its provider "anthropic" is not chat-completions-style (format "openai")`,
+		"nope":   `decide_model "nope": no such model in the catalogue`,
+		"":       `decide_model "": no such model in the catalogue`,
+	} {
+		if _, _, err := mustNew(t, decide).DecideTarget(); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %s", decide, err, want)
+		}
+	}
+}

@@ -52,6 +52,7 @@ var kindStatus = map[Kind]int{
 	Payment: 402, Forbidden: 403, Disabled: 404, NotFound: 404, MethodNotAllowed: 405,
 	TooLarge: 413, Unprocessable: 422, RateLimited: 429, Internal: 500,
 	NotImplemented: 501, Upstream: 502, Unavailable: 503, Timeout: 504, Overloaded: 529,
+	TooSlow: 408,
 }
 
 // chatDefs: chat-completions-style types and codes.
@@ -74,6 +75,7 @@ var chatDefs = map[Kind]def{
 	Unavailable:      {typ: "api_error", code: "service_unavailable"},
 	Timeout:          {typ: "api_error", code: "timeout"},
 	Overloaded:       {typ: "overloaded_error", code: "overloaded"},
+	TooSlow:          {typ: "invalid_request_error", code: CodeRequestTimeout},
 }
 
 // messagesDefs: the error types messages-style SDKs map to their classes.
@@ -96,6 +98,7 @@ var messagesDefs = map[Kind]def{
 	Unavailable:      {typ: "api_error"},
 	Timeout:          {typ: "timeout_error"},
 	Overloaded:       {typ: "overloaded_error"},
+	TooSlow:          {typ: "invalid_request_error", code: CodeRequestTimeout},
 }
 
 // abilityDefs: the ability endpoints' types and codes (spec transcription,
@@ -119,6 +122,7 @@ var abilityDefs = map[Kind]def{
 	Unavailable:      {typ: "api_error", code: "capability_unavailable"},
 	Timeout:          {typ: "api_error", code: "capability_unavailable"},
 	Overloaded:       {typ: "api_error", code: "capability_unavailable"},
+	TooSlow:          {typ: "invalid_request_error", code: CodeRequestTimeout},
 }
 
 // imageDefs: as abilities, with the image table's permission_error rows.
@@ -148,6 +152,7 @@ var decideDefs = map[Kind]def{
 	Unavailable:      {typ: "api_error", code: "capability_unavailable"},
 	Timeout:          {status: 503, typ: "api_error", code: "upstream_unavailable"},
 	Overloaded:       {typ: "api_error", code: "upstream_overloaded"},
+	TooSlow:          {typ: "invalid_request_error", code: CodeRequestTimeout},
 }
 
 // fetchCodes: page reading's flat string codes.
@@ -170,6 +175,7 @@ var fetchDefs = map[Kind]def{
 	Unavailable:      {code: "capability_unavailable"},
 	Timeout:          {status: 502, code: "provider failed"},
 	Overloaded:       {code: "capability_unavailable"},
+	TooSlow:          {code: CodeRequestTimeout},
 }
 
 // voiceDefs: the voice list table has only 401 and 503; a list that could

@@ -50,6 +50,8 @@ const (
 	Timeout
 	// Overloaded: the backing service is at capacity (529).
 	Overloaded
+	// TooSlow: the client sent its request body too slowly (408).
+	TooSlow
 )
 
 // Money and plan codes shared across families (spec "Errors").
@@ -78,6 +80,10 @@ const (
 	// passed the gateway's own checks (speech 400).
 	CodeInvalidRequestError = "invalid_request_error"
 )
+
+// CodeRequestTimeout is the code of TooSlow: a request body that arrived
+// slower than the gateway's minimum rate.
+const CodeRequestTimeout = "request_timeout"
 
 // Error is one refusal. Kind selects the status and the family's default
 // type and code; the other fields refine it.

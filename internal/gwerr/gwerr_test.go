@@ -15,7 +15,7 @@ import (
 var allKinds = []Kind{
 	Invalid, Unauthenticated, ModelNotAllowed, PlanLocked, Payment, Forbidden, Disabled, NotFound,
 	MethodNotAllowed, TooLarge, Unprocessable, RateLimited, Internal, NotImplemented, Upstream,
-	Unavailable, Timeout, Overloaded,
+	Unavailable, Timeout, Overloaded, TooSlow,
 }
 
 var allFamilies = []Family{Chat, Messages, Ability, Images, Decide, Voices, Fetch, Tools, RPC}
@@ -96,6 +96,14 @@ func TestRender(t *testing.T) {
 		{name: "chat 405 with Allow", fam: Chat, err: &Error{Kind: MethodNotAllowed, Message: "method not allowed", Allow: "POST"}, status: 405,
 			header: map[string]string{"Allow": "POST"},
 			body:   `{"error":{"message":"method not allowed","type":"invalid_request_error","param":null,"code":"method_not_allowed"}}`},
+		{name: "chat 408 slow body", fam: Chat, err: with(TooSlow, "", "", "too slow"), status: 408,
+			body: `{"error":{"message":"too slow","type":"invalid_request_error","param":null,"code":"request_timeout"}}`},
+		{name: "messages 408 slow body", fam: Messages, err: with(TooSlow, "", "", "too slow"), status: 408,
+			body: `{"type":"error","error":{"type":"invalid_request_error","message":"too slow","code":"request_timeout"}}`},
+		{name: "ability 408 slow body", fam: Ability, err: with(TooSlow, "", "", "too slow"), status: 408,
+			body: `{"error":{"message":"too slow","type":"invalid_request_error","code":"request_timeout"}}`},
+		{name: "fetch 408 slow body", fam: Fetch, err: with(TooSlow, "", "", "too slow"), status: 408,
+			body: `{"error":"request_timeout","message":"too slow"}`},
 		{name: "chat 413", fam: Chat, err: with(TooLarge, "", "", "too big"), status: 413,
 			body: `{"error":{"message":"too big","type":"invalid_request_error","param":null,"code":"request_too_large"}}`},
 		{name: "chat 429 with Retry-After", fam: Chat, err: &Error{Kind: RateLimited, Message: "slow down", RetryAfter: 30}, status: 429,

@@ -24,6 +24,7 @@ var toolCodes = map[Kind]struct {
 	Unavailable:      {"capability_unavailable", true},
 	Timeout:          {"capability_unavailable", true},
 	Overloaded:       {"capability_unavailable", true},
+	TooSlow:          {"invalid_request", true},
 }
 
 // CodeAppsError is the tool error of a connected app failing on its side.
@@ -88,7 +89,7 @@ func RPCCode(e *Error) int {
 		return RPCUnauthorized
 	case RateLimited:
 		return RPCRateLimited
-	case Invalid, Unprocessable, TooLarge:
+	case Invalid, Unprocessable, TooLarge, TooSlow:
 		return RPCInvalidParams
 	case MethodNotAllowed:
 		// Not a valid request (GET on the routing server answers 405);

@@ -14,8 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
+	"github.com/caddy-gw/caddy-gw/internal/bodyrate"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
@@ -116,6 +118,10 @@ type Gateway struct {
 	MaxInFlight int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// BodyRate is the rule every request body is read under: a body that
+	// falls behind it is refused with TooSlow (408) and its connection
+	// closed (the package's defaults when zero).
+	BodyRate bodyrate.Limits
 }
 
 func (g *Gateway) now() time.Time {
@@ -136,12 +142,18 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, re
 	start := time.Now()
 	c := &Call{W: w, R: r, Endpoint: ep, Gateway: g, RequestID: NewRequestID(ep.RequestIDPrefix)}
 	w.Header().Set(HeaderRequestID, c.RequestID)
+	body := bodyrate.Wrap(w, r, g.BodyRate)
 	sw := &statusWriter{ResponseWriter: w}
 	c.W = sw
 	defer func() { c.hold.Release(r.Context()) }() // a call that did not settle costs nothing, even if it panics
 	err := g.run(c)
 	if err != nil {
 		e := gwerr.As(err)
+		if body.TooSlow() {
+			// However the handler took the failed read, the client was
+			// too slow.
+			e = slowBody(body.Rule())
+		}
 		if e.Kind == gwerr.Internal {
 			g.Logger.Error("request failed", zap.String("route", ep.Name), zap.String("request_id", c.RequestID), zap.Error(err))
 		}
@@ -150,6 +162,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, re
 		}
 	}
 	g.Metrics.observe(ep.Name, sw.status, time.Since(start))
+}
+
+// slowBody is the refusal of a body that fell behind the rule l.
+func slowBody(l bodyrate.Limits) *gwerr.Error {
+	return gwerr.New(gwerr.TooSlow, "the request body arrived slower than %s a second after the first %s",
+		humanize.IBytes(uint64(l.MinRate)), l.Grace)
 }
 
 // Recorded is an answer Invoke collected.

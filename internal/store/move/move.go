@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the embedded store's driver
 
+	"github.com/caddy-gw/caddy-gw/internal/dirlock"
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/postgres"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
@@ -41,9 +42,15 @@ var ErrNotEmpty = errors.New("the PostgreSQL database already holds accounts; co
 
 // Copy copies the embedded store in dir into the PostgreSQL database of
 // url (migrated first), in one transaction: all or nothing. Charges still
-// in the charge log are applied to the embedded store first. The gateway
-// must not be running on dir.
+// in the charge log are applied to the embedded store first. A folder a
+// running gateway holds is refused (a *dirlock.InUseError): it would go
+// on charging past the copy.
 func Copy(ctx context.Context, dir, url string) (Counts, error) {
+	lock, err := dirlock.Take(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
 	// Apply what the charge log holds (a stop without draining).
 	db, err := sqlite.Open(dir)
 	if err != nil {

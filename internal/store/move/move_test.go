@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/dirlock"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/postgres"
@@ -135,5 +138,24 @@ func TestCopy(t *testing.T) {
 	}
 	if _, err := Copy(ctx, dir, url); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("second copy: %v", err)
+	}
+}
+
+// A folder a running gateway holds is refused before anything is opened:
+// neither the store nor the database is touched.
+func TestCopyRefusesHeldFolder(t *testing.T) {
+	dir := t.TempDir()
+	lock, err := dirlock.Take(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	_, err = Copy(context.Background(), dir, "postgres://gw@127.0.0.1:1/gw")
+	var inUse *dirlock.InUseError
+	if !errors.As(err, &inUse) || inUse.Dir != dir {
+		t.Fatalf("Copy of a held folder: %v, want an *InUseError for %s", err, dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sqlite.FileName)); !os.IsNotExist(err) {
+		t.Fatalf("the store was opened (%v)", err)
 	}
 }
