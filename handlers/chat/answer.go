@@ -23,13 +23,8 @@ const (
 	partRefusal
 )
 
-// answerList is the member of a whole answer of each format that holds
-// its pieces: chat's choices, messages' content blocks, responses' output
-// items.
-var answerList = map[Format]string{ChatCompletions: "choices", Messages: "content", Responses: "output"}
-
 // eachPart calls fn with every piece of an answer of format f, given its
-// list (answerList), in order, every choice included: the one reading of
+// list (its answerList), in order, every choice included: the one reading of
 // an answer's content that emptiness, the gateway's own count and the
 // second opinion share.
 func eachPart(f Format, list gjson.Result, fn func(kind partKind, name, text string)) {
@@ -104,25 +99,13 @@ func substantive(f Format, list gjson.Result) bool {
 	return found
 }
 
-// cutShort are the stop reasons of an answer its output limit ended (a
-// reasoning model can spend the whole limit thinking: that answer is
-// billed, not retried) or that a refusal ended, per format.
-var cutShort = map[Format]map[string]bool{
-	ChatCompletions: {"length": true},
-	Messages:        {"max_tokens": true, "refusal": true},
-	Responses:       {"incomplete": true},
-}
-
-// stopReasonKey is the member of a whole answer that says why it ended
-// ("" for chat, whose reason is in each choice).
-var stopReasonKey = map[Format]string{ChatCompletions: "", Messages: "stop_reason", Responses: "status"}
-
 // readAnswer reads a whole answer in format f in one pass over its top
 // level: its usage, and whether it is empty. An empty answer is the same thing in
 // every format: nothing in it (no text, tool call or refusal), and not
 // ended by its output limit or a refusal.
 func readAnswer(f Format, body []byte) (u translate.Usage, empty bool) {
-	listKey, reasonKey := answerList[f], stopReasonKey[f]
+	spec := f.spec()
+	listKey, reasonKey := spec.answerList, spec.stopReasonKey
 	// Of a repeated key the first counts, as a path lookup reads it.
 	var usage, list, reason gjson.Result
 	jsonbody.Parse(body).ForEach(func(k, v gjson.Result) bool {
@@ -154,14 +137,14 @@ func readAnswer(f Format, body []byte) (u translate.Usage, empty bool) {
 			return false
 		})
 	}
-	return u, !cutShort[f][reason.String()] && !substantive(f, list)
+	return u, !spec.cutShort[reason.String()] && !substantive(f, list)
 }
 
 // answerText is the text of an answer of format f: its text and
 // refusals, and its tool calls as "[tool call name arguments]".
 func answerText(f Format, body []byte) string {
 	var b strings.Builder
-	eachPart(f, gjson.GetBytes(body, answerList[f]), func(kind partKind, name, text string) {
+	eachPart(f, gjson.GetBytes(body, f.spec().answerList), func(kind partKind, name, text string) {
 		switch kind {
 		case partReasoning:
 			return
@@ -181,7 +164,7 @@ func answerText(f Format, body []byte) string {
 // o200k tokenizer.
 func outputTokens(f Format, body []byte) int64 {
 	var b []byte
-	eachPart(f, gjson.GetBytes(body, answerList[f]), func(_ partKind, name, text string) {
+	eachPart(f, gjson.GetBytes(body, f.spec().answerList), func(_ partKind, name, text string) {
 		b = append(append(b, name...), text...)
 	})
 	return int64(countTokens(string(b)))

@@ -220,7 +220,7 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 		// it; the answer announces it, and is not cached (a later call
 		// with more money left would get a longer one).
 		var err error
-		if body, err = sjson.SetBytes(cl.body, outputLimit[cl.format][0], limit); err != nil {
+		if body, err = sjson.SetBytes(cl.body, cl.format.spec().outputLimit[0], limit); err != nil {
 			return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
 		}
 		cl.W.Header().Set(HeaderOutputLimit, strconv.Itoa(limit))
@@ -465,7 +465,7 @@ func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte
 	}
 	// The edits in one pass, on the client's body or the translation.
 	if out, ok := sameFormat(body, to, model, stream); ok {
-		return out, pathOf[to], nil
+		return out, to.spec().path, nil
 	}
 	return editRequest(body, to, to, model, stream)
 }
@@ -520,7 +520,7 @@ func editRequest(body []byte, from, to Format, model string, stream bool) ([]byt
 			return nil, "", err
 		}
 	}
-	return out, pathOf[to], nil
+	return out, to.spec().path, nil
 }
 
 // sameFormat is requestFor's body where the formats agree, edited in
@@ -543,7 +543,7 @@ func sameFormat(body []byte, f Format, model string, stream bool) (out []byte, o
 		drop, model     bool
 	}
 	var members []member
-	limits, usage := outputLimit[f], f == ChatCompletions && stream
+	limits, usage := f.spec().outputLimit, f == ChatCompletions && stream
 	ok, named, bounded := true, false, false
 	root.ForEach(func(k, v gjson.Result) bool {
 		m := member{key: k.Index, value: v.Index, end: v.Index + len(v.Raw)}
@@ -614,21 +614,13 @@ func sameFormat(body []byte, f Format, model string, stream bool) (out []byte, o
 	return append(out, body[brace:]...), true
 }
 
-// outputLimit is where each format takes the most output tokens; the
-// first field of a format is the one the gateway sets.
-var outputLimit = map[Format][]string{
-	ChatCompletions: {"max_completion_tokens", "max_tokens"},
-	Responses:       {"max_output_tokens"},
-	Messages:        {"max_tokens"},
-}
-
 // boundOutput sets the upstream's output limit to router.DefaultMaxTokens
 // when the request has none, so that the reservation (which assumes that
 // limit) is an upper bound of what the call can cost. A limit sent as null
 // is none (providers read it as absent): it is dropped and replaced.
 func boundOutput(body []byte, f Format) ([]byte, error) {
-	bounded := false
-	for _, field := range outputLimit[f] {
+	bounded, limits := false, f.spec().outputLimit
+	for _, field := range limits {
 		switch v := gjson.GetBytes(body, field); {
 		case v.Type == gjson.Null && v.Exists():
 			var err error
@@ -642,10 +634,8 @@ func boundOutput(body []byte, f Format) ([]byte, error) {
 	if bounded {
 		return body, nil
 	}
-	return sjson.SetBytes(body, outputLimit[f][0], router.DefaultMaxTokens)
+	return sjson.SetBytes(body, limits[0], router.DefaultMaxTokens)
 }
-
-var pathOf = map[Format]string{ChatCompletions: upstream.PathChat, Responses: upstream.PathResponses, Messages: upstream.PathMessages}
 
 // responseFor turns an upstream answer of format from into the client's
 // format to, reporting model.

@@ -8,31 +8,10 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/router"
 )
-
-// Format is a chat wire format, of a client or of an upstream.
-type Format int
-
-const (
-	// ChatCompletions is POST /v1/chat/completions.
-	ChatCompletions Format = iota
-	// Responses is POST /v1/responses.
-	Responses
-	// Messages is POST {alt}/v1/messages.
-	Messages
-)
-
-// upstreamFormat is the format a provider speaks.
-func upstreamFormat(p *catalog.Provider) Format {
-	if p.Format == catalog.FormatAnthropic {
-		return Messages
-	}
-	return ChatCompletions
-}
 
 // charsPerToken turns a body's length into the rough token estimate used
 // for routing and reservations (count_tokens counts exactly).
@@ -198,7 +177,8 @@ type members struct {
 	background, modalities, serviceTier, messages, input, tools    gjson.Result
 	maxTokens, maxCompletionTokens, maxOutputTokens, n             gjson.Result
 	responseFormat, text, logprobs, topLogprobs                    gjson.Result
-	// unpriced are the members of unpricedFields[f] present and not null.
+	// unpriced are the members of the format's unpricedFields present and
+	// not null.
 	unpriced []string
 }
 
@@ -248,7 +228,7 @@ func readMembers(root gjson.Result, f Format) members {
 		case "top_logprobs":
 			m.topLogprobs = v
 		default:
-			if v.Type != gjson.Null && slices.Contains(unpricedFields[f], k.Str) {
+			if v.Type != gjson.Null && slices.Contains(f.spec().unpricedFields, k.Str) {
 				m.unpriced = append(m.unpriced, k.Str)
 			}
 		}
@@ -329,44 +309,13 @@ func promptBound(size, pics, dataBytes int, tools bool) int {
 	return b
 }
 
-// Tool types the gateway can price: their cost is the tokens the provider
-// reports. Hosted tools (web search, file search, code interpreter, image
-// generation, MCP connectors, ...) are billed by the provider per call,
-// which the gateway cannot price, so they are refused.
-var pricedTools = map[Format]map[string]bool{
-	ChatCompletions: {"function": true, "custom": true},
-	Responses:       {"function": true, "custom": true},
-	// Messages-style client tools: custom ones (type absent or "custom")
-	// and the client-executed tools whose cost is tokens.
-	Messages: {"": true, "custom": true},
-}
-
-// clientToolPrefixes are messages-style tool types executed by the client
-// (priced as tokens), as opposed to server tools.
-var clientToolPrefixes = []string{"bash_", "text_editor_", "computer_"}
-
-// serviceTiers are the service tiers priced at list price; others (priority,
-// scale) cost more than the catalogue says and are refused.
-var serviceTiers = map[Format]map[string]bool{
-	ChatCompletions: {"auto": true, "default": true, "flex": true},
-	Responses:       {"auto": true, "default": true, "flex": true},
-	Messages:        {"auto": true, "standard_only": true},
-}
-
-// unpricedFields are top-level fields that buy something the gateway does
-// not price (or would run unbilled in the background), per format.
-var unpricedFields = map[Format][]string{
-	ChatCompletions: {"web_search_options", "audio"},
-	Responses:       {"previous_response_id", "conversation", "prompt"},
-	Messages:        {"mcp_servers", "container"},
-}
-
 // unpriced refuses what a request would buy that the gateway cannot price:
 // hosted and server tools, dearer service tiers, background runs, audio
 // output, stored conversations (whose ids would let one tenant read
 // another's, since the gateway sends responses with store false).
 func unpriced(root gjson.Result, m *members, f Format) error {
-	for _, field := range unpricedFields[f] {
+	spec := f.spec()
+	for _, field := range spec.unpricedFields {
 		if slices.Contains(m.unpriced, field) {
 			return invalid(field, "%s is not supported through the gateway (it cannot be priced or is not kept)", field)
 		}
@@ -381,7 +330,7 @@ func unpriced(root gjson.Result, m *members, f Format) error {
 			}
 		}
 	}
-	if st := m.serviceTier; st.Exists() && st.Type != gjson.Null && !serviceTiers[f][st.String()] {
+	if st := m.serviceTier; st.Exists() && st.Type != gjson.Null && !spec.serviceTiers[st.String()] {
 		return invalid("service_tier", "service_tier %q is not supported through the gateway", shorten(st.String()))
 	}
 	for _, list := range []struct {
@@ -404,14 +353,12 @@ func unpriced(root gjson.Result, m *members, f Format) error {
 	var err error
 	m.tools.ForEach(func(_, tool gjson.Result) bool {
 		typ := tool.Get("type").String()
-		if pricedTools[f][typ] {
+		if spec.pricedTools[typ] {
 			return true
 		}
-		if f == Messages {
-			for _, p := range clientToolPrefixes {
-				if len(typ) > len(p) && typ[:len(p)] == p {
-					return true
-				}
+		for _, p := range spec.clientToolPrefixes {
+			if len(typ) > len(p) && typ[:len(p)] == p {
+				return true
 			}
 		}
 		err = invalid("tools", "tool type %q is a hosted tool the gateway cannot price; only function tools are supported", shorten(typ))

@@ -1,0 +1,81 @@
+package chat
+
+import (
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+)
+
+// Format is a chat wire format, of a client or of an upstream: a row of
+// formats. Its number also keys the answer cache, so a format keeps it.
+type Format int
+
+const (
+	// ChatCompletions is POST /v1/chat/completions.
+	ChatCompletions Format = iota
+	// Responses is POST /v1/responses.
+	Responses
+	// Messages is POST {alt}/v1/messages.
+	Messages
+)
+
+// formats are the formats' specs, by Format: every difference between the
+// formats is a field of these rows, as the error families' differences are
+// rows of gwerr's tables.
+var formats = [...]*formatSpec{
+	ChatCompletions: &chatCompletionsSpec,
+	Responses:       &responsesSpec,
+	Messages:        &messagesSpec,
+}
+
+// spec is f's row of formats.
+func (f Format) spec() *formatSpec { return formats[f] }
+
+// providerFormats are the formats the providers of each catalogue format
+// speak. A provider of a format not listed (only a catalogue made by hand:
+// catalog.New refuses one) speaks the zero Format, chat completions.
+var providerFormats = map[string]Format{
+	catalog.FormatOpenAI:    ChatCompletions,
+	catalog.FormatAnthropic: Messages,
+}
+
+// upstreamFormat is the format a provider speaks.
+func upstreamFormat(p *catalog.Provider) Format { return providerFormats[p.Format] }
+
+// formatSpec is everything the handler knows of one wire format: how it
+// reads a client's request in it, sends one upstream, reads an answer and
+// writes the gateway's own events. The handler reads these fields and
+// never asks which format it holds; a new format is one spec (a file of
+// its own) and its rows in formats, providerFormats and translators.
+type formatSpec struct {
+	// path is the format's endpoint at a provider, after its base URL.
+	path string
+	// outputLimit are the members that take the most output tokens; the
+	// first is the one the gateway sets.
+	outputLimit []string
+
+	// pricedTools are the tool types the gateway can price: their cost is
+	// the tokens the provider reports. Hosted tools (web search, file
+	// search, code interpreter, image generation, MCP connectors, ...) are
+	// billed by the provider per call, which the gateway cannot price, so
+	// they are refused.
+	pricedTools map[string]bool
+	// clientToolPrefixes begin the types of further tools the client
+	// executes (priced as tokens), as opposed to the provider's server
+	// tools.
+	clientToolPrefixes []string
+	// serviceTiers are the service tiers priced at list price; others
+	// (priority, scale) cost more than the catalogue says and are refused.
+	serviceTiers map[string]bool
+	// unpricedFields are top-level fields that buy something the gateway
+	// does not price (or would run unbilled in the background).
+	unpricedFields []string
+
+	// answerList is the member of a whole answer that holds its pieces.
+	answerList string
+	// stopReasonKey is the member of a whole answer that says why it
+	// ended ("" when each piece of the list says it).
+	stopReasonKey string
+	// cutShort are the stop reasons of an answer its output limit ended (a
+	// reasoning model can spend the whole limit thinking: that answer is
+	// billed, not retried) or that a refusal ended.
+	cutShort map[string]bool
+}
