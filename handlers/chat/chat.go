@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -472,21 +471,11 @@ func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte
 
 // translateRequest is a body of format from in format to, for model.
 func translateRequest(body []byte, from, to Format, model string) ([]byte, error) {
-	switch {
-	case from == ChatCompletions && to == Messages:
-		return translate.ChatToMessagesRequest(body, model)
-	case from == Messages && to == ChatCompletions:
-		return translate.MessagesToChatRequest(body, model)
-	case from == Responses && to == ChatCompletions:
-		return translate.ResponsesToChatRequest(body, model)
-	case from == Responses && to == Messages:
-		out, err := translate.ResponsesToChatRequest(body, model)
-		if err != nil {
-			return nil, err
-		}
-		return translate.ChatToMessagesRequest(out, model)
+	t, err := translatorFor(from, to)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no translation from format %d to %d", from, to)
+	return t.request(body, model)
 }
 
 // editRequest is requestFor by translation and edits, one after the
@@ -640,21 +629,12 @@ func boundOutput(body []byte, f Format) ([]byte, error) {
 // responseFor turns an upstream answer of format from into the client's
 // format to, reporting model.
 func responseFor(body []byte, from, to Format, model string) ([]byte, error) {
-	switch {
-	case from == to:
+	if from == to {
 		return body, nil
-	case from == Messages && to == ChatCompletions:
-		return translate.MessagesToChatResponse(body, model)
-	case from == ChatCompletions && to == Messages:
-		return translate.ChatToMessagesResponse(body, model)
-	case from == ChatCompletions && to == Responses:
-		return translate.ChatToResponsesResponse(body, model)
-	case from == Messages && to == Responses:
-		b, err := translate.MessagesToChatResponse(body, model)
-		if err != nil {
-			return nil, err
-		}
-		return translate.ChatToResponsesResponse(b, model)
 	}
-	return nil, fmt.Errorf("no translation from format %d to %d", from, to)
+	t, err := translatorFor(to, from)
+	if err != nil {
+		return nil, err
+	}
+	return t.response(body, model)
 }

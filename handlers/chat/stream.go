@@ -438,20 +438,15 @@ func finalUsagePath(f Format, ev sse.Event) (string, bool) {
 // usage of a finished answer: complete, or cut short by its output limit.
 var responsesFinal = map[string]bool{"response.completed": true, "response.incomplete": true}
 
-// streamFor returns the translator from an upstream format to the client's.
+// streamFor returns the translator from an upstream format to the
+// client's (a pair of formats that has none is never routed: see
+// translators).
 func streamFor(from, to Format, model string) translate.Stream {
-	switch {
-	case from == to:
+	if from == to {
 		return &passthrough{format: from}
-	case from == Messages && to == ChatCompletions:
-		return translate.NewMessagesToChat(model)
-	case from == ChatCompletions && to == Messages:
-		return translate.NewChatToMessages(model)
-	case from == ChatCompletions && to == Responses:
-		return translate.NewChatToResponses(model)
-	default: // Messages → Responses
-		return translate.Chain(translate.NewMessagesToChat(model), translate.NewChatToResponses(model))
 	}
+	t, _ := translatorFor(to, from)
+	return t.stream(model)
 }
 
 // passthrough relays a same-format stream unchanged, reading its usage.
