@@ -23,67 +23,18 @@ const (
 	partRefusal
 )
 
+// partFunc is called with each piece of an answer: its kind, a tool
+// call's name, and its text (a tool call's arguments).
+type partFunc func(kind partKind, name, text string)
+
 // eachPart calls fn with every piece of an answer of format f, given its
-// list (its answerList), in order, every choice included: the one reading of
-// an answer's content that emptiness, the gateway's own count and the
+// list (its answerList), in order, every choice included: the one reading
+// of an answer's content that emptiness, the gateway's own count and the
 // second opinion share.
-func eachPart(f Format, list gjson.Result, fn func(kind partKind, name, text string)) {
+func eachPart(f Format, list gjson.Result, fn partFunc) {
+	each := f.spec().eachPart
 	list.ForEach(func(_, item gjson.Result) bool {
-		switch f {
-		case Messages:
-			switch item.Get("type").String() {
-			case "text":
-				fn(partText, "", item.Get("text").String())
-			case "thinking":
-				fn(partReasoning, "", item.Get("thinking").String())
-			case "tool_use", "server_tool_use":
-				fn(partToolCall, item.Get("name").String(), item.Get("input").Raw)
-			}
-		case Responses:
-			switch item.Get("type").String() {
-			case "message":
-				item.Get("content").ForEach(func(_, c gjson.Result) bool {
-					switch c.Get("type").String() {
-					case "output_text":
-						fn(partText, "", c.Get("text").String())
-					case "refusal":
-						fn(partRefusal, "", c.Get("refusal").String())
-					}
-					return true
-				})
-			case "function_call":
-				fn(partToolCall, item.Get("name").String(), item.Get("arguments").String())
-			case "custom_tool_call":
-				fn(partToolCall, item.Get("name").String(), item.Get("input").String())
-			case "reasoning":
-				item.Get("summary").ForEach(func(_, s gjson.Result) bool {
-					fn(partReasoning, "", s.Get("text").String())
-					return true
-				})
-			}
-		default:
-			var msg, content, reasoning, refusal, calls gjson.Result
-			jsonbody.Members(item, jsonbody.Member{Key: "message", To: &msg})
-			jsonbody.Members(msg, jsonbody.Member{Key: "content", To: &content}, jsonbody.Member{Key: "reasoning_content", To: &reasoning},
-				jsonbody.Member{Key: "refusal", To: &refusal}, jsonbody.Member{Key: "tool_calls", To: &calls})
-			if reasoning.Type == gjson.String {
-				fn(partReasoning, "", reasoning.Str)
-			}
-			if content.Type == gjson.String {
-				fn(partText, "", content.Str)
-			}
-			if refusal.Type == gjson.String {
-				fn(partRefusal, "", refusal.Str)
-			}
-			calls.ForEach(func(_, tc gjson.Result) bool {
-				if c := tc.Get("custom"); c.Exists() {
-					fn(partToolCall, c.Get("name").String(), c.Get("input").String())
-				} else {
-					fn(partToolCall, tc.Get("function.name").String(), tc.Get("function.arguments").String())
-				}
-				return true
-			})
-		}
+		each(item, fn)
 		return true
 	})
 }
@@ -119,21 +70,13 @@ func readAnswer(f Format, body []byte) (u translate.Usage, empty bool) {
 		}
 		return !usage.Exists() || !list.Exists() || reasonKey != "" && !reason.Exists()
 	})
-	switch f {
-	case Messages:
-		if !usage.Exists() {
-			usage = gjson.GetBytes(body, "message.usage")
-		}
-		u = translate.MessagesUsageOf(usage)
-	case Responses:
-		if !usage.Exists() {
-			usage = gjson.GetBytes(body, "response.usage")
-		}
-		u = translate.ResponsesUsageOf(usage)
-	default:
-		u = translate.ChatUsageOf(usage)
+	if !usage.Exists() && spec.wrappedUsage != "" {
+		usage = gjson.GetBytes(body, spec.wrappedUsage)
+	}
+	u = spec.usageOf(usage)
+	if spec.itemStopReason != "" {
 		list.ForEach(func(_, c gjson.Result) bool {
-			reason = c.Get("finish_reason")
+			reason = c.Get(spec.itemStopReason)
 			return false
 		})
 	}

@@ -1,7 +1,10 @@
 package chat
 
 import (
+	"github.com/tidwall/gjson"
+
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/translate"
 )
 
 // Format is a chat wire format, of a client or of an upstream: a row of
@@ -72,10 +75,20 @@ type formatSpec struct {
 	// answerList is the member of a whole answer that holds its pieces.
 	answerList string
 	// stopReasonKey is the member of a whole answer that says why it
-	// ended ("" when each piece of the list says it).
+	// ended ("" when its pieces say it).
 	stopReasonKey string
+	// itemStopReason is the member of the first piece that says why the
+	// answer ended, when its pieces say it ("": the answer says it).
+	itemStopReason string
 	// cutShort are the stop reasons of an answer its output limit ended (a
 	// reasoning model can spend the whole limit thinking: that answer is
 	// billed, not retried) or that a refusal ended.
 	cutShort map[string]bool
+	// wrappedUsage is where an answer's usage is found when it has none at
+	// its top ("": nowhere else).
+	wrappedUsage string
+	// usageOf reads a usage object of the format.
+	usageOf func(gjson.Result) translate.Usage
+	// eachPart calls fn with each piece of one item of an answer's list.
+	eachPart func(item gjson.Result, fn partFunc)
 }

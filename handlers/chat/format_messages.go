@@ -1,6 +1,9 @@
 package chat
 
 import (
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
 
@@ -20,4 +23,20 @@ var messagesSpec = formatSpec{
 	answerList:    "content",
 	stopReasonKey: "stop_reason",
 	cutShort:      map[string]bool{"max_tokens": true, "refusal": true},
+	wrappedUsage:  "message.usage",
+	usageOf:       translate.MessagesUsageOf,
+	eachPart:      messagesPart,
+}
+
+// messagesPart reads one content block of a message: text, thinking, a
+// tool use.
+func messagesPart(item gjson.Result, fn partFunc) {
+	switch item.Get("type").String() {
+	case "text":
+		fn(partText, "", item.Get("text").String())
+	case "thinking":
+		fn(partReasoning, "", item.Get("thinking").String())
+	case "tool_use", "server_tool_use":
+		fn(partToolCall, item.Get("name").String(), item.Get("input").Raw)
+	}
 }

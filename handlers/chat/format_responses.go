@@ -1,6 +1,9 @@
 package chat
 
 import (
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
 
@@ -18,4 +21,33 @@ var responsesSpec = formatSpec{
 	answerList:    "output",
 	stopReasonKey: "status",
 	cutShort:      map[string]bool{"incomplete": true},
+	wrappedUsage:  "response.usage",
+	usageOf:       translate.ResponsesUsageOf,
+	eachPart:      responsesPart,
+}
+
+// responsesPart reads one output item of a response: a message's text and
+// refusals, a tool call, a reasoning summary.
+func responsesPart(item gjson.Result, fn partFunc) {
+	switch item.Get("type").String() {
+	case "message":
+		item.Get("content").ForEach(func(_, c gjson.Result) bool {
+			switch c.Get("type").String() {
+			case "output_text":
+				fn(partText, "", c.Get("text").String())
+			case "refusal":
+				fn(partRefusal, "", c.Get("refusal").String())
+			}
+			return true
+		})
+	case "function_call":
+		fn(partToolCall, item.Get("name").String(), item.Get("arguments").String())
+	case "custom_tool_call":
+		fn(partToolCall, item.Get("name").String(), item.Get("input").String())
+	case "reasoning":
+		item.Get("summary").ForEach(func(_, s gjson.Result) bool {
+			fn(partReasoning, "", s.Get("text").String())
+			return true
+		})
+	}
 }
