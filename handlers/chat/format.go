@@ -2,8 +2,10 @@ package chat
 
 import (
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 )
 
@@ -91,4 +93,47 @@ type formatSpec struct {
 	usageOf func(gjson.Result) translate.Usage
 	// eachPart calls fn with each piece of one item of an answer's list.
 	eachPart func(item gjson.Result, fn partFunc)
+
+	// endsWithDone: a stream ends with data: [DONE], which the gateway
+	// sends when the upstream did not, and after an error event of its own.
+	endsWithDone bool
+	// sequenced: a stream's events are numbered (sequence_number), and an
+	// event the gateway adds continues the numbering.
+	sequenced bool
+	// appendDelta appends the generated text a stream event carries (text,
+	// reasoning, refusal and tool-call deltas) to b; data is the event's
+	// data, read in place.
+	appendDelta func(b []byte, data string, ev sse.Event) []byte
+	// isError reports a stream's error event.
+	isError func(ev sse.Event) bool
+	// errorEvent is the gateway's own stream error, numbered seq where
+	// the format numbers its events.
+	errorEvent func(msg string, seq int64) sse.Event
+	// finalUsage finds the stream event that carries the final usage, and
+	// the JSON path of its usage object.
+	finalUsage func(ev sse.Event) (path string, ok bool)
+	// usageLacking finds the stream's final event when it carries no usage,
+	// and where a usage object goes in it ("": a usage chunk of its own
+	// goes before it).
+	usageLacking func(ev sse.Event) (at string, ok bool)
+	// usageBlock is a usage object for u.
+	usageBlock func(u translate.Usage) []byte
+	// watch reads the usage of a stream relayed as it is into u, and
+	// reports its terminal event.
+	watch func(ev sse.Event, u *translate.Usage) (done bool)
+}
+
+// tokenCount is one token count of a usage object: its JSON path and value.
+type tokenCount struct {
+	path string
+	n    int64
+}
+
+// usageObject is a JSON object of token counts, written in order.
+func usageObject(counts ...tokenCount) []byte {
+	b := []byte(`{}`)
+	for _, c := range counts {
+		b, _ = sjson.SetBytes(b, c.path, c.n)
+	}
+	return b
 }

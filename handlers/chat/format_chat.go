@@ -4,6 +4,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
@@ -23,6 +24,61 @@ var chatCompletionsSpec = formatSpec{
 	cutShort:       map[string]bool{"length": true},
 	usageOf:        translate.ChatUsageOf,
 	eachPart:       chatPart,
+
+	endsWithDone: true,
+	appendDelta:  chatDelta,
+	isError: func(ev sse.Event) bool {
+		return !sse.IsDone(ev) && mayHold(jsonbody.String(ev.Data), "error") && gjson.GetBytes(ev.Data, "error").Exists()
+	},
+	errorEvent: func(msg string, _ int64) sse.Event {
+		return translate.ChatErrorEvent("api_error", "upstream_error", msg)
+	},
+	finalUsage: func(ev sse.Event) (string, bool) {
+		return "usage", chatHasUsage(ev)
+	},
+	usageLacking: func(ev sse.Event) (string, bool) { return "", sse.IsDone(ev) },
+	usageBlock: func(u translate.Usage) []byte {
+		return usageObject(tokenCount{"prompt_tokens", u.Input}, tokenCount{"prompt_tokens_details.cached_tokens", u.CachedInput},
+			tokenCount{"completion_tokens", u.Output}, tokenCount{"total_tokens", u.Input + u.Output})
+	},
+	watch: func(ev sse.Event, u *translate.Usage) bool {
+		if sse.IsDone(ev) {
+			return true
+		}
+		if chatHasUsage(ev) {
+			*u = translate.ChatUsage(ev.Data)
+		}
+		return false
+	},
+}
+
+// chatHasUsage reports a chunk with a usage object (the final usage: a
+// chat-completions stream reports it once).
+func chatHasUsage(ev sse.Event) bool {
+	return !sse.IsDone(ev) && mayHold(jsonbody.String(ev.Data), "usage") && gjson.GetBytes(ev.Data, "usage").IsObject()
+}
+
+// chatDelta appends a chunk's deltas of every choice: text, reasoning,
+// refusal, tool calls' names and arguments.
+func chatDelta(b []byte, data string, ev sse.Event) []byte {
+	if sse.IsDone(ev) {
+		return b
+	}
+	gjson.Get(data, "choices").ForEach(func(_, c gjson.Result) bool {
+		d := c.Get("delta")
+		b = append(b, d.Get("content").String()...)
+		b = append(b, d.Get("reasoning_content").String()...)
+		b = append(b, d.Get("refusal").String()...)
+		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			b = append(b, tc.Get("function.name").String()...)
+			b = append(b, tc.Get("function.arguments").String()...)
+			b = append(b, tc.Get("custom.name").String()...)
+			b = append(b, tc.Get("custom.input").String()...)
+			return true
+		})
+		return true
+	})
+	return b
 }
 
 // chatPart reads one choice of a chat completion: its reasoning, text,

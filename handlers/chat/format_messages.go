@@ -3,6 +3,7 @@ package chat
 import (
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
@@ -26,6 +27,51 @@ var messagesSpec = formatSpec{
 	wrappedUsage:  "message.usage",
 	usageOf:       translate.MessagesUsageOf,
 	eachPart:      messagesPart,
+
+	appendDelta: func(b []byte, data string, ev sse.Event) []byte {
+		if ev.Event != "content_block_delta" {
+			return b
+		}
+		d := gjson.Get(data, "delta")
+		b = append(b, d.Get("text").String()...)
+		b = append(b, d.Get("partial_json").String()...)
+		return append(b, d.Get("thinking").String()...)
+	},
+	isError: func(ev sse.Event) bool { return ev.Event == "error" },
+	errorEvent: func(msg string, _ int64) sse.Event {
+		return translate.MessagesErrorEvent("api_error", msg)
+	},
+	finalUsage: func(ev sse.Event) (string, bool) {
+		return "usage", ev.Event == "message_delta" && gjson.GetBytes(ev.Data, "usage").IsObject()
+	},
+	usageLacking: func(ev sse.Event) (string, bool) {
+		return "usage", ev.Event == "message_delta" && !gjson.GetBytes(ev.Data, "usage").IsObject()
+	},
+	usageBlock: func(u translate.Usage) []byte {
+		return usageObject(tokenCount{"input_tokens", u.Uncached()}, tokenCount{"cache_creation_input_tokens", u.CacheWrite},
+			tokenCount{"cache_read_input_tokens", u.CachedInput}, tokenCount{"output_tokens", u.Output})
+	},
+	watch: messagesWatch,
+}
+
+// messagesWatch reads a messages stream's usage: the input at
+// message_start, the output (and input, when given) at message_delta,
+// whose usage is cumulative; message_stop ends it.
+func messagesWatch(ev sse.Event, u *translate.Usage) bool {
+	switch ev.Event {
+	case "message_start":
+		*u = translate.MessagesUsage([]byte(gjson.GetBytes(ev.Data, "message").Raw))
+	case "message_delta":
+		// Input counts may be absent from it.
+		d := translate.MessagesUsage(ev.Data)
+		u.Output = d.Output
+		if d.Input > 0 {
+			u.Input, u.CachedInput, u.CacheWrite = d.Input, d.CachedInput, d.CacheWrite
+		}
+	case "message_stop":
+		return true
+	}
+	return false
 }
 
 // messagesPart reads one content block of a message: text, thinking, a
