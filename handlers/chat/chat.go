@@ -204,10 +204,9 @@ func escalationAllowed(allowlist []string, rt *router.Route, m *catalog.Model) b
 // reached the client.
 func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 	p := cl.Gateway.Catalog.Providers[m.Provider]
-	up := upstreamFormat(p)
-	target := up
-	if cl.format == Responses && up == ChatCompletions && p.Responses {
-		target = Responses
+	target := upstreamFormat(p)
+	if served := cl.format.spec().servedBy; served != nil && served(p) {
+		target = cl.format
 	}
 	body := cl.body
 	if cl.lowered {
@@ -497,27 +496,27 @@ func editRequest(body []byte, from, to Format, model string, stream bool) ([]byt
 	if out, err = boundOutput(out, to); err != nil {
 		return nil, "", err
 	}
-	if to == ChatCompletions && stream {
+	spec := to.spec()
+	if spec.streamUsage && stream {
 		if out, err = sjson.SetBytes(out, "stream_options.include_usage", true); err != nil {
 			return nil, "", err
 		}
 	}
-	if to == Responses {
-		// Nothing is stored at the provider: a stored response's id would
-		// let any tenant of the gateway read it back.
+	if spec.unstored {
 		if out, err = sjson.SetBytes(out, "store", false); err != nil {
 			return nil, "", err
 		}
 	}
-	return out, to.spec().path, nil
+	return out, spec.path, nil
 }
 
 // sameFormat is requestFor's body where the formats agree, edited in
 // place in one pass over the client's top level (a checked body: one value
 // a key), with the same edits as the general path: model set,
 // second_opinion dropped, an output limit sent as null dropped and the
-// default added when none is left, store false for the Responses format,
-// and usage asked for in a chat-completions stream. Everything else stays
+// default added when none is left, store false where the format's
+// providers keep answers, and usage asked for in a stream whose format
+// reports it only when asked. Everything else stays
 // as the client wrote it, byte for byte; added members go last. ok is
 // false where it leaves the body to the general path: a streamed call
 // whose stream_options the client set, or a body that is not an object.
@@ -532,14 +531,15 @@ func sameFormat(body []byte, f Format, model string, stream bool) (out []byte, o
 		drop, model     bool
 	}
 	var members []member
-	limits, usage := f.spec().outputLimit, f == ChatCompletions && stream
+	spec := f.spec()
+	limits, usage := spec.outputLimit, spec.streamUsage && stream
 	ok, named, bounded := true, false, false
 	root.ForEach(func(k, v gjson.Result) bool {
 		m := member{key: k.Index, value: v.Index, end: v.Index + len(v.Raw)}
 		switch {
 		case k.Str == "model":
 			m.model, named = true, true
-		case k.Str == "second_opinion", f == Responses && k.Str == "store":
+		case k.Str == "second_opinion", spec.unstored && k.Str == "store":
 			m.drop = true
 		case usage && k.Str == "stream_options":
 			ok = false
@@ -597,7 +597,7 @@ func sameFormat(body []byte, f Format, model string, stream bool) (out []byte, o
 	if usage {
 		add("stream_options", `{"include_usage":true}`)
 	}
-	if f == Responses {
+	if spec.unstored {
 		add("store", "false")
 	}
 	return append(out, body[brace:]...), true

@@ -53,9 +53,31 @@ func upstreamFormat(p *catalog.Provider) Format { return providerFormats[p.Forma
 type formatSpec struct {
 	// path is the format's endpoint at a provider, after its base URL.
 	path string
+	// servedBy reports a provider of another format that serves this one
+	// as well: a client of this format is sent to it untranslated (nil:
+	// none does).
+	servedBy func(p *catalog.Provider) bool
+	// betas: the call's betas are forwarded to the format's providers (and
+	// priced); other providers get none.
+	betas bool
+	// counts: the format's providers count a prompt for free
+	// (upstream.PathCountTokens); others' prompts are counted locally.
+	counts bool
 	// outputLimit are the members that take the most output tokens; the
 	// first is the one the gateway sets.
 	outputLimit []string
+	// streamUsage: a stream reports its usage only when asked to
+	// (stream_options.include_usage), which the gateway always does.
+	streamUsage bool
+	// unstored: a provider keeps an answer unless sent store false, which
+	// the gateway always sends.
+	unstored bool
+
+	// readPrompt checks and reads what is the format's own in a request
+	// (its prompt and output limits) into req, the body being size bytes.
+	readPrompt func(req *request, top *members, size int) error
+	// promptTokens counts a request's prompt locally.
+	promptTokens func(root gjson.Result) int
 
 	// pricedTools are the tool types the gateway can price: their cost is
 	// the tokens the provider reports. Hosted tools (web search, file

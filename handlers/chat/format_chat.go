@@ -14,6 +14,10 @@ import (
 var chatCompletionsSpec = formatSpec{
 	path:        upstream.PathChat,
 	outputLimit: []string{"max_completion_tokens", "max_tokens"},
+	streamUsage: true,
+
+	readPrompt:   readChatPrompt,
+	promptTokens: countLocalPrompt,
 
 	pricedTools:    map[string]bool{"function": true, "custom": true},
 	serviceTiers:   map[string]bool{"auto": true, "default": true, "flex": true},
@@ -50,6 +54,41 @@ var chatCompletionsSpec = formatSpec{
 		}
 		return false
 	},
+}
+
+// readChatPrompt reads a chat completion request's messages, output
+// limits and answers (n); a whole answer must fit what the gateway reads.
+func readChatPrompt(req *request, top *members, size int) error {
+	msgs, err := messageList(top.messages)
+	if err != nil {
+		return err
+	}
+	n := &req.needs
+	// Both limits may be sent; the estimate takes the larger, so it
+	// bounds the call whichever one the provider honours.
+	for _, l := range []struct {
+		v     gjson.Result
+		field string
+	}{{top.maxCompletionTokens, "max_completion_tokens"}, {top.maxTokens, "max_tokens"}} {
+		mt, err := readOutputLimit(l.v, l.field)
+		if err != nil {
+			return err
+		}
+		n.MaxTokens = max(n.MaxTokens, mt)
+	}
+	if v := top.n; v.Exists() {
+		if v.Type != gjson.Number || v.Num != float64(int64(v.Num)) || v.Num < 1 || v.Num > MaxAnswers {
+			return invalid("n", "n must be a whole number from 1 to %d", MaxAnswers)
+		}
+		n.Answers = int(v.Num)
+	}
+	if !req.stream {
+		if err := fitsWhole(n, top.logprobs.Type == gjson.True, top.topLogprobs.Int()); err != nil {
+			return err
+		}
+	}
+	readMessageList(req, top, msgs, size)
+	return nil
 }
 
 // chatHasUsage reports a chunk with a usage object (the final usage: a

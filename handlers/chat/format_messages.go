@@ -13,6 +13,11 @@ import (
 var messagesSpec = formatSpec{
 	path:        upstream.PathMessages,
 	outputLimit: []string{"max_tokens"},
+	betas:       true,
+	counts:      true,
+
+	readPrompt:   readMessagesPrompt,
+	promptTokens: countLocalPrompt,
 
 	// Custom tools (type absent or "custom") and the client-executed tools
 	// whose cost is tokens.
@@ -72,6 +77,25 @@ func messagesWatch(ev sse.Event, u *translate.Usage) bool {
 		return true
 	}
 	return false
+}
+
+// readMessagesPrompt reads a messages request's messages and its output
+// limit, which the format requires.
+func readMessagesPrompt(req *request, top *members, size int) error {
+	msgs, err := messageList(top.messages)
+	if err != nil {
+		return err
+	}
+	if mt := top.maxTokens; !mt.Exists() || mt.Type == gjson.Null {
+		return invalid("max_tokens", "max_tokens is required: a whole number from 1 to %d", MaxOutputTokens)
+	}
+	mt, err := readOutputLimit(top.maxTokens, "max_tokens")
+	if err != nil {
+		return err
+	}
+	req.needs.MaxTokens = mt
+	readMessageList(req, top, msgs, size)
+	return nil
 }
 
 // messagesPart reads one content block of a message: text, thinking, a

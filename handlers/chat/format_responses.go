@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
@@ -16,6 +17,13 @@ import (
 var responsesSpec = formatSpec{
 	path:        upstream.PathResponses,
 	outputLimit: []string{"max_output_tokens"},
+	// Nothing is stored at the provider: a stored response's id would let
+	// any tenant of the gateway read it back.
+	unstored: true,
+	servedBy: func(p *catalog.Provider) bool { return p.Format == catalog.FormatOpenAI && p.Responses },
+
+	readPrompt:   readResponsesPrompt,
+	promptTokens: responsesPromptTokens,
 
 	pricedTools:    map[string]bool{"function": true, "custom": true},
 	serviceTiers:   map[string]bool{"auto": true, "default": true, "flex": true},
@@ -64,6 +72,56 @@ var responsesSpec = formatSpec{
 // responsesFinal are the responses stream's terminal events that carry the
 // usage of a finished answer: complete, or cut short by its output limit.
 var responsesFinal = map[string]bool{"response.completed": true, "response.incomplete": true}
+
+// readResponsesPrompt reads a responses request's input (a string or
+// input items) and output limit; a whole answer must fit what the gateway
+// reads.
+func readResponsesPrompt(req *request, top *members, size int) error {
+	in := top.input
+	if !in.Exists() || in.Type != gjson.String && !in.IsArray() {
+		return invalid("input", "input must be a string or an array of input items")
+	}
+	mt, err := readOutputLimit(top.maxOutputTokens, "max_output_tokens")
+	if err != nil {
+		return err
+	}
+	n := &req.needs
+	n.MaxTokens = mt
+	n.Tools = len(top.tools.Array()) > 0
+	n.JSON = jsonFormat(top.text.Get("format.type"))
+	n.PromptBound = promptBound(size, 0, 0, n.Tools)
+	if !req.stream {
+		if err := fitsWhole(n, top.topLogprobs.Type == gjson.Number, top.topLogprobs.Int()); err != nil {
+			return err
+		}
+	}
+	if in.Type == gjson.String {
+		n.Text = in.String()
+	} else if items := in.Array(); len(items) > 0 {
+		n.Text = text(items[len(items)-1].Get("content"))
+		pics, data := images(in)
+		req.images = pics
+		n.Vision = pics > 0
+		n.PromptTokens += pics * ImageTokenCeiling
+		n.PromptBound = promptBound(size, pics, data, n.Tools)
+	}
+	return nil
+}
+
+// responsesPromptTokens counts a responses body's prompt locally: its
+// instructions and the text of its input.
+func responsesPromptTokens(root gjson.Result) int {
+	n := countTokens(root.Get("instructions").String())
+	in := root.Get("input")
+	if in.Type == gjson.String {
+		return n + countTokens(in.String())
+	}
+	in.ForEach(func(_, item gjson.Result) bool {
+		n += perMessageTokens + countTokens(text(item.Get("content")))
+		return true
+	})
+	return n
+}
 
 // responsesPart reads one output item of a response: a message's text and
 // refusals, a tool call, a reasoning summary.

@@ -78,91 +78,42 @@ func parse(body []byte, f Format) (*request, error) {
 	if err := unpriced(root, &top, f); err != nil {
 		return nil, err
 	}
-	n := &req.needs
-	n.PromptTokens = len(body) / charsPerToken
-	switch f {
-	case ChatCompletions, Messages:
-		msgs := top.messages.Array()
-		if !top.messages.IsArray() || len(msgs) == 0 {
-			return nil, invalid("messages", "messages must be a non-empty array of messages")
-		}
-		for i, m := range msgs {
-			if !m.IsObject() || m.Get("role").Type != gjson.String || !m.Get("content").Exists() && m.Get("tool_calls").Type == gjson.Null {
-				return nil, invalid("messages", "messages[%d] must be an object with a role and content", i)
-			}
-		}
-		if f == Messages {
-			if mt := top.maxTokens; !mt.Exists() || mt.Type == gjson.Null {
-				return nil, invalid("max_tokens", "max_tokens is required: a whole number from 1 to %d", MaxOutputTokens)
-			}
-			mt, err := readOutputLimit(top.maxTokens, "max_tokens")
-			if err != nil {
-				return nil, err
-			}
-			n.MaxTokens = mt
-		} else {
-			// Both limits may be sent; the estimate takes the larger, so it
-			// bounds the call whichever one the provider honours.
-			for _, l := range []struct {
-				v     gjson.Result
-				field string
-			}{{top.maxCompletionTokens, "max_completion_tokens"}, {top.maxTokens, "max_tokens"}} {
-				mt, err := readOutputLimit(l.v, l.field)
-				if err != nil {
-					return nil, err
-				}
-				n.MaxTokens = max(n.MaxTokens, mt)
-			}
-			if v := top.n; v.Exists() {
-				if v.Type != gjson.Number || v.Num != float64(int64(v.Num)) || v.Num < 1 || v.Num > MaxAnswers {
-					return nil, invalid("n", "n must be a whole number from 1 to %d", MaxAnswers)
-				}
-				n.Answers = int(v.Num)
-			}
-		}
-		if f == ChatCompletions && !req.stream {
-			if err := fitsWhole(n, top.logprobs.Type == gjson.True, top.topLogprobs.Int()); err != nil {
-				return nil, err
-			}
-		}
-		n.Tools = len(top.tools.Array()) > 0
-		n.JSON = jsonFormat(top.responseFormat.Get("type"))
-		n.Text = text(msgs[len(msgs)-1].Get("content"))
-		pics, data := images(top.messages)
-		req.images = pics
-		n.Vision = pics > 0
-		n.PromptTokens += pics * ImageTokenCeiling
-		n.PromptBound = promptBound(len(body), pics, data, n.Tools)
-	case Responses:
-		in := top.input
-		if !in.Exists() || in.Type != gjson.String && !in.IsArray() {
-			return nil, invalid("input", "input must be a string or an array of input items")
-		}
-		mt, err := readOutputLimit(top.maxOutputTokens, "max_output_tokens")
-		if err != nil {
-			return nil, err
-		}
-		n.MaxTokens = mt
-		n.Tools = len(top.tools.Array()) > 0
-		n.JSON = jsonFormat(top.text.Get("format.type"))
-		n.PromptBound = promptBound(len(body), 0, 0, n.Tools)
-		if !req.stream {
-			if err := fitsWhole(n, top.topLogprobs.Type == gjson.Number, top.topLogprobs.Int()); err != nil {
-				return nil, err
-			}
-		}
-		if in.Type == gjson.String {
-			n.Text = in.String()
-		} else if items := in.Array(); len(items) > 0 {
-			n.Text = text(items[len(items)-1].Get("content"))
-			pics, data := images(in)
-			req.images = pics
-			n.Vision = pics > 0
-			n.PromptTokens += pics * ImageTokenCeiling
-			n.PromptBound = promptBound(len(body), pics, data, n.Tools)
-		}
+	req.needs.PromptTokens = len(body) / charsPerToken
+	if err := f.spec().readPrompt(req, &top, len(body)); err != nil {
+		return nil, err
 	}
 	return req, nil
+}
+
+// messageList checks the messages of a body of a messages-list format: a
+// non-empty array of objects, each with a role and content (or, for a
+// chat completion's assistant, tool calls).
+func messageList(v gjson.Result) ([]gjson.Result, error) {
+	msgs := v.Array()
+	if !v.IsArray() || len(msgs) == 0 {
+		return nil, invalid("messages", "messages must be a non-empty array of messages")
+	}
+	for i, m := range msgs {
+		if !m.IsObject() || m.Get("role").Type != gjson.String || !m.Get("content").Exists() && m.Get("tool_calls").Type == gjson.Null {
+			return nil, invalid("messages", "messages[%d] must be an object with a role and content", i)
+		}
+	}
+	return msgs, nil
+}
+
+// readMessageList reads what routing and reservation need of a body's
+// messages (msgs, checked by messageList), the body being size bytes:
+// tools, JSON mode, the last message's text, and the images.
+func readMessageList(req *request, top *members, msgs []gjson.Result, size int) {
+	n := &req.needs
+	n.Tools = len(top.tools.Array()) > 0
+	n.JSON = jsonFormat(top.responseFormat.Get("type"))
+	n.Text = text(msgs[len(msgs)-1].Get("content"))
+	pics, data := images(top.messages)
+	req.images = pics
+	n.Vision = pics > 0
+	n.PromptTokens += pics * ImageTokenCeiling
+	n.PromptBound = promptBound(size, pics, data, n.Tools)
 }
 
 // jsonFormat reports a structured output format type (JSON mode).
