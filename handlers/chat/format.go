@@ -75,7 +75,9 @@ type formatSpec struct {
 
 	// readPrompt checks and reads what is the format's own in a request
 	// (its prompt and output limits) into req, the body being size bytes.
-	readPrompt func(req *request, top *members, size int) error
+	// It takes the members by value: a pointer given to a function value
+	// would move them to the heap on every call.
+	readPrompt func(req *request, top members, size int) error
 	// promptTokens counts a request's prompt locally.
 	promptTokens func(root gjson.Result) int
 

@@ -58,7 +58,7 @@ var chatCompletionsSpec = formatSpec{
 
 // readChatPrompt reads a chat completion request's messages, output
 // limits and answers (n); a whole answer must fit what the gateway reads.
-func readChatPrompt(req *request, top *members, size int) error {
+func readChatPrompt(req *request, top members, size int) error {
 	msgs, err := messageList(top.messages)
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func readChatPrompt(req *request, top *members, size int) error {
 			return err
 		}
 	}
-	readMessageList(req, top, msgs, size)
+	readMessageList(req, &top, msgs, size)
 	return nil
 }
 

@@ -81,7 +81,7 @@ func messagesWatch(ev sse.Event, u *translate.Usage) bool {
 
 // readMessagesPrompt reads a messages request's messages and its output
 // limit, which the format requires.
-func readMessagesPrompt(req *request, top *members, size int) error {
+func readMessagesPrompt(req *request, top members, size int) error {
 	msgs, err := messageList(top.messages)
 	if err != nil {
 		return err
@@ -94,7 +94,7 @@ func readMessagesPrompt(req *request, top *members, size int) error {
 		return err
 	}
 	req.needs.MaxTokens = mt
-	readMessageList(req, top, msgs, size)
+	readMessageList(req, &top, msgs, size)
 	return nil
 }
 

@@ -76,7 +76,7 @@ var responsesFinal = map[string]bool{"response.completed": true, "response.incom
 // readResponsesPrompt reads a responses request's input (a string or
 // input items) and output limit; a whole answer must fit what the gateway
 // reads.
-func readResponsesPrompt(req *request, top *members, size int) error {
+func readResponsesPrompt(req *request, top members, size int) error {
 	in := top.input
 	if !in.Exists() || in.Type != gjson.String && !in.IsArray() {
 		return invalid("input", "input must be a string or an array of input items")

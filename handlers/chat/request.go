@@ -79,7 +79,7 @@ func parse(body []byte, f Format) (*request, error) {
 		return nil, err
 	}
 	req.needs.PromptTokens = len(body) / charsPerToken
-	if err := f.spec().readPrompt(req, &top, len(body)); err != nil {
+	if err := f.spec().readPrompt(req, top, len(body)); err != nil {
 		return nil, err
 	}
 	return req, nil
