@@ -23,72 +23,18 @@ const (
 	partRefusal
 )
 
-// answerList is the member of a whole answer of each format that holds
-// its pieces: chat's choices, messages' content blocks, responses' output
-// items.
-var answerList = map[Format]string{ChatCompletions: "choices", Messages: "content", Responses: "output"}
+// partFunc is called with each piece of an answer: its kind, a tool
+// call's name, and its text (a tool call's arguments).
+type partFunc func(kind partKind, name, text string)
 
 // eachPart calls fn with every piece of an answer of format f, given its
-// list (answerList), in order, every choice included: the one reading of
-// an answer's content that emptiness, the gateway's own count and the
+// list (its answerList), in order, every choice included: the one reading
+// of an answer's content that emptiness, the gateway's own count and the
 // second opinion share.
-func eachPart(f Format, list gjson.Result, fn func(kind partKind, name, text string)) {
+func eachPart(f Format, list gjson.Result, fn partFunc) {
+	each := f.spec().eachPart
 	list.ForEach(func(_, item gjson.Result) bool {
-		switch f {
-		case Messages:
-			switch item.Get("type").String() {
-			case "text":
-				fn(partText, "", item.Get("text").String())
-			case "thinking":
-				fn(partReasoning, "", item.Get("thinking").String())
-			case "tool_use", "server_tool_use":
-				fn(partToolCall, item.Get("name").String(), item.Get("input").Raw)
-			}
-		case Responses:
-			switch item.Get("type").String() {
-			case "message":
-				item.Get("content").ForEach(func(_, c gjson.Result) bool {
-					switch c.Get("type").String() {
-					case "output_text":
-						fn(partText, "", c.Get("text").String())
-					case "refusal":
-						fn(partRefusal, "", c.Get("refusal").String())
-					}
-					return true
-				})
-			case "function_call":
-				fn(partToolCall, item.Get("name").String(), item.Get("arguments").String())
-			case "custom_tool_call":
-				fn(partToolCall, item.Get("name").String(), item.Get("input").String())
-			case "reasoning":
-				item.Get("summary").ForEach(func(_, s gjson.Result) bool {
-					fn(partReasoning, "", s.Get("text").String())
-					return true
-				})
-			}
-		default:
-			var msg, content, reasoning, refusal, calls gjson.Result
-			jsonbody.Members(item, jsonbody.Member{Key: "message", To: &msg})
-			jsonbody.Members(msg, jsonbody.Member{Key: "content", To: &content}, jsonbody.Member{Key: "reasoning_content", To: &reasoning},
-				jsonbody.Member{Key: "refusal", To: &refusal}, jsonbody.Member{Key: "tool_calls", To: &calls})
-			if reasoning.Type == gjson.String {
-				fn(partReasoning, "", reasoning.Str)
-			}
-			if content.Type == gjson.String {
-				fn(partText, "", content.Str)
-			}
-			if refusal.Type == gjson.String {
-				fn(partRefusal, "", refusal.Str)
-			}
-			calls.ForEach(func(_, tc gjson.Result) bool {
-				if c := tc.Get("custom"); c.Exists() {
-					fn(partToolCall, c.Get("name").String(), c.Get("input").String())
-				} else {
-					fn(partToolCall, tc.Get("function.name").String(), tc.Get("function.arguments").String())
-				}
-				return true
-			})
-		}
+		each(item, fn)
 		return true
 	})
 }
@@ -104,25 +50,13 @@ func substantive(f Format, list gjson.Result) bool {
 	return found
 }
 
-// cutShort are the stop reasons of an answer its output limit ended (a
-// reasoning model can spend the whole limit thinking: that answer is
-// billed, not retried) or that a refusal ended, per format.
-var cutShort = map[Format]map[string]bool{
-	ChatCompletions: {"length": true},
-	Messages:        {"max_tokens": true, "refusal": true},
-	Responses:       {"incomplete": true},
-}
-
-// stopReasonKey is the member of a whole answer that says why it ended
-// ("" for chat, whose reason is in each choice).
-var stopReasonKey = map[Format]string{ChatCompletions: "", Messages: "stop_reason", Responses: "status"}
-
 // readAnswer reads a whole answer in format f in one pass over its top
 // level: its usage, and whether it is empty. An empty answer is the same thing in
 // every format: nothing in it (no text, tool call or refusal), and not
 // ended by its output limit or a refusal.
 func readAnswer(f Format, body []byte) (u translate.Usage, empty bool) {
-	listKey, reasonKey := answerList[f], stopReasonKey[f]
+	spec := f.spec()
+	listKey, reasonKey := spec.answerList, spec.stopReasonKey
 	// Of a repeated key the first counts, as a path lookup reads it.
 	var usage, list, reason gjson.Result
 	jsonbody.Parse(body).ForEach(func(k, v gjson.Result) bool {
@@ -136,32 +70,24 @@ func readAnswer(f Format, body []byte) (u translate.Usage, empty bool) {
 		}
 		return !usage.Exists() || !list.Exists() || reasonKey != "" && !reason.Exists()
 	})
-	switch f {
-	case Messages:
-		if !usage.Exists() {
-			usage = gjson.GetBytes(body, "message.usage")
-		}
-		u = translate.MessagesUsageOf(usage)
-	case Responses:
-		if !usage.Exists() {
-			usage = gjson.GetBytes(body, "response.usage")
-		}
-		u = translate.ResponsesUsageOf(usage)
-	default:
-		u = translate.ChatUsageOf(usage)
+	if !usage.Exists() && spec.wrappedUsage != "" {
+		usage = gjson.GetBytes(body, spec.wrappedUsage)
+	}
+	u = spec.usageOf(usage)
+	if spec.itemStopReason != "" {
 		list.ForEach(func(_, c gjson.Result) bool {
-			reason = c.Get("finish_reason")
+			reason = c.Get(spec.itemStopReason)
 			return false
 		})
 	}
-	return u, !cutShort[f][reason.String()] && !substantive(f, list)
+	return u, !spec.cutShort[reason.String()] && !substantive(f, list)
 }
 
 // answerText is the text of an answer of format f: its text and
 // refusals, and its tool calls as "[tool call name arguments]".
 func answerText(f Format, body []byte) string {
 	var b strings.Builder
-	eachPart(f, gjson.GetBytes(body, answerList[f]), func(kind partKind, name, text string) {
+	eachPart(f, gjson.GetBytes(body, f.spec().answerList), func(kind partKind, name, text string) {
 		switch kind {
 		case partReasoning:
 			return
@@ -181,7 +107,7 @@ func answerText(f Format, body []byte) string {
 // o200k tokenizer.
 func outputTokens(f Format, body []byte) int64 {
 	var b []byte
-	eachPart(f, gjson.GetBytes(body, answerList[f]), func(_ partKind, name, text string) {
+	eachPart(f, gjson.GetBytes(body, f.spec().answerList), func(_ partKind, name, text string) {
 		b = append(append(b, name...), text...)
 	})
 	return int64(countTokens(string(b)))

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -205,10 +204,9 @@ func escalationAllowed(allowlist []string, rt *router.Route, m *catalog.Model) b
 // reached the client.
 func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 	p := cl.Gateway.Catalog.Providers[m.Provider]
-	up := upstreamFormat(p)
-	target := up
-	if cl.format == Responses && up == ChatCompletions && p.Responses {
-		target = Responses
+	target := upstreamFormat(p)
+	if served := cl.format.spec().servedBy; served != nil && served(p) {
+		target = cl.format
 	}
 	body := cl.body
 	if cl.lowered {
@@ -220,7 +218,7 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 		// it; the answer announces it, and is not cached (a later call
 		// with more money left would get a longer one).
 		var err error
-		if body, err = sjson.SetBytes(cl.body, outputLimit[cl.format][0], limit); err != nil {
+		if body, err = sjson.SetBytes(cl.body, cl.format.spec().outputLimit[0], limit); err != nil {
 			return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
 		}
 		cl.W.Header().Set(HeaderOutputLimit, strconv.Itoa(limit))
@@ -465,28 +463,18 @@ func requestFor(body []byte, from, to Format, model string, stream bool) ([]byte
 	}
 	// The edits in one pass, on the client's body or the translation.
 	if out, ok := sameFormat(body, to, model, stream); ok {
-		return out, pathOf[to], nil
+		return out, to.spec().path, nil
 	}
 	return editRequest(body, to, to, model, stream)
 }
 
 // translateRequest is a body of format from in format to, for model.
 func translateRequest(body []byte, from, to Format, model string) ([]byte, error) {
-	switch {
-	case from == ChatCompletions && to == Messages:
-		return translate.ChatToMessagesRequest(body, model)
-	case from == Messages && to == ChatCompletions:
-		return translate.MessagesToChatRequest(body, model)
-	case from == Responses && to == ChatCompletions:
-		return translate.ResponsesToChatRequest(body, model)
-	case from == Responses && to == Messages:
-		out, err := translate.ResponsesToChatRequest(body, model)
-		if err != nil {
-			return nil, err
-		}
-		return translate.ChatToMessagesRequest(out, model)
+	t, err := translatorFor(from, to)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no translation from format %d to %d", from, to)
+	return t.request(body, model)
 }
 
 // editRequest is requestFor by translation and edits, one after the
@@ -508,27 +496,27 @@ func editRequest(body []byte, from, to Format, model string, stream bool) ([]byt
 	if out, err = boundOutput(out, to); err != nil {
 		return nil, "", err
 	}
-	if to == ChatCompletions && stream {
+	spec := to.spec()
+	if spec.streamUsage && stream {
 		if out, err = sjson.SetBytes(out, "stream_options.include_usage", true); err != nil {
 			return nil, "", err
 		}
 	}
-	if to == Responses {
-		// Nothing is stored at the provider: a stored response's id would
-		// let any tenant of the gateway read it back.
+	if spec.unstored {
 		if out, err = sjson.SetBytes(out, "store", false); err != nil {
 			return nil, "", err
 		}
 	}
-	return out, pathOf[to], nil
+	return out, spec.path, nil
 }
 
 // sameFormat is requestFor's body where the formats agree, edited in
 // place in one pass over the client's top level (a checked body: one value
 // a key), with the same edits as the general path: model set,
 // second_opinion dropped, an output limit sent as null dropped and the
-// default added when none is left, store false for the Responses format,
-// and usage asked for in a chat-completions stream. Everything else stays
+// default added when none is left, store false where the format's
+// providers keep answers, and usage asked for in a stream whose format
+// reports it only when asked. Everything else stays
 // as the client wrote it, byte for byte; added members go last. ok is
 // false where it leaves the body to the general path: a streamed call
 // whose stream_options the client set, or a body that is not an object.
@@ -543,14 +531,15 @@ func sameFormat(body []byte, f Format, model string, stream bool) (out []byte, o
 		drop, model     bool
 	}
 	var members []member
-	limits, usage := outputLimit[f], f == ChatCompletions && stream
+	spec := f.spec()
+	limits, usage := spec.outputLimit, spec.streamUsage && stream
 	ok, named, bounded := true, false, false
 	root.ForEach(func(k, v gjson.Result) bool {
 		m := member{key: k.Index, value: v.Index, end: v.Index + len(v.Raw)}
 		switch {
 		case k.Str == "model":
 			m.model, named = true, true
-		case k.Str == "second_opinion", f == Responses && k.Str == "store":
+		case k.Str == "second_opinion", spec.unstored && k.Str == "store":
 			m.drop = true
 		case usage && k.Str == "stream_options":
 			ok = false
@@ -608,18 +597,10 @@ func sameFormat(body []byte, f Format, model string, stream bool) (out []byte, o
 	if usage {
 		add("stream_options", `{"include_usage":true}`)
 	}
-	if f == Responses {
+	if spec.unstored {
 		add("store", "false")
 	}
 	return append(out, body[brace:]...), true
-}
-
-// outputLimit is where each format takes the most output tokens; the
-// first field of a format is the one the gateway sets.
-var outputLimit = map[Format][]string{
-	ChatCompletions: {"max_completion_tokens", "max_tokens"},
-	Responses:       {"max_output_tokens"},
-	Messages:        {"max_tokens"},
 }
 
 // boundOutput sets the upstream's output limit to router.DefaultMaxTokens
@@ -627,8 +608,8 @@ var outputLimit = map[Format][]string{
 // limit) is an upper bound of what the call can cost. A limit sent as null
 // is none (providers read it as absent): it is dropped and replaced.
 func boundOutput(body []byte, f Format) ([]byte, error) {
-	bounded := false
-	for _, field := range outputLimit[f] {
+	bounded, limits := false, f.spec().outputLimit
+	for _, field := range limits {
 		switch v := gjson.GetBytes(body, field); {
 		case v.Type == gjson.Null && v.Exists():
 			var err error
@@ -642,29 +623,18 @@ func boundOutput(body []byte, f Format) ([]byte, error) {
 	if bounded {
 		return body, nil
 	}
-	return sjson.SetBytes(body, outputLimit[f][0], router.DefaultMaxTokens)
+	return sjson.SetBytes(body, limits[0], router.DefaultMaxTokens)
 }
-
-var pathOf = map[Format]string{ChatCompletions: upstream.PathChat, Responses: upstream.PathResponses, Messages: upstream.PathMessages}
 
 // responseFor turns an upstream answer of format from into the client's
 // format to, reporting model.
 func responseFor(body []byte, from, to Format, model string) ([]byte, error) {
-	switch {
-	case from == to:
+	if from == to {
 		return body, nil
-	case from == Messages && to == ChatCompletions:
-		return translate.MessagesToChatResponse(body, model)
-	case from == ChatCompletions && to == Messages:
-		return translate.ChatToMessagesResponse(body, model)
-	case from == ChatCompletions && to == Responses:
-		return translate.ChatToResponsesResponse(body, model)
-	case from == Messages && to == Responses:
-		b, err := translate.MessagesToChatResponse(body, model)
-		if err != nil {
-			return nil, err
-		}
-		return translate.ChatToResponsesResponse(b, model)
 	}
-	return nil, fmt.Errorf("no translation from format %d to %d", from, to)
+	t, err := translatorFor(to, from)
+	if err != nil {
+		return nil, err
+	}
+	return t.response(body, model)
 }

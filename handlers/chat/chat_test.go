@@ -581,7 +581,7 @@ func TestNullOutputLimitBounded(t *testing.T) {
 		if err != nil || gjson.GetBytes(out, tc.field).Int() != router.DefaultMaxTokens {
 			t.Errorf("%s → %s: %s %v", tc.body, tc.field, out, err)
 		}
-		for _, f := range outputLimit[tc.to] {
+		for _, f := range tc.to.spec().outputLimit {
 			if v := gjson.GetBytes(out, f); v.Exists() && v.Type == gjson.Null {
 				t.Errorf("%s: %s still null in %s", tc.body, f, out)
 			}

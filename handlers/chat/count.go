@@ -55,7 +55,7 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 	m := rt.Candidates[0]
 	p := c.Gateway.Catalog.Providers[m.Provider]
 	var n int
-	if p.Format == catalog.FormatAnthropic {
+	if upstreamFormat(p).spec().counts {
 		var betas *callBetas
 		if betas, err = h.betas().forCall(c.R.Header); err != nil {
 			return err
@@ -72,10 +72,14 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 	return json.NewEncoder(c.W).Encode(map[string]int{"input_tokens": n})
 }
 
+// looseFormat is the format a count_tokens body is read in for routing:
+// one whose reading requires no output limit (the body has no max_tokens).
+const looseFormat = ChatCompletions
+
 // parseNeedsLoose reads what routing needs from a count_tokens body, which
 // has no max_tokens.
 func parseNeedsLoose(body []byte) router.Needs {
-	if req, err := parse(body, ChatCompletions); err == nil {
+	if req, err := parse(body, looseFormat); err == nil {
 		return req.needs
 	}
 	return router.Needs{}
@@ -166,23 +170,14 @@ func chunkEnd(s string) int {
 	return i
 }
 
-// promptTokens counts a client body's prompt locally: the messages-style
-// count for chat and messages bodies, the instructions and input text for
-// responses bodies.
+// promptTokens counts a client body of format f's prompt locally.
 func promptTokens(f Format, body []byte) int {
-	root := gjson.ParseBytes(body)
-	if f == Responses {
-		n := countTokens(root.Get("instructions").String())
-		in := root.Get("input")
-		if in.Type == gjson.String {
-			return n + countTokens(in.String())
-		}
-		in.ForEach(func(_, item gjson.Result) bool {
-			n += perMessageTokens + countTokens(text(item.Get("content")))
-			return true
-		})
-		return n
-	}
+	return f.spec().promptTokens(gjson.ParseBytes(body))
+}
+
+// countLocalPrompt is countLocal's count of a body with messages (0 when
+// the tokenizer is unavailable).
+func countLocalPrompt(root gjson.Result) int {
 	n, _ := countLocal(root)
 	return n
 }

@@ -42,6 +42,10 @@ const checkerPrompt = `You check another assistant's answer to a user's request.
 	`Reply with only a JSON object: {"verdict": "agree" or "disagree", "notes": "one or two sentences"}. ` +
 	`Disagree when the answer is wrong, unsafe or misses the request.`
 
+// checkerFormat is the format the checker's prompt is written in, and its
+// answer read in.
+const checkerFormat = ChatCompletions
+
 // Opinions bounds the second opinions running at once.
 type Opinions struct{ slots chan struct{} }
 
@@ -128,7 +132,7 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 		},
 	})
 	up := upstreamFormat(p)
-	body, path, err := requestFor(prompt, ChatCompletions, up, m.ID, false)
+	body, path, err := requestFor(prompt, checkerFormat, up, m.ID, false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -149,9 +153,9 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 	if !reported.Valid() {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion reported usage that cannot be right")
 	}
-	u := cl.billableAs(cl.RequestID+secondOpinionSuffix, m, reported, func() int64 { return int64(promptTokens(ChatCompletions, prompt)) },
+	u := cl.billableAs(cl.RequestID+secondOpinionSuffix, m, reported, func() int64 { return int64(promptTokens(checkerFormat, prompt)) },
 		func() int64 { return outputTokens(up, b) })
-	if b, err = responseFor(b, up, ChatCompletions, m.ID); err != nil {
+	if b, err = responseFor(b, up, checkerFormat, m.ID); err != nil {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion could not be read")
 	}
 	cost := pricing.Cost(cl.Account.PAYG, usageLines(m, u)...)

@@ -8,31 +8,10 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/router"
 )
-
-// Format is a chat wire format, of a client or of an upstream.
-type Format int
-
-const (
-	// ChatCompletions is POST /v1/chat/completions.
-	ChatCompletions Format = iota
-	// Responses is POST /v1/responses.
-	Responses
-	// Messages is POST {alt}/v1/messages.
-	Messages
-)
-
-// upstreamFormat is the format a provider speaks.
-func upstreamFormat(p *catalog.Provider) Format {
-	if p.Format == catalog.FormatAnthropic {
-		return Messages
-	}
-	return ChatCompletions
-}
 
 // charsPerToken turns a body's length into the rough token estimate used
 // for routing and reservations (count_tokens counts exactly).
@@ -99,91 +78,42 @@ func parse(body []byte, f Format) (*request, error) {
 	if err := unpriced(root, &top, f); err != nil {
 		return nil, err
 	}
-	n := &req.needs
-	n.PromptTokens = len(body) / charsPerToken
-	switch f {
-	case ChatCompletions, Messages:
-		msgs := top.messages.Array()
-		if !top.messages.IsArray() || len(msgs) == 0 {
-			return nil, invalid("messages", "messages must be a non-empty array of messages")
-		}
-		for i, m := range msgs {
-			if !m.IsObject() || m.Get("role").Type != gjson.String || !m.Get("content").Exists() && m.Get("tool_calls").Type == gjson.Null {
-				return nil, invalid("messages", "messages[%d] must be an object with a role and content", i)
-			}
-		}
-		if f == Messages {
-			if mt := top.maxTokens; !mt.Exists() || mt.Type == gjson.Null {
-				return nil, invalid("max_tokens", "max_tokens is required: a whole number from 1 to %d", MaxOutputTokens)
-			}
-			mt, err := readOutputLimit(top.maxTokens, "max_tokens")
-			if err != nil {
-				return nil, err
-			}
-			n.MaxTokens = mt
-		} else {
-			// Both limits may be sent; the estimate takes the larger, so it
-			// bounds the call whichever one the provider honours.
-			for _, l := range []struct {
-				v     gjson.Result
-				field string
-			}{{top.maxCompletionTokens, "max_completion_tokens"}, {top.maxTokens, "max_tokens"}} {
-				mt, err := readOutputLimit(l.v, l.field)
-				if err != nil {
-					return nil, err
-				}
-				n.MaxTokens = max(n.MaxTokens, mt)
-			}
-			if v := top.n; v.Exists() {
-				if v.Type != gjson.Number || v.Num != float64(int64(v.Num)) || v.Num < 1 || v.Num > MaxAnswers {
-					return nil, invalid("n", "n must be a whole number from 1 to %d", MaxAnswers)
-				}
-				n.Answers = int(v.Num)
-			}
-		}
-		if f == ChatCompletions && !req.stream {
-			if err := fitsWhole(n, top.logprobs.Type == gjson.True, top.topLogprobs.Int()); err != nil {
-				return nil, err
-			}
-		}
-		n.Tools = len(top.tools.Array()) > 0
-		n.JSON = jsonFormat(top.responseFormat.Get("type"))
-		n.Text = text(msgs[len(msgs)-1].Get("content"))
-		pics, data := images(top.messages)
-		req.images = pics
-		n.Vision = pics > 0
-		n.PromptTokens += pics * ImageTokenCeiling
-		n.PromptBound = promptBound(len(body), pics, data, n.Tools)
-	case Responses:
-		in := top.input
-		if !in.Exists() || in.Type != gjson.String && !in.IsArray() {
-			return nil, invalid("input", "input must be a string or an array of input items")
-		}
-		mt, err := readOutputLimit(top.maxOutputTokens, "max_output_tokens")
-		if err != nil {
-			return nil, err
-		}
-		n.MaxTokens = mt
-		n.Tools = len(top.tools.Array()) > 0
-		n.JSON = jsonFormat(top.text.Get("format.type"))
-		n.PromptBound = promptBound(len(body), 0, 0, n.Tools)
-		if !req.stream {
-			if err := fitsWhole(n, top.topLogprobs.Type == gjson.Number, top.topLogprobs.Int()); err != nil {
-				return nil, err
-			}
-		}
-		if in.Type == gjson.String {
-			n.Text = in.String()
-		} else if items := in.Array(); len(items) > 0 {
-			n.Text = text(items[len(items)-1].Get("content"))
-			pics, data := images(in)
-			req.images = pics
-			n.Vision = pics > 0
-			n.PromptTokens += pics * ImageTokenCeiling
-			n.PromptBound = promptBound(len(body), pics, data, n.Tools)
-		}
+	req.needs.PromptTokens = len(body) / charsPerToken
+	if err := f.spec().readPrompt(req, top, len(body)); err != nil {
+		return nil, err
 	}
 	return req, nil
+}
+
+// messageList checks the messages of a body of a messages-list format: a
+// non-empty array of objects, each with a role and content (or, for a
+// chat completion's assistant, tool calls).
+func messageList(v gjson.Result) ([]gjson.Result, error) {
+	msgs := v.Array()
+	if !v.IsArray() || len(msgs) == 0 {
+		return nil, invalid("messages", "messages must be a non-empty array of messages")
+	}
+	for i, m := range msgs {
+		if !m.IsObject() || m.Get("role").Type != gjson.String || !m.Get("content").Exists() && m.Get("tool_calls").Type == gjson.Null {
+			return nil, invalid("messages", "messages[%d] must be an object with a role and content", i)
+		}
+	}
+	return msgs, nil
+}
+
+// readMessageList reads what routing and reservation need of a body's
+// messages (msgs, checked by messageList), the body being size bytes:
+// tools, JSON mode, the last message's text, and the images.
+func readMessageList(req *request, top *members, msgs []gjson.Result, size int) {
+	n := &req.needs
+	n.Tools = len(top.tools.Array()) > 0
+	n.JSON = jsonFormat(top.responseFormat.Get("type"))
+	n.Text = text(msgs[len(msgs)-1].Get("content"))
+	pics, data := images(top.messages)
+	req.images = pics
+	n.Vision = pics > 0
+	n.PromptTokens += pics * ImageTokenCeiling
+	n.PromptBound = promptBound(size, pics, data, n.Tools)
 }
 
 // jsonFormat reports a structured output format type (JSON mode).
@@ -198,7 +128,8 @@ type members struct {
 	background, modalities, serviceTier, messages, input, tools    gjson.Result
 	maxTokens, maxCompletionTokens, maxOutputTokens, n             gjson.Result
 	responseFormat, text, logprobs, topLogprobs                    gjson.Result
-	// unpriced are the members of unpricedFields[f] present and not null.
+	// unpriced are the members of the format's unpricedFields present and
+	// not null.
 	unpriced []string
 }
 
@@ -248,7 +179,7 @@ func readMembers(root gjson.Result, f Format) members {
 		case "top_logprobs":
 			m.topLogprobs = v
 		default:
-			if v.Type != gjson.Null && slices.Contains(unpricedFields[f], k.Str) {
+			if v.Type != gjson.Null && slices.Contains(f.spec().unpricedFields, k.Str) {
 				m.unpriced = append(m.unpriced, k.Str)
 			}
 		}
@@ -329,44 +260,13 @@ func promptBound(size, pics, dataBytes int, tools bool) int {
 	return b
 }
 
-// Tool types the gateway can price: their cost is the tokens the provider
-// reports. Hosted tools (web search, file search, code interpreter, image
-// generation, MCP connectors, ...) are billed by the provider per call,
-// which the gateway cannot price, so they are refused.
-var pricedTools = map[Format]map[string]bool{
-	ChatCompletions: {"function": true, "custom": true},
-	Responses:       {"function": true, "custom": true},
-	// Messages-style client tools: custom ones (type absent or "custom")
-	// and the client-executed tools whose cost is tokens.
-	Messages: {"": true, "custom": true},
-}
-
-// clientToolPrefixes are messages-style tool types executed by the client
-// (priced as tokens), as opposed to server tools.
-var clientToolPrefixes = []string{"bash_", "text_editor_", "computer_"}
-
-// serviceTiers are the service tiers priced at list price; others (priority,
-// scale) cost more than the catalogue says and are refused.
-var serviceTiers = map[Format]map[string]bool{
-	ChatCompletions: {"auto": true, "default": true, "flex": true},
-	Responses:       {"auto": true, "default": true, "flex": true},
-	Messages:        {"auto": true, "standard_only": true},
-}
-
-// unpricedFields are top-level fields that buy something the gateway does
-// not price (or would run unbilled in the background), per format.
-var unpricedFields = map[Format][]string{
-	ChatCompletions: {"web_search_options", "audio"},
-	Responses:       {"previous_response_id", "conversation", "prompt"},
-	Messages:        {"mcp_servers", "container"},
-}
-
 // unpriced refuses what a request would buy that the gateway cannot price:
 // hosted and server tools, dearer service tiers, background runs, audio
 // output, stored conversations (whose ids would let one tenant read
 // another's, since the gateway sends responses with store false).
 func unpriced(root gjson.Result, m *members, f Format) error {
-	for _, field := range unpricedFields[f] {
+	spec := f.spec()
+	for _, field := range spec.unpricedFields {
 		if slices.Contains(m.unpriced, field) {
 			return invalid(field, "%s is not supported through the gateway (it cannot be priced or is not kept)", field)
 		}
@@ -381,7 +281,7 @@ func unpriced(root gjson.Result, m *members, f Format) error {
 			}
 		}
 	}
-	if st := m.serviceTier; st.Exists() && st.Type != gjson.Null && !serviceTiers[f][st.String()] {
+	if st := m.serviceTier; st.Exists() && st.Type != gjson.Null && !spec.serviceTiers[st.String()] {
 		return invalid("service_tier", "service_tier %q is not supported through the gateway", shorten(st.String()))
 	}
 	for _, list := range []struct {
@@ -404,14 +304,12 @@ func unpriced(root gjson.Result, m *members, f Format) error {
 	var err error
 	m.tools.ForEach(func(_, tool gjson.Result) bool {
 		typ := tool.Get("type").String()
-		if pricedTools[f][typ] {
+		if spec.pricedTools[typ] {
 			return true
 		}
-		if f == Messages {
-			for _, p := range clientToolPrefixes {
-				if len(typ) > len(p) && typ[:len(p)] == p {
-					return true
-				}
+		for _, p := range spec.clientToolPrefixes {
+			if len(typ) > len(p) && typ[:len(p)] == p {
+				return true
 			}
 		}
 		err = invalid("tools", "tool type %q is a hosted tool the gateway cannot price; only function tools are supported", shorten(typ))

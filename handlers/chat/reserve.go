@@ -158,11 +158,11 @@ func (cl *call) countPrompt(m *catalog.Model) (n int64, ok bool) {
 	}
 	p := cl.Gateway.Catalog.Providers[m.Provider]
 	counted := false
-	if upstreamFormat(p) == Messages {
+	if up := upstreamFormat(p); up.spec().counts {
 		body := cl.body
 		var err error
-		if cl.format != Messages {
-			body, _, err = requestFor(cl.body, cl.format, Messages, m.ID, false)
+		if cl.format != up {
+			body, _, err = requestFor(cl.body, cl.format, up, m.ID, false)
 		}
 		if err == nil {
 			var c int

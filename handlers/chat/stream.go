@@ -3,7 +3,6 @@ package chat
 import (
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -107,7 +106,7 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 	if !s.settled {
 		s.settle(tr.Usage())
 	}
-	if cl.format == ChatCompletions && !s.sawDone && !s.gone {
+	if cl.format.spec().endsWithDone && !s.sawDone && !s.gone {
 		_ = w.WriteDone()
 	}
 	cl.h.Router.Health.OK(m.ID)
@@ -140,8 +139,9 @@ type relay struct {
 // write sends evs; false when the stream has ended (an error event went
 // out, or the client is gone).
 func (s *relay) write(evs []sse.Event) bool {
+	spec := s.format.spec()
 	for i, ev := range evs {
-		if isError(s.format, ev) {
+		if spec.isError(ev) {
 			// The error and what the translator sent after it (the
 			// terminal event: [DONE], response.failed) end the stream,
 			// in the gateway's words, not the provider's.
@@ -155,7 +155,7 @@ func (s *relay) write(evs []sse.Event) bool {
 		if sse.IsDone(ev) {
 			s.sawDone = true
 		}
-		if path, ok := finalUsagePath(s.format, ev); ok && !s.settled {
+		if path, ok := spec.finalUsage(ev); ok && !s.settled {
 			_, cost, ok := s.settle(s.tr.Usage())
 			if !ok {
 				return false
@@ -163,7 +163,7 @@ func (s *relay) write(evs []sse.Event) bool {
 			if data, err := sjson.SetBytes(ev.Data, path+"."+CostField, cost.String()); err == nil {
 				ev.Data = data
 			}
-		} else if at, ok := usageLacking(s.format, ev); ok && !s.settled {
+		} else if at, ok := spec.usageLacking(ev); ok && !s.settled {
 			// The provider's final event carries no usage: the gateway's
 			// count and its cost take its place, so the client still
 			// gets its receipt.
@@ -183,7 +183,7 @@ func (s *relay) write(evs []sse.Event) bool {
 		if s.undelivered = appendDelta(s.undelivered, s.format, ev); len(s.undelivered) >= uncountedLimit {
 			s.countDelivered()
 		}
-		if s.format == Responses {
+		if spec.sequenced {
 			if n := gjson.GetBytes(ev.Data, "sequence_number"); n.Type == gjson.Number {
 				s.seq = n.Int() + 1
 			}
@@ -243,40 +243,7 @@ func (s *relay) billDelivered() {
 func appendDelta(b []byte, f Format, ev sse.Event) []byte {
 	// The event's data is read in place (jsonbody.String): the text is
 	// copied into b before anything else happens to it.
-	data := jsonbody.String(ev.Data)
-	switch f {
-	case Messages:
-		if ev.Event != "content_block_delta" {
-			return b
-		}
-		d := gjson.Get(data, "delta")
-		b = append(b, d.Get("text").String()...)
-		b = append(b, d.Get("partial_json").String()...)
-		return append(b, d.Get("thinking").String()...)
-	case Responses:
-		if strings.HasSuffix(gjson.Get(data, "type").String(), ".delta") {
-			return append(b, gjson.Get(data, "delta").String()...)
-		}
-		return b
-	}
-	if sse.IsDone(ev) {
-		return b
-	}
-	gjson.Get(data, "choices").ForEach(func(_, c gjson.Result) bool {
-		d := c.Get("delta")
-		b = append(b, d.Get("content").String()...)
-		b = append(b, d.Get("reasoning_content").String()...)
-		b = append(b, d.Get("refusal").String()...)
-		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-			b = append(b, tc.Get("function.name").String()...)
-			b = append(b, tc.Get("function.arguments").String()...)
-			b = append(b, tc.Get("custom.name").String()...)
-			b = append(b, tc.Get("custom.input").String()...)
-			return true
-		})
-		return true
-	})
-	return b
+	return f.spec().appendDelta(b, jsonbody.String(ev.Data), ev)
 }
 
 // settle charges the stream's usage (with the gateway's own count where
@@ -320,8 +287,9 @@ func (s *relay) fail(msg string) {
 	s.billDelivered()
 	evs := translate.Fail(s.tr, "api_error", "upstream_error", msg)
 	if len(evs) == 0 {
-		evs = []sse.Event{errorEvent(s.format, msg, s.seq)}
-		if s.format == ChatCompletions {
+		spec := s.format.spec()
+		evs = []sse.Event{spec.errorEvent(msg, s.seq)}
+		if spec.endsWithDone {
 			evs = append(evs, sse.Event{Data: []byte("[DONE]")})
 		}
 	}
@@ -330,29 +298,8 @@ func (s *relay) fail(msg string) {
 	}
 }
 
-// errorEvent is the gateway's stream error in format f; seq numbers it on
-// a responses stream.
-func errorEvent(f Format, msg string, seq int64) sse.Event {
-	switch f {
-	case Messages:
-		return translate.MessagesErrorEvent("api_error", msg)
-	case Responses:
-		return translate.ResponsesErrorEventAt("server_error", msg, seq)
-	}
-	return translate.ChatErrorEvent("api_error", "upstream_error", msg)
-}
-
 // isError reports an error event of format f.
-func isError(f Format, ev sse.Event) bool {
-	switch f {
-	case Messages:
-		return ev.Event == "error"
-	case Responses:
-		t := gjson.GetBytes(ev.Data, "type").String()
-		return ev.Event == "error" || t == "error" || t == "response.failed"
-	}
-	return !sse.IsDone(ev) && mayHold(jsonbody.String(ev.Data), "error") && gjson.GetBytes(ev.Data, "error").Exists()
-}
+func isError(f Format, ev sse.Event) bool { return f.spec().isError(ev) }
 
 // ProviderFailedMessage replaces a provider's own message in an error
 // event it sent mid-stream: its words may name the operator's organisation,
@@ -377,41 +324,9 @@ func scrubError(f Format, ev sse.Event) sse.Event {
 	return ev
 }
 
-// usageLacking finds the final event of format f when it carries no
-// usage, and where a usage object goes in it ("": a chat-completions
-// stream's [DONE], before which a usage chunk of its own goes).
-func usageLacking(f Format, ev sse.Event) (string, bool) {
-	switch f {
-	case Messages:
-		return "usage", ev.Event == "message_delta" && !gjson.GetBytes(ev.Data, "usage").IsObject()
-	case Responses:
-		return "response.usage", responsesFinal[gjson.GetBytes(ev.Data, "type").String()] && !gjson.GetBytes(ev.Data, "response.usage").IsObject()
-	}
-	return "", sse.IsDone(ev)
-}
-
 // usageBlock is a usage object of format f for u, with the cost charged.
 func usageBlock(f Format, u translate.Usage, cost pricing.Money) []byte {
-	b := []byte(`{}`)
-	set := func(path string, v any) { b, _ = sjson.SetBytes(b, path, v) }
-	switch f {
-	case Messages:
-		set("input_tokens", u.Uncached())
-		set("cache_creation_input_tokens", u.CacheWrite)
-		set("cache_read_input_tokens", u.CachedInput)
-		set("output_tokens", u.Output)
-	case Responses:
-		set("input_tokens", u.Input)
-		set("input_tokens_details.cached_tokens", u.CachedInput)
-		set("output_tokens", u.Output)
-		set("total_tokens", u.Input+u.Output)
-	default:
-		set("prompt_tokens", u.Input)
-		set("prompt_tokens_details.cached_tokens", u.CachedInput)
-		set("completion_tokens", u.Output)
-		set("total_tokens", u.Input+u.Output)
-	}
-	set(CostField, cost.String())
+	b, _ := sjson.SetBytes(f.spec().usageBlock(u), CostField, cost.String())
 	return b
 }
 
@@ -424,34 +339,17 @@ func usageChunk(model string, usage []byte) []byte {
 
 // finalUsagePath finds the event of format f that carries the final usage,
 // and the JSON path of its usage object.
-func finalUsagePath(f Format, ev sse.Event) (string, bool) {
-	switch f {
-	case Messages:
-		return "usage", ev.Event == "message_delta" && gjson.GetBytes(ev.Data, "usage").IsObject()
-	case Responses:
-		return "response.usage", responsesFinal[gjson.GetBytes(ev.Data, "type").String()]
-	}
-	return "usage", !sse.IsDone(ev) && mayHold(jsonbody.String(ev.Data), "usage") && gjson.GetBytes(ev.Data, "usage").IsObject()
-}
+func finalUsagePath(f Format, ev sse.Event) (string, bool) { return f.spec().finalUsage(ev) }
 
-// responsesFinal are the responses stream's terminal events that carry the
-// usage of a finished answer: complete, or cut short by its output limit.
-var responsesFinal = map[string]bool{"response.completed": true, "response.incomplete": true}
-
-// streamFor returns the translator from an upstream format to the client's.
+// streamFor returns the translator from an upstream format to the
+// client's (a pair of formats that has none is never routed: see
+// translators).
 func streamFor(from, to Format, model string) translate.Stream {
-	switch {
-	case from == to:
+	if from == to {
 		return &passthrough{format: from}
-	case from == Messages && to == ChatCompletions:
-		return translate.NewMessagesToChat(model)
-	case from == ChatCompletions && to == Messages:
-		return translate.NewChatToMessages(model)
-	case from == ChatCompletions && to == Responses:
-		return translate.NewChatToResponses(model)
-	default: // Messages → Responses
-		return translate.Chain(translate.NewMessagesToChat(model), translate.NewChatToResponses(model))
 	}
+	t, _ := translatorFor(to, from)
+	return t.stream(model)
 }
 
 // passthrough relays a same-format stream unchanged, reading its usage.
@@ -462,33 +360,8 @@ type passthrough struct {
 }
 
 func (p *passthrough) Event(ev sse.Event) ([]sse.Event, error) {
-	switch p.format {
-	case ChatCompletions:
-		if sse.IsDone(ev) {
-			p.done = true
-		} else if mayHold(jsonbody.String(ev.Data), "usage") && gjson.GetBytes(ev.Data, "usage").IsObject() {
-			p.usage = translate.ChatUsage(ev.Data)
-		}
-	case Messages:
-		switch ev.Event {
-		case "message_start":
-			p.usage = translate.MessagesUsage([]byte(gjson.GetBytes(ev.Data, "message").Raw))
-		case "message_delta":
-			// message_delta's usage is cumulative; input counts may be
-			// absent from it.
-			u := translate.MessagesUsage(ev.Data)
-			p.usage.Output = u.Output
-			if u.Input > 0 {
-				p.usage.Input, p.usage.CachedInput, p.usage.CacheWrite = u.Input, u.CachedInput, u.CacheWrite
-			}
-		case "message_stop":
-			p.done = true
-		}
-	case Responses:
-		if responsesFinal[gjson.GetBytes(ev.Data, "type").String()] {
-			p.usage = translate.ResponsesUsage([]byte(gjson.GetBytes(ev.Data, "response").Raw))
-			p.done = true
-		}
+	if p.format.spec().watch(ev, &p.usage) {
+		p.done = true
 	}
 	return []sse.Event{ev}, nil
 }

@@ -222,25 +222,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 		contentType = "application/json"
 	}
 	req.Header.Set("Content-Type", contentType)
-	switch p.Format {
-	case catalog.FormatAnthropic:
-		if p.APIKey != "" {
-			req.Header.Set("x-api-key", p.APIKey)
-		}
-		req.Header.Set(headerVersion, DefaultVersion)
-		if r.Client != nil {
-			if v := first(r.Client.Header, headerVersion, headerAltVer); v != "" {
-				req.Header.Set(headerVersion, v)
-			}
-		}
-		if len(r.Betas) > 0 {
-			req.Header.Set(headerBeta, strings.Join(r.Betas, ","))
-		}
-	default:
-		if p.APIKey != "" {
-			req.Header.Set("Authorization", "Bearer "+p.APIKey)
-		}
-	}
+	headersOf(p)(req.Header, p, r)
 	resp, err := c.transport(p).RoundTrip(req)
 	if err != nil {
 		cancel()
@@ -254,6 +236,49 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	}
 	resp.Body = newIdleBody(resp.Body, time.Duration(p.IdleTimeout), cancel)
 	return resp, nil
+}
+
+// headerFunc sets the headers a provider reads of every call r to it.
+type headerFunc func(h http.Header, p *catalog.Provider, r Request)
+
+// providerHeaders set what each catalogue format of provider reads of
+// every call: its key, and the messages style's version and betas.
+var providerHeaders = map[string]headerFunc{
+	catalog.FormatOpenAI:    bearerHeaders,
+	catalog.FormatAnthropic: messagesHeaders,
+}
+
+// headersOf is p's row of providerHeaders; a provider of a format not
+// listed (only a catalogue made by hand) gets the bearer key.
+func headersOf(p *catalog.Provider) headerFunc {
+	if set, ok := providerHeaders[p.Format]; ok {
+		return set
+	}
+	return bearerHeaders
+}
+
+// bearerHeaders sends the key as a bearer token (chat-completions style).
+func bearerHeaders(h http.Header, p *catalog.Provider, _ Request) {
+	if p.APIKey != "" {
+		h.Set("Authorization", "Bearer "+p.APIKey)
+	}
+}
+
+// messagesHeaders sends the key in x-api-key, the client's version (or
+// DefaultVersion) and the call's checked betas (messages style).
+func messagesHeaders(h http.Header, p *catalog.Provider, r Request) {
+	if p.APIKey != "" {
+		h.Set("x-api-key", p.APIKey)
+	}
+	h.Set(headerVersion, DefaultVersion)
+	if r.Client != nil {
+		if v := first(r.Client.Header, headerVersion, headerAltVer); v != "" {
+			h.Set(headerVersion, v)
+		}
+	}
+	if len(r.Betas) > 0 {
+		h.Set(headerBeta, strings.Join(r.Betas, ","))
+	}
 }
 
 func first(h http.Header, names ...string) string {

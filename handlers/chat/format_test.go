@@ -1,0 +1,53 @@
+package chat
+
+import (
+	"reflect"
+	"testing"
+)
+
+// optionalSpecFuncs are the functions of a format's spec that a format may
+// leave out.
+var optionalSpecFuncs = map[string]bool{"servedBy": true}
+
+// Every format has a complete spec: a function it left out would fail only
+// when a call of that format reached it.
+func TestFormatSpecsComplete(t *testing.T) {
+	for f, spec := range formats {
+		if spec == nil {
+			t.Fatalf("format %d has no spec", f)
+		}
+		v := reflect.ValueOf(spec).Elem()
+		for i := range v.NumField() {
+			field := v.Type().Field(i)
+			if field.Type.Kind() == reflect.Func && v.Field(i).IsNil() && !optionalSpecFuncs[field.Name] {
+				t.Errorf("format %d: %s is missing", f, field.Name)
+			}
+		}
+		if spec.path == "" || len(spec.outputLimit) == 0 || spec.answerList == "" || len(spec.pricedTools) == 0 || len(spec.serviceTiers) == 0 {
+			t.Errorf("format %d: a table field is empty: %+v", f, spec)
+		}
+	}
+	for p, tr := range translators {
+		if int(p.client) >= len(formats) || int(p.upstream) >= len(formats) || p.client == p.upstream {
+			t.Errorf("translator %+v: not a pair of two formats", p)
+		}
+		if tr.request == nil || tr.response == nil || tr.stream == nil {
+			t.Errorf("translator %+v: a translation is missing", p)
+		}
+	}
+}
+
+// Every format a provider speaks can serve a client of every format: each
+// client format is its own or has a translator to it.
+func TestEveryClientReachesEveryProvider(t *testing.T) {
+	for provider, up := range providerFormats {
+		for client := range formats {
+			if Format(client) == up {
+				continue
+			}
+			if _, err := translatorFor(Format(client), up); err != nil {
+				t.Errorf("a client of format %d cannot reach a %s provider: %v", client, provider, err)
+			}
+		}
+	}
+}
