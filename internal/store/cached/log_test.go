@@ -380,10 +380,11 @@ func TestLogSegmentsReplayedInOrder(t *testing.T) {
 // appendLine writes a charge's line exactly as json.Marshal does, so the
 // log reads back as before, whatever the strings hold.
 func FuzzAppendLine(f *testing.F) {
-	f.Add("req-0123", "acct", "chat", "gpt-4.1-mini", "token", int64(88), int64(1000), int64(1764000000000000000), int64(0))
-	f.Add("", "a\"<b>&\\", "", "\x00\x1f\x7f", "é\u2028\xff", int64(0), int64(-5), int64(-1), int64(7))
-	f.Fuzz(func(t *testing.T, id, account, endpoint, model, unit string, units, cost, at, free int64) {
-		l := logLine{RequestID: id, Account: account, Endpoint: endpoint, Model: model, Units: units, Unit: unit, Cost: cost, Time: at, Free: free}
+	f.Add("req-0123", "acct", "chat", "gpt-4.1-mini", "token", int64(88), int64(1000), int64(1764000000000000000), int64(0), "key-1", int64(80), int64(8))
+	f.Add("", "a\"<b>&\\", "", "\x00\x1f\x7f", "é\u2028\xff", int64(0), int64(-5), int64(-1), int64(7), "", int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, id, account, endpoint, model, unit string, units, cost, at, free int64, key string, in, out int64) {
+		l := logLine{RequestID: id, Account: account, Endpoint: endpoint, Model: model, Units: units, Unit: unit, Cost: cost, Time: at, Free: free,
+			Key: key, Input: in, Output: out}
 		want, err := json.Marshal(l)
 		if err != nil {
 			t.Fatal(err)
