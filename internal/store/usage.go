@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,11 +22,13 @@ const (
 
 // UsageQuery selects usage figures: the charges of one account (every
 // account when AccountID is empty) made from From up to To, both the start
-// of a UTC day, summed per combination of the GroupBy columns.
+// of a UTC day, summed per combination of the GroupBy columns; at most
+// Limit rows when Limit is above zero.
 type UsageQuery struct {
 	AccountID string
 	From, To  time.Time
 	GroupBy   UsageGroup
+	Limit     int
 }
 
 // UsageRow is the sum of the charges that share the grouped columns; the
@@ -86,6 +89,9 @@ func UsageSQL(q UsageQuery, arg func(i int) string) (query string, args []any) {
 	}
 	if len(cols) > 0 {
 		b.WriteString(" GROUP BY " + strings.Join(cols, ", "))
+	}
+	if q.Limit > 0 {
+		b.WriteString(" LIMIT " + strconv.Itoa(q.Limit))
 	}
 	return b.String(), args
 }
