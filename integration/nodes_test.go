@@ -22,9 +22,9 @@ import (
 
 // nodesEnv is n nodes sharing a database, a Redis and one fake provider.
 type nodesEnv struct {
-	nodes []*gateway
-	OA    *fake.Upstream
-	db    string
+	nodes  []*gateway
+	OA, AN *fake.Upstream
+	db     string
 }
 
 const nodesBootstrapKey = "sk-nodes-bootstrap-0123456789abcdefghijkl"
@@ -38,7 +38,7 @@ func newNodes(t *testing.T, n int, gwLines string, extraEnv ...string) *nodesEnv
 	// Within what the reservation bounds (the prompt and max_tokens), so
 	// no call is an overrun.
 	oa.Default = fake.Script{Text: "shared", Usage: fake.Usage{Input: 10, Output: 500}}
-	e := &nodesEnv{OA: oa, db: db}
+	e := &nodesEnv{OA: oa, AN: an, db: db}
 	cfg := withGW(t, gwLines)
 	// Every node migrates the same database as it starts: at once.
 	var mu sync.Mutex
