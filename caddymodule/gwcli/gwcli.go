@@ -211,10 +211,12 @@ func listAccounts(e *env, _ []string) error {
 		after = last.ID
 	}
 	if e.json {
+		// Every page in one list, as the admin API's answer of one page.
 		b, err := json.Marshal(struct {
-			Object string            `json:"object"`
-			Data   []json.RawMessage `json:"data"`
-		}{"list", append([]json.RawMessage{}, all...)})
+			Object  string            `json:"object"`
+			Data    []json.RawMessage `json:"data"`
+			HasMore bool              `json:"has_more"`
+		}{"list", append([]json.RawMessage{}, all...), false})
 		if err != nil {
 			return err
 		}
