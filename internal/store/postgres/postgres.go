@@ -122,9 +122,9 @@ CREATE TABLE usage_daily (
 	input_tokens  BIGINT NOT NULL,
 	output_tokens BIGINT NOT NULL,
 	cost          BIGINT NOT NULL,
-	PRIMARY KEY (account_id, day, key_id, model)
+	PRIMARY KEY (day, account_id, key_id, model)
 );
-CREATE INDEX usage_daily_day ON usage_daily(day);
+CREATE INDEX usage_daily_account ON usage_daily(account_id, day);
 INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
 	SELECT account_id, time - time % 86400000000000, key_id, model, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cost)
 	FROM ledger GROUP BY 1, 2, 3, 4;`,
@@ -546,7 +546,7 @@ func settleTx(ctx context.Context, tx pgx.Tx, e store.Entry) (bool, error) {
 	if _, err := tx.Exec(ctx, `WITH s AS (INSERT INTO spend (account_id, period, start, cost) VALUES ($1, $2, 0, $3), ($1, $4, $5, $3), ($1, $6, $7, $3)
 		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost)
 		INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost) VALUES ($1, $5, $8, $9, 1, $10, $11, $3)
-		ON CONFLICT (account_id, day, key_id, model) DO UPDATE SET requests = usage_daily.requests + 1,
+		ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET requests = usage_daily.requests + 1,
 		input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens,
 		cost = usage_daily.cost + excluded.cost`,
 		e.AccountID, periodTotal, int64(e.Cost), periodDay, day.UnixNano(), periodMonth, month.UnixNano(),

@@ -98,9 +98,9 @@ CREATE TABLE IF NOT EXISTS usage_daily (
 	input_tokens  INTEGER NOT NULL,
 	output_tokens INTEGER NOT NULL,
 	cost          INTEGER NOT NULL,
-	PRIMARY KEY (account_id, day, key_id, model)
+	PRIMARY KEY (day, account_id, key_id, model)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS usage_daily_day ON usage_daily(day);
+CREATE INDEX IF NOT EXISTS usage_daily_account ON usage_daily(account_id, day);
 
 -- Running sums of the ledger per account: the total (period 0, start 0),
 -- each UTC day (period 1) and each UTC month (period 2), start being the
@@ -203,7 +203,7 @@ func (db *DB) prepare() error {
 		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL RETURNING balance`},
 		{&db.settle.journal, journalInsert},
 		{&db.settle.usage, `INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (account_id, day, key_id, model) DO UPDATE SET
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET
 			requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens,
 			output_tokens = output_tokens + excluded.output_tokens, cost = cost + excluded.cost`},
 	} {
