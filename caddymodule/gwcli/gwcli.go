@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/usage"
 )
 
@@ -48,8 +49,9 @@ Examples:
 // DefaultKeyName names a key created without --name.
 const DefaultKeyName = "cli"
 
-// listPage is how many accounts `accounts list` asks for at a time.
-const listPage = 1000
+// listPage is how many accounts `accounts list` asks for at a time: as
+// many as the admin API gives at once.
+const listPage = admin.MaxAccountsLimit
 
 // Setup adds the subcommands and flags of `caddy gw` to cmd, and extra
 // subcommands after them.

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -83,12 +84,12 @@ type Scope struct {
 // other parameter, a repeated one, or a bad value is an *Error.
 func Parse(v url.Values, now time.Time, scope Scope) (store.UsageQuery, error) {
 	var q store.UsageQuery
-	for name, vals := range v {
+	for _, name := range slices.Sorted(maps.Keys(v)) {
 		if !slices.Contains(Parameters, name) {
 			return q, refuse(name, "unknown parameter (known: %s)", strings.Join(Parameters, ", "))
 		}
-		if len(vals) > 1 {
-			return q, refuse(name, "given %d times; give it once", len(vals))
+		if n := len(v[name]); n > 1 {
+			return q, refuse(name, "given %d times; give it once", n)
 		}
 	}
 	if v.Has("account") {

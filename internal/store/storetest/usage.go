@@ -79,8 +79,8 @@ func sortUsage(rows []store.UsageRow) {
 }
 
 // testUsage: the usage sums equal the ledger's charges for every grouping,
-// account and range,
-// and a repeated settlement adds nothing (BatchConformance checks batches).
+// account and range, and a repeated settlement adds nothing
+// (BatchConformance checks batches).
 func testUsage(t *testing.T, st store.Store) {
 	ctx := context.Background()
 	mustAccount(t, st, store.Account{ID: "a", Plan: store.PlanPaid, Balance: ptr(usd("100"))})
