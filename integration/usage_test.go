@@ -231,15 +231,19 @@ func checkUsage(t *testing.T, admin, site *gateway, calls []billed, keys map[str
 // TestUsageEqualsLedger: after real billed calls through the fake
 // providers (both providers, streams, the messages-style path, an image,
 // a failed call), the usage figures of every grouping add up to the
-// ledger exactly, per account and in all; a key reads only its own
-// account's figures.
+// ledger exactly, per account and in all, after a crash and a restart; a
+// key reads only its own account's figures.
 func TestUsageEqualsLedger(t *testing.T) {
 	t.Parallel()
 	g, oa, an, _ := chatGateway(t)
 	calls, keys := usageCalls(t, []*gateway{g}, oa, an)
+	// A crash right after the answers: the charges still in the charge
+	// log are applied at the next start, keys and tokens included.
+	g.kill(t)
+	g.start(t)
 	checkUsage(t, g, g, calls, keys)
 
-	// A restart keeps them (the charge log applied, the daily sums with it).
+	// A restart keeps them too.
 	g.restart(t)
 	checkUsage(t, g, g, calls, keys)
 }

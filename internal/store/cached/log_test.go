@@ -394,3 +394,31 @@ func FuzzAppendLine(f *testing.F) {
 		}
 	})
 }
+
+// A charge read back from the log is the charge written: its key and its
+// tokens too, so a charge applied after a crash counts in usage figures
+// as it would have.
+func TestLogKeepsEveryField(t *testing.T) {
+	dir := t.TempDir()
+	l, _, err := openLog(dir, LogFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Entry{
+		{RequestID: "r1", AccountID: "a", Endpoint: "chat", Model: "m", Units: 130, Unit: "token", Cost: 7, Time: time.Unix(5, 6).UTC(),
+			FreeMonthlyCredit: 9, KeyID: "key_1", InputTokens: 100, OutputTokens: 30},
+		{RequestID: "r2", AccountID: "b", Endpoint: "images", Model: "gpt-image-1", Units: 2, Unit: "image", Cost: 8, Time: time.Unix(7, 0).UTC(), KeyID: "key_2"},
+	}
+	if err := l.append(want); err != nil {
+		t.Fatal(err)
+	}
+	l.close()
+	l, got, err := openLog(dir, LogFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read back\n%+v\nwrote\n%+v", got, want)
+	}
+}
