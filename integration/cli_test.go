@@ -360,3 +360,34 @@ func TestCLIHelp(t *testing.T) {
 		t.Errorf("move-store without folders: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestNodesCLI: the command line on two nodes of one PostgreSQL: what it
+// makes through one node, the other lists and serves, and its usage
+// figures and journal are the shared ledger's.
+func TestNodesCLI(t *testing.T) {
+	t.Parallel()
+	e := newNodes(t, 2, "")
+	a, b := e.nodes[0], e.nodes[1]
+	a.gw(t, "accounts", "create", "shared", "--plan", "paid", "--cleared", "--balance", "3").ok(t, "create on node 0")
+	r := b.gw(t, "keys", "create", "shared", "--json").ok(t, "keys create on node 1")
+	secret := decodeJSON(t, r.stdout).(map[string]any)["key"].(string)
+	b.gw(t, "accounts", "top-up", "shared", "-0.5", "--reason", "a correction").ok(t, "adjustment on node 1")
+	for i := range 2 {
+		if resp := e.chat(t, i, secret); resp.Status != http.StatusOK {
+			t.Fatalf("chat on node %d: %d %s", i, resp.Status, resp.Body)
+		}
+	}
+	for _, g := range e.nodes {
+		sameAsAdmin(t, a, g.gw(t, "accounts", "list", "--json").ok(t, "accounts list"), "/gw/accounts")
+		sameAsAdmin(t, a, g.gw(t, "usage", "--by", "account,key,model", "--json").ok(t, "usage"), "/gw/usage?group_by=account,key,model")
+		sameAsAdmin(t, a, g.gw(t, "journal", "shared", "--json").ok(t, "journal"), "/gw/accounts/shared/journal")
+		sameAsAdmin(t, a, g.gw(t, "ledger", "shared", "--json").ok(t, "ledger"), "/gw/accounts/shared/ledger")
+	}
+	r = b.gw(t, "usage", "--account", "shared", "--json").ok(t, "usage of the account")
+	if rep := decodeJSON(t, r.stdout).(map[string]any); rep["total"].(map[string]any)["requests"] != float64(2) {
+		t.Errorf("usage on node 1: %s", r.stdout)
+	}
+	if r := a.gw(t, "journal", "--check").ok(t, "journal --check"); !strings.HasPrefix(r.stdout, "Every account's journal adds up") {
+		t.Errorf("journal --check: %s", r.stdout)
+	}
+}
