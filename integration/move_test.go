@@ -11,7 +11,7 @@ import (
 )
 
 // The move from one node to two, as docs/several-nodes.md gives it: a gateway on the
-// embedded store takes charges and is stopped; `caddy gw-move-store`
+// embedded store takes charges and is stopped; `caddy gw move-store`
 // copies its store into PostgreSQL; two nodes on PostgreSQL and Redis then
 // serve the same keys, balances and ledger, and charge on.
 func TestMoveToNodes(t *testing.T) {
@@ -33,9 +33,9 @@ func TestMoveToNodes(t *testing.T) {
 	one.stop(t)
 
 	db, rd := testsvc.Postgres(t), testsvc.Redis(t)
-	out, err := exec.Command(caddyBin, "gw-move-store", "--from", one.DataDir, "--to", db).CombinedOutput()
+	out, err := exec.Command(caddyBin, "gw", "move-store", "--from", one.DataDir, "--to", db).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "copied 2 accounts") || strings.Contains(string(out), db) {
-		t.Fatalf("gw-move-store: %v\n%s", err, out)
+		t.Fatalf("gw move-store: %v\n%s", err, out)
 	}
 	env["GW_DATABASE_URL"], env["GW_REDIS_URL"] = db, rd
 	var nodes []*gateway
@@ -58,7 +58,8 @@ func TestMoveToNodes(t *testing.T) {
 	if n := len(nodes[0].ledger(t, "mover")); n != len(before)+2 {
 		t.Fatalf("%d entries after two more calls, want %d", n, len(before)+2)
 	}
-	// Copying again into the same database is refused.
+	// Copying again into the same database is refused (under the command's
+	// older name, kept).
 	if out, err := exec.Command(caddyBin, "gw-move-store", "--from", one.DataDir, "--to", db).CombinedOutput(); err == nil ||
 		!strings.Contains(string(out), "already holds accounts") {
 		t.Fatalf("second move: %v %s", err, out)

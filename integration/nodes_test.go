@@ -22,9 +22,9 @@ import (
 
 // nodesEnv is n nodes sharing a database, a Redis and one fake provider.
 type nodesEnv struct {
-	nodes []*gateway
-	OA    *fake.Upstream
-	db    string
+	nodes  []*gateway
+	OA, AN *fake.Upstream
+	db     string
 	// redis is the URL of the nodes' Redis.
 	redis string
 }
@@ -40,7 +40,7 @@ func newNodes(t *testing.T, n int, gwLines string, extraEnv ...string) *nodesEnv
 	// Within what the reservation bounds (the prompt and max_tokens), so
 	// no call is an overrun.
 	oa.Default = fake.Script{Text: "shared", Usage: fake.Usage{Input: 10, Output: 500}}
-	e := &nodesEnv{OA: oa, db: db, redis: rd}
+	e := &nodesEnv{OA: oa, AN: an, db: db, redis: rd}
 	cfg := withGW(t, gwLines)
 	// Every node migrates the same database as it starts: at once.
 	var mu sync.Mutex

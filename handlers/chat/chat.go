@@ -284,7 +284,7 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 	}
 	usage := cl.billable(m, reported, func() int64 { return outputTokens(from, b) })
 	cost, lane := cl.cost(m, usage, escalated)
-	if _, err := cl.Settle(usage.Input+usage.Output, pricing.UnitToken, m.ID, cost); err != nil {
+	if _, err := cl.SettleTokens(usage.Input, usage.Output, m.ID, cost); err != nil {
 		return err
 	}
 	cl.h.Router.Health.OK(m.ID)

@@ -265,7 +265,7 @@ func (s *relay) settle(u translate.Usage) (translate.Usage, pricing.Money, bool)
 		return s.delivered
 	})
 	cost, _ := s.cost(s.m, u, s.escalated)
-	if _, err := s.Settle(u.Input+u.Output, pricing.UnitToken, s.m.ID, cost); err != nil {
+	if _, err := s.SettleTokens(u.Input, u.Output, s.m.ID, cost); err != nil {
 		s.fail(gwerr.As(err).Message)
 		return u, 0, false
 	}

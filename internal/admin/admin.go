@@ -52,6 +52,7 @@ func New(st store.Store) *API {
 	a := &API{Store: st}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /gw/accounts", a.createAccount)
+	m.HandleFunc("GET /gw/accounts", a.listAccounts)
 	m.HandleFunc("GET /gw/accounts/{id}", a.getAccount)
 	m.HandleFunc("PATCH /gw/accounts/{id}", a.patchAccount)
 	m.HandleFunc("POST /gw/accounts/{id}/keys", a.createKey)
@@ -60,6 +61,7 @@ func New(st store.Store) *API {
 	m.HandleFunc("GET /gw/accounts/{id}/ledger", a.ledger)
 	m.HandleFunc("GET /gw/accounts/{id}/journal", a.journal)
 	m.HandleFunc("GET /gw/journal/check", a.checkJournal)
+	m.HandleFunc("GET /gw/usage", a.usage)
 	a.mux = m
 	return a
 }
@@ -120,20 +122,29 @@ type spendJSON struct {
 }
 
 func (a *API) show(w http.ResponseWriter, r *http.Request, status int, acc store.Account) {
-	sp, err := a.Store.Spend(r.Context(), acc.ID, a.now())
+	j, err := a.view(r, acc)
 	if err != nil {
 		storeError(w, err)
 		return
+	}
+	writeJSON(w, status, j)
+}
+
+// view is acc as the API shows it, with its spend.
+func (a *API) view(r *http.Request, acc store.Account) (accountJSON, error) {
+	sp, err := a.Store.Spend(r.Context(), acc.ID, a.now())
+	if err != nil {
+		return accountJSON{}, err
 	}
 	abilities := acc.Abilities
 	if abilities == nil {
 		abilities = store.AllAbilities
 	}
-	writeJSON(w, status, accountJSON{
+	return accountJSON{
 		ID: acc.ID, Plan: acc.Plan, Cleared: acc.Cleared, PAYG: acc.PAYG, LaneBilling: acc.LaneBilling,
 		Balance: acc.Balance, DailyCap: acc.DailyCap, MonthlyCap: acc.MonthlyCap, Abilities: abilities,
 		CreatedAt: acc.CreatedAt, Spend: spendJSON{sp.Today, sp.Month, sp.Total},
-	})
+	}, nil
 }
 
 // accountFields are the settable fields of an account, in the order their

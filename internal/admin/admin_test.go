@@ -28,12 +28,13 @@ const nowJSON = "2026-03-04T05:06:07.123456789Z"
 var allAbilities = []any{"transcription", "speech", "images", "search", "fetch", "decide", "apps"}
 
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	st  store.Store
+	api *API
 	srv *httptest.Server
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
@@ -44,7 +45,7 @@ func newEnv(t *testing.T) *env {
 	api.Now = func() time.Time { return now }
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &env{t: t, st: st, srv: srv}
+	return &env{t: t, st: st, api: api, srv: srv}
 }
 
 type resp struct {
@@ -109,7 +110,7 @@ func (e *env) expectError(r resp, status int, msg string) {
 }
 
 // normalize round-trips v through JSON so that it compares with decoded bodies.
-func normalize(t *testing.T, v any) any {
+func normalize(t testing.TB, v any) any {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -583,7 +584,7 @@ func TestRouting(t *testing.T) {
 		msg          string
 	}{
 		{"GET", "/gw/nope", 404, "", "no admin route GET /gw/nope"},
-		{"GET", "/gw/accounts", 405, "POST", "method GET not allowed on /gw/accounts"},
+		{"PUT", "/gw/accounts", 405, "GET, HEAD, POST", "method PUT not allowed on /gw/accounts"},
 		{"GET", "/gw/", 404, "", "no admin route GET /gw/"},
 		{"POST", "/gw/accounts/acme/ledger", 405, "GET, HEAD", "method POST not allowed on /gw/accounts/acme/ledger"},
 		{"DELETE", "/gw/accounts/acme", 405, "GET, HEAD, PATCH", "method DELETE not allowed on /gw/accounts/acme"},

@@ -391,11 +391,28 @@ func (c *Call) Settle(units int64, unit, model string, cost pricing.Money) (bool
 // SettleAs is Settle under another ledger id, for a call billed twice (a
 // second opinion is billed as <request id>-so).
 func (c *Call) SettleAs(id string, units int64, unit, model string, cost pricing.Money) (bool, error) {
+	return c.settle(store.Entry{RequestID: id, Model: model, Units: units, Unit: unit, Cost: cost})
+}
+
+// SettleTokens is Settle for a call billed by the token: the ledger
+// records its input and output tokens apart (usage figures show both).
+func (c *Call) SettleTokens(input, output int64, model string, cost pricing.Money) (bool, error) {
+	return c.SettleTokensAs(c.RequestID, input, output, model, cost)
+}
+
+// SettleTokensAs is SettleTokens under another ledger id (SettleAs).
+func (c *Call) SettleTokensAs(id string, input, output int64, model string, cost pricing.Money) (bool, error) {
+	return c.settle(store.Entry{RequestID: id, Model: model, Units: input + output, Unit: pricing.UnitToken,
+		InputTokens: input, OutputTokens: output, Cost: cost})
+}
+
+// settle charges e, made on the call's route with its key.
+func (c *Call) settle(e store.Entry) (bool, error) {
 	if c.hold == nil || c.hold.Done() {
 		return false, errors.New("pipeline: settle without a reservation")
 	}
-	return c.hold.Settle(c.R.Context(), store.Entry{RequestID: id, Endpoint: c.Endpoint.Name,
-		Model: model, Units: units, Unit: unit, Cost: cost})
+	e.Endpoint, e.KeyID = c.Endpoint.Name, c.Key.ID
+	return c.hold.Settle(c.R.Context(), e)
 }
 
 // authenticate finds the key and its account.

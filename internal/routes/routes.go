@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/images"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
 	"github.com/caddy-gw/caddy-gw/handlers/search"
+	"github.com/caddy-gw/caddy-gw/handlers/usage"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
@@ -43,6 +44,7 @@ const (
 	PathFetch         = "/v1/fetch"
 	PathDecide        = "/v1/decide"
 	PathSystemOne     = "/v1/systemone"
+	PathUsage         = "/v1/usage"
 	PathTools         = "/mcp-tools/"
 	PathRouting       = "/mcp"
 	// PathDoubleV1 is what a messages-style client given the /v1 base asks
@@ -186,6 +188,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		PathChat:      chatRoute(chatCompletions),
 		PathResponses: chatRoute(responses),
 		PathModels:    {Name: "models", Methods: get, Family: gwerr.Chat, Handler: models.Handler},
+		PathUsage:     {Name: "usage", Methods: get, Family: gwerr.Chat, Handler: usage.Handler},
 
 		altPrefix + PathMessages:    messages(msgs),
 		altPrefix + PathCountTokens: countTokens,

@@ -101,6 +101,11 @@ type Entry struct {
 	Unit      string
 	Cost      pricing.Money
 	Time      time.Time
+	// KeyID is the key the call was made with.
+	KeyID string
+	// InputTokens and OutputTokens split Units for a call billed by the
+	// token (input, cached input included, and output); zero otherwise.
+	InputTokens, OutputTokens int64
 	// FreeMonthlyCredit is the account's free credit for the entry's UTC
 	// month. It is spent before a prepaid balance: Settle draws the balance
 	// down only by the part of Cost that the credit left over this month
@@ -143,6 +148,9 @@ type Accounts interface {
 	// KeyIssued reports whether a key with this hash was ever issued,
 	// revoked ones included.
 	KeyIssued(ctx context.Context, hash string) (bool, error)
+	// ListAccounts returns at most limit accounts whose ids sort after
+	// after (byte by byte), in that order.
+	ListAccounts(ctx context.Context, after string, limit int) ([]Account, error)
 }
 
 // Journal entry kinds: every movement of a prepaid balance.
@@ -205,6 +213,8 @@ type Ledger interface {
 	// balance, its newest entry records that balance, and every charge has
 	// its ledger entry. It returns the accounts that differ.
 	CheckJournal(ctx context.Context) ([]JournalProblem, error)
+	// UsageReader sums the ledger per day, model, account and key.
+	UsageReader
 }
 
 // BatchSettler is a backend that can settle several entries in one

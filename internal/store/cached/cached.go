@@ -352,6 +352,19 @@ func (s *Store) Journal(ctx context.Context, accountID string, limit int) ([]sto
 	return s.Backend.Journal(ctx, accountID, limit)
 }
 
+// Usage sums the ledger once the backend holds every answered charge.
+func (s *Store) Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error) {
+	s.flush()
+	return s.Backend.Usage(ctx, q)
+}
+
+// ListAccounts lists accounts once the backend holds every answered
+// charge, so their balances count every charge answered so far.
+func (s *Store) ListAccounts(ctx context.Context, after string, limit int) ([]store.Account, error) {
+	s.flush()
+	return s.Backend.ListAccounts(ctx, after, limit)
+}
+
 // CheckJournal checks the backend once it holds every answered charge.
 func (s *Store) CheckJournal(ctx context.Context) ([]store.JournalProblem, error) {
 	s.flush()

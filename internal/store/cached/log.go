@@ -89,6 +89,9 @@ type logLine struct {
 	Cost      int64  `json:"c"`
 	Time      int64  `json:"t"`
 	Free      int64  `json:"f,omitempty"`
+	Key       string `json:"k,omitempty"`
+	Input     int64  `json:"ti,omitempty"`
+	Output    int64  `json:"to,omitempty"`
 }
 
 // appendLine appends l as JSON, byte for byte as json.Marshal writes it
@@ -117,6 +120,9 @@ func appendLine(b []byte, l logLine) []byte {
 	b = num(b, "c", l.Cost, false)
 	b = num(b, "t", l.Time, false)
 	b = num(b, "f", l.Free, true)
+	b = str(b, "k", l.Key, true)
+	b = num(b, "ti", l.Input, true)
+	b = num(b, "to", l.Output, true)
 	return append(b, '}')
 }
 
@@ -148,7 +154,8 @@ func openLog(dir, name string, ring *dsync.Syncer) (*chargeLog, []store.Entry, e
 		}
 		good += n + 1
 		entries = append(entries, store.Entry{RequestID: l.RequestID, AccountID: l.Account, Endpoint: l.Endpoint, Model: l.Model,
-			Units: l.Units, Unit: l.Unit, Cost: pricing.Money(l.Cost), Time: fromNanos(l.Time), FreeMonthlyCredit: pricing.Money(l.Free)})
+			Units: l.Units, Unit: l.Unit, Cost: pricing.Money(l.Cost), Time: fromNanos(l.Time), FreeMonthlyCredit: pricing.Money(l.Free),
+			KeyID: l.Key, InputTokens: l.Input, OutputTokens: l.Output})
 	}
 	l := &chargeLog{f: osLogFile{f, ring}, size: int64(good), cap: int64(len(data))}
 	// Zero a torn tail, so the next line starts on a line of its own and
@@ -197,7 +204,8 @@ func (l *chargeLog) append(entries []store.Entry) error {
 	l.buf = l.buf[:0]
 	for _, e := range entries {
 		l.buf = append(appendLine(l.buf, logLine{RequestID: e.RequestID, Account: e.AccountID, Endpoint: e.Endpoint, Model: e.Model,
-			Units: e.Units, Unit: e.Unit, Cost: int64(e.Cost), Time: e.Time.UnixNano(), Free: int64(e.FreeMonthlyCredit)}), '\n')
+			Units: e.Units, Unit: e.Unit, Cost: int64(e.Cost), Time: e.Time.UnixNano(), Free: int64(e.FreeMonthlyCredit),
+			Key: e.KeyID, Input: e.InputTokens, Output: e.OutputTokens}), '\n')
 	}
 	if l.broken != nil {
 		return l.broken

@@ -380,10 +380,11 @@ func TestLogSegmentsReplayedInOrder(t *testing.T) {
 // appendLine writes a charge's line exactly as json.Marshal does, so the
 // log reads back as before, whatever the strings hold.
 func FuzzAppendLine(f *testing.F) {
-	f.Add("req-0123", "acct", "chat", "gpt-4.1-mini", "token", int64(88), int64(1000), int64(1764000000000000000), int64(0))
-	f.Add("", "a\"<b>&\\", "", "\x00\x1f\x7f", "é\u2028\xff", int64(0), int64(-5), int64(-1), int64(7))
-	f.Fuzz(func(t *testing.T, id, account, endpoint, model, unit string, units, cost, at, free int64) {
-		l := logLine{RequestID: id, Account: account, Endpoint: endpoint, Model: model, Units: units, Unit: unit, Cost: cost, Time: at, Free: free}
+	f.Add("req-0123", "acct", "chat", "gpt-4.1-mini", "token", int64(88), int64(1000), int64(1764000000000000000), int64(0), "key-1", int64(80), int64(8))
+	f.Add("", "a\"<b>&\\", "", "\x00\x1f\x7f", "é\u2028\xff", int64(0), int64(-5), int64(-1), int64(7), "", int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, id, account, endpoint, model, unit string, units, cost, at, free int64, key string, in, out int64) {
+		l := logLine{RequestID: id, Account: account, Endpoint: endpoint, Model: model, Units: units, Unit: unit, Cost: cost, Time: at, Free: free,
+			Key: key, Input: in, Output: out}
 		want, err := json.Marshal(l)
 		if err != nil {
 			t.Fatal(err)
@@ -392,4 +393,32 @@ func FuzzAppendLine(f *testing.F) {
 			t.Fatalf("appendLine:\n%s\njson.Marshal:\n%s", got[1:], want)
 		}
 	})
+}
+
+// A charge read back from the log is the charge written: its key and its
+// tokens too, so a charge applied after a crash counts in usage figures
+// as it would have.
+func TestLogKeepsEveryField(t *testing.T) {
+	dir := t.TempDir()
+	l, _, err := openLog(dir, LogFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Entry{
+		{RequestID: "r1", AccountID: "a", Endpoint: "chat", Model: "m", Units: 130, Unit: "token", Cost: 7, Time: time.Unix(5, 6).UTC(),
+			FreeMonthlyCredit: 9, KeyID: "key_1", InputTokens: 100, OutputTokens: 30},
+		{RequestID: "r2", AccountID: "b", Endpoint: "images", Model: "gpt-image-1", Units: 2, Unit: "image", Cost: 8, Time: time.Unix(7, 0).UTC(), KeyID: "key_2"},
+	}
+	if err := l.append(want); err != nil {
+		t.Fatal(err)
+	}
+	l.close()
+	l, got, err := openLog(dir, LogFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read back\n%+v\nwrote\n%+v", got, want)
+	}
 }

@@ -1,11 +1,14 @@
 package move
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +74,8 @@ func TestCopy(t *testing.T) {
 	}
 	for i := range 20 {
 		if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: []string{"pre", "post"}[i%2], Endpoint: "chat",
-			Model: "m", Units: int64(i), Unit: "token", Cost: usd("0.25"), Time: time.Now(), FreeMonthlyCredit: usd("1")}); err != nil {
+			Model: "m", Units: int64(3 * i), Unit: "token", Cost: usd("0.25"), Time: time.Now(), FreeMonthlyCredit: usd("1"),
+			KeyID: fmt.Sprint("k", 1+i%3), InputTokens: int64(2 * i), OutputTokens: int64(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,6 +117,18 @@ func TestCopy(t *testing.T) {
 		sb, _ := pg.Spend(ctx, id, time.Now())
 		if sa != sb || sa.Total != usd("2.50") {
 			t.Errorf("spend of %s: %+v, copied %+v", id, sa, sb)
+		}
+		day, _ := store.DayOf(time.Now())
+		q := store.UsageQuery{AccountID: id, From: day.AddDate(0, 0, -1), To: day.AddDate(0, 0, 1), GroupBy: store.GroupDay | store.GroupKey | store.GroupModel}
+		ua, _ := src.Usage(ctx, q)
+		ub, err := pg.Usage(ctx, q)
+		sortByKey := func(rows []store.UsageRow) {
+			slices.SortFunc(rows, func(a, b store.UsageRow) int { return cmp.Or(a.Day.Compare(b.Day), strings.Compare(a.KeyID, b.KeyID)) })
+		}
+		sortByKey(ua)
+		sortByKey(ub)
+		if err != nil || len(ua) == 0 || fmt.Sprint(ua) != fmt.Sprint(ub) {
+			t.Errorf("usage of %s: %+v, copied %+v (%v)", id, ua, ub, err)
 		}
 		ja, _ := src.Journal(ctx, id, 100)
 		jb, _ := pg.Journal(ctx, id, 100)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +104,30 @@ CREATE TABLE app_links (
 	alias      TEXT NOT NULL,
 	PRIMARY KEY (account_id, app, alias)
 );`,
+	// Ledger entries name their key and split their tokens; usage_daily
+	// sums the ledger per UTC day (its first instant in Unix
+	// nanoseconds), account, key and model, kept by Settle in the same
+	// transaction as the entry. Entries from before count no key and no
+	// tokens.
+	5: `
+ALTER TABLE ledger ADD COLUMN key_id TEXT NOT NULL DEFAULT '',
+	ADD COLUMN input_tokens BIGINT NOT NULL DEFAULT 0,
+	ADD COLUMN output_tokens BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE usage_daily (
+	account_id    TEXT   NOT NULL,
+	day           BIGINT NOT NULL,
+	key_id        TEXT   NOT NULL,
+	model         TEXT   NOT NULL,
+	requests      BIGINT NOT NULL,
+	input_tokens  BIGINT NOT NULL,
+	output_tokens BIGINT NOT NULL,
+	cost          BIGINT NOT NULL,
+	PRIMARY KEY (day, account_id, key_id, model)
+);
+CREATE INDEX usage_daily_account ON usage_daily(account_id, day);
+INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
+	SELECT account_id, time - time % 86400000000000, key_id, model, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cost)
+	FROM ledger GROUP BY 1, 2, 3, 4;`,
 }
 
 // Periods of the spend table (the embedded store's).
@@ -240,6 +265,23 @@ func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
 		return store.Account{}, fmt.Errorf("postgres: account %q: %w", id, classify(err))
 	}
 	return a, nil
+}
+
+// ListAccounts returns at most limit accounts whose ids sort after after
+// (byte by byte, as the embedded store sorts them), in that order.
+func (db *DB) ListAccounts(ctx context.Context, after string, limit int) ([]store.Account, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+accountCols+` FROM accounts WHERE id > $1 COLLATE "C" ORDER BY id COLLATE "C" LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list accounts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Account, error) { return scanAccount(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list accounts: %w", err)
+	}
+	if out == nil {
+		out = []store.Account{}
+	}
+	return out, nil
 }
 
 // UpdateAccount applies fn to the account under its row lock and stores
@@ -479,9 +521,9 @@ func settleTx(ctx context.Context, tx pgx.Tx, e store.Entry) (bool, error) {
 	if err := tx.QueryRow(ctx, `SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, e.AccountID).Scan(&id); err != nil {
 		return false, classify(err)
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (request_id) DO NOTHING`,
-		e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
+	tag, err := tx.Exec(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (request_id) DO NOTHING`,
+		e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at, e.KeyID, e.InputTokens, e.OutputTokens)
 	if err != nil {
 		return false, classify(err)
 	}
@@ -500,9 +542,15 @@ func settleTx(ctx context.Context, tx pgx.Tx, e store.Entry) (bool, error) {
 		}
 		draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO spend (account_id, period, start, cost) VALUES ($1, $2, 0, $3), ($1, $4, $5, $3), ($1, $6, $7, $3)
-		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost`,
-		e.AccountID, periodTotal, int64(e.Cost), periodDay, day.UnixNano(), periodMonth, month.UnixNano()); err != nil {
+	// The running totals and the day's usage row, in one round trip.
+	if _, err := tx.Exec(ctx, `WITH s AS (INSERT INTO spend (account_id, period, start, cost) VALUES ($1, $2, 0, $3), ($1, $4, $5, $3), ($1, $6, $7, $3)
+		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost)
+		INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost) VALUES ($1, $5, $8, $9, 1, $10, $11, $3)
+		ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET requests = usage_daily.requests + 1,
+		input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens,
+		cost = usage_daily.cost + excluded.cost`,
+		e.AccountID, periodTotal, int64(e.Cost), periodDay, day.UnixNano(), periodMonth, month.UnixNano(),
+		e.KeyID, e.Model, e.InputTokens, e.OutputTokens); err != nil {
 		return false, err
 	}
 	var after *int64
@@ -525,7 +573,7 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := db.pool.Query(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time
+	rows, err := db.pool.Query(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens
 		FROM ledger WHERE account_id = $1 ORDER BY time DESC, seq DESC LIMIT $2`, accountID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: entries of %q: %w", accountID, err)
@@ -535,7 +583,7 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 			e        store.Entry
 			cost, at int64
 		)
-		err := r.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at)
+		err := r.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at, &e.KeyID, &e.InputTokens, &e.OutputTokens)
 		e.Cost, e.Time = pricing.Money(cost), fromNanos(at)
 		return e, err
 	})
@@ -546,6 +594,21 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 		entries = []store.Entry{}
 	}
 	return entries, nil
+}
+
+// Usage sums the ledger's charges as q asks, from the daily usage table.
+func (db *DB) Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error) {
+	query, args := store.UsageSQL(q, func(i int) string { return "$" + strconv.Itoa(i) })
+	rows, err := db.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: usage: %w", err)
+	}
+	defer rows.Close()
+	out, err := store.ScanUsage(rows, q)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: usage: %w", err)
+	}
+	return out, nil
 }
 
 // Spend reads an account's running totals for now's UTC day and month and

@@ -3,10 +3,14 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
@@ -267,5 +271,48 @@ func waitSpooled(t *testing.T, b *cached.Batched, n int) {
 			t.Fatalf("%d spooled, want %d", b.Spooled(), n)
 		}
 		time.Sleep(20 * time.Millisecond) // polling an observable state
+	}
+}
+
+// A database of migration 4 that holds charges gets their daily usage sums
+// from migration 5: their requests and cost, with no key and no tokens.
+func TestMigrateToUsage(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	url := pg.NewDatabase(t)
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	d1 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	// Back to migration 4, with charges in its ledger.
+	if _, err := conn.Exec(ctx, `ALTER TABLE ledger DROP COLUMN key_id, DROP COLUMN input_tokens, DROP COLUMN output_tokens;
+		DROP TABLE usage_daily; DELETE FROM schema_migrations WHERE version = 5`); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		at   time.Time
+		cost int64
+	}{{d1.Add(time.Hour), 1000}, {d1.Add(2 * time.Hour), 2000}, {d1.AddDate(0, 0, 1), 4000}} {
+		if _, err := conn.Exec(ctx, `INSERT INTO ledger (request_id, account_id, model, cost, time) VALUES ($1, 'a', 'm', $2, $3)`,
+			fmt.Sprint("r", i), c.cost, c.at.UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db = open(t, url)
+	rows, err := db.Usage(ctx, store.UsageQuery{From: d1, To: d1.AddDate(0, 0, 2), GroupBy: store.GroupDay | store.GroupKey | store.GroupModel})
+	want := []store.UsageRow{{Day: d1, Model: "m", Requests: 2, Cost: 3000}, {Day: d1.AddDate(0, 0, 1), Model: "m", Requests: 1, Cost: 4000}}
+	slices.SortFunc(rows, func(a, b store.UsageRow) int { return a.Day.Compare(b.Day) })
+	if err != nil || fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("usage after migration 5: %+v, %v; want %+v", rows, err, want)
 	}
 }

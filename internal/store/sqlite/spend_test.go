@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func TestSpendTotalsMatchLedger(t *testing.T) {
 }
 
 // TestMigrateVersion1: a database written by schema version 1 (ledger, no
-// running totals) gets its totals built when opened.
+// running totals) gets its totals and daily usage built when opened.
 func TestMigrateVersion1(t *testing.T) {
 	dir := t.TempDir()
 	raw, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName), false))
@@ -114,6 +115,14 @@ PRAGMA user_version = 1;`
 	}
 	if got := sumLedger(t, db, "a", now); got != want {
 		t.Fatalf("ledger: %+v", got)
+	}
+	// The daily usage is built from the ledger too: no key, no tokens.
+	usage, err := db.Usage(context.Background(), store.UsageQuery{From: times[0].AddDate(0, 0, -1), To: now, GroupBy: store.GroupDay})
+	d := func(m time.Month, day int) time.Time { return time.Date(2026, m, day, 0, 0, 0, 0, time.UTC) }
+	wantUsage := []store.UsageRow{{Day: d(10, 31), Requests: 1, Cost: 1000}, {Day: d(11, 1), Requests: 1, Cost: 2000}, {Day: d(11, 21), Requests: 2, Cost: 7000}}
+	slices.SortFunc(usage, func(a, b store.UsageRow) int { return a.Day.Compare(b.Day) })
+	if err != nil || fmt.Sprint(usage) != fmt.Sprint(wantUsage) {
+		t.Fatalf("usage after migration: %+v %v, want %+v", usage, err, wantUsage)
 	}
 }
 

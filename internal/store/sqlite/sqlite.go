@@ -42,7 +42,7 @@ const FileName = "gw.db"
 const FileMode = 0o600
 
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 4
+const schemaVersion = 5
 
 const schema = `
 CREATE TABLE IF NOT EXISTS accounts (
@@ -79,9 +79,28 @@ CREATE TABLE IF NOT EXISTS ledger (
 	units      INTEGER NOT NULL DEFAULT 0,
 	unit       TEXT    NOT NULL DEFAULT '',
 	cost       INTEGER NOT NULL,   -- nano-dollars
-	time       INTEGER NOT NULL    -- Unix nanoseconds, UTC
+	time       INTEGER NOT NULL,   -- Unix nanoseconds, UTC
+	key_id        TEXT    NOT NULL DEFAULT '',
+	input_tokens  INTEGER NOT NULL DEFAULT 0,
+	output_tokens INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS ledger_account_time ON ledger(account_id, time);
+
+-- The ledger summed per UTC day (its first instant in Unix nanoseconds),
+-- account, key and model, kept by Settle in the same transaction as the
+-- entries: usage figures read these rows instead of the ledger's.
+CREATE TABLE IF NOT EXISTS usage_daily (
+	account_id    TEXT    NOT NULL,
+	day           INTEGER NOT NULL,
+	key_id        TEXT    NOT NULL,
+	model         TEXT    NOT NULL,
+	requests      INTEGER NOT NULL,
+	input_tokens  INTEGER NOT NULL,
+	output_tokens INTEGER NOT NULL,
+	cost          INTEGER NOT NULL,
+	PRIMARY KEY (day, account_id, key_id, model)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS usage_daily_account ON usage_daily(account_id, day);
 
 -- Running sums of the ledger per account: the total (period 0, start 0),
 -- each UTC day (period 1) and each UTC month (period 2), start being the
@@ -109,6 +128,13 @@ CREATE TABLE IF NOT EXISTS spend (
 	cost       INTEGER NOT NULL,
 	PRIMARY KEY (account_id, period, start)
 ) WITHOUT ROWID;
+`
+
+// backfillUsage builds the daily usage table from a ledger older than it.
+const backfillUsage = `
+INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
+	SELECT account_id, time - time % 86400000000000, key_id, model, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cost)
+	FROM ledger GROUP BY 1, 2, 3, 4;
 `
 
 // Periods of the spend table.
@@ -139,7 +165,7 @@ type DB struct {
 
 // settleStmts are the statements of one settlement.
 type settleStmts struct {
-	ledger, month, spend, balance, journal *sql.Stmt
+	ledger, month, spend, balance, journal, usage *sql.Stmt
 	// ledgerChunk inserts LedgerChunk ledger rows at once.
 	ledgerChunk *sql.Stmt
 }
@@ -151,12 +177,12 @@ const LedgerChunk = 32
 // ledgerInsert inserts n ledger rows, skipping request ids already there.
 func ledgerInsert(n int) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time) VALUES `)
+	b.WriteString(`INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens) VALUES `)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?)`)
+		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	}
 	b.WriteString(` ON CONFLICT (request_id) DO NOTHING`)
 	return b.String()
@@ -176,6 +202,10 @@ func (db *DB) prepare() error {
 			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
 		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL RETURNING balance`},
 		{&db.settle.journal, journalInsert},
+		{&db.settle.usage, `INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET
+			requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens,
+			output_tokens = output_tokens + excluded.output_tokens, cost = cost + excluded.cost`},
 	} {
 		if *p.stmt, err = db.w.Prepare(p.sql); err != nil {
 			return err
@@ -303,6 +333,26 @@ func migrate(db *sql.DB) error {
 			if _, err := tx.ExecContext(ctx, `ALTER TABLE keys ADD COLUMN revoked_at INTEGER`); err != nil {
 				return fmt.Errorf("adding key revocation: %w", err)
 			}
+		}
+	}
+	if v < 5 {
+		// Version 5: ledger entries name their key and split their tokens,
+		// and the daily usage table sums them (entries from before count
+		// no key and no tokens).
+		for _, col := range []string{"key_id TEXT NOT NULL DEFAULT ''", "input_tokens INTEGER NOT NULL DEFAULT 0", "output_tokens INTEGER NOT NULL DEFAULT 0"} {
+			name, _, _ := strings.Cut(col, " ")
+			var has int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('ledger') WHERE name = ?`, name).Scan(&has); err != nil {
+				return err
+			}
+			if has == 0 {
+				if _, err := tx.ExecContext(ctx, `ALTER TABLE ledger ADD COLUMN `+col); err != nil {
+					return fmt.Errorf("adding the ledger's %s: %w", name, err)
+				}
+			}
+		}
+		if _, err := tx.ExecContext(ctx, backfillUsage); err != nil {
+			return fmt.Errorf("building daily usage: %w", err)
 		}
 	}
 	if v < schemaVersion {
@@ -461,6 +511,28 @@ func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
 	a.Abilities = list
 	a.CreatedAt = fromNanos(created)
 	return a, nil
+}
+
+// ListAccounts returns at most limit accounts whose ids sort after after,
+// in the order of their ids.
+func (db *DB) ListAccounts(ctx context.Context, after string, limit int) ([]store.Account, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+accountCols+` FROM accounts WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list accounts: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Account{}
+	for rows.Next() {
+		a, err := scanAccount(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list accounts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list accounts: %w", err)
+	}
+	return out, nil
 }
 
 // Keys
@@ -698,10 +770,11 @@ var errRepeat = errors.New("sqlite: a repeated request id in a chunk")
 // (the cached store's own check of request ids makes all new the rule).
 // Row by row, each row says whether it was new.
 func (db *DB) insertLedger(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool, chunked bool) error {
-	args := make([]any, 0, 8*LedgerChunk)
+	args := make([]any, 0, 11*LedgerChunk)
 	row := func(args []any, e store.Entry) []any {
 		at, _ := nanos(e.Time)
-		return append(args, e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at)
+		return append(args, e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at,
+			e.KeyID, e.InputTokens, e.OutputTokens)
 	}
 	if chunked && len(entries) >= LedgerChunk {
 		chunk := tx.StmtContext(ctx, db.settle.ledgerChunk)
@@ -771,6 +844,9 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		g.account, periodMonth, g.month.UnixNano(), int64(cost)); err != nil {
 		return err
 	}
+	if err := db.addUsage(ctx, tx, g); err != nil {
+		return err
+	}
 	// A row is written only for a prepaid balance: an account billed
 	// afterwards (its ledger rows name it, so it exists) matches none.
 	var after sql.NullInt64
@@ -798,13 +874,59 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 	return nil
 }
 
+// usageKey is a row of the daily usage table within a settle group.
+type usageKey struct{ key, model string }
+
+// addUsage adds a group's entries to the daily usage table, one statement
+// per key and model.
+func (db *DB) addUsage(ctx context.Context, tx *sql.Tx, g *settleGroup) error {
+	sums := map[usageKey]*store.UsageRow{}
+	var order []usageKey
+	for _, e := range g.entries {
+		k := usageKey{e.KeyID, e.Model}
+		r := sums[k]
+		if r == nil {
+			r = &store.UsageRow{}
+			sums[k] = r
+			order = append(order, k)
+		}
+		r.Requests++
+		r.InputTokens += e.InputTokens
+		r.OutputTokens += e.OutputTokens
+		r.Cost += e.Cost
+	}
+	st := tx.StmtContext(ctx, db.settle.usage)
+	for _, k := range order {
+		r := sums[k]
+		if _, err := st.ExecContext(ctx, g.account, g.day.UnixNano(), k.key, k.model, r.Requests, r.InputTokens, r.OutputTokens, int64(r.Cost)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Usage sums the ledger's charges as q asks, from the daily usage table.
+func (db *DB) Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error) {
+	query, args := store.UsageSQL(q, func(int) string { return "?" })
+	rows, err := db.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: usage: %w", err)
+	}
+	defer rows.Close()
+	out, err := store.ScanUsage(rows, q)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: usage: %w", err)
+	}
+	return out, nil
+}
+
 // Entries returns an account's newest entries first, at most limit (100 when
 // limit <= 0).
 func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store.Entry, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time
+	rows, err := db.r.QueryContext(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens
 		FROM ledger WHERE account_id = ? ORDER BY time DESC, rowid DESC LIMIT ?`, accountID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: entries of %q: %w", accountID, err)
@@ -816,7 +938,8 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 			e        store.Entry
 			cost, at int64
 		)
-		if err := rows.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at); err != nil {
+		if err := rows.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at,
+			&e.KeyID, &e.InputTokens, &e.OutputTokens); err != nil {
 			return nil, fmt.Errorf("sqlite: entries of %q: %w", accountID, err)
 		}
 		e.Cost, e.Time = pricing.Money(cost), fromNanos(at)

@@ -40,8 +40,8 @@ func BatchConformance(t *testing.T, open func(t *testing.T) BatchStore) {
 				id = r
 			}
 			acc := []string{"pre", "post"}[i%2]
-			entries[i] = store.Entry{RequestID: id, AccountID: acc, Endpoint: "chat", Model: "m", Units: int64(i), Unit: "token",
-				Cost: pricing.Money(i+1) * usd("0.01")}
+			entries[i] = store.Entry{RequestID: id, AccountID: acc, Endpoint: "chat", Model: []string{"m", "n"}[i%5/4], Units: int64(3 * i), Unit: "token",
+				KeyID: fmt.Sprint("k", i%3), InputTokens: int64(2 * i), OutputTokens: int64(i), Cost: pricing.Money(i+1) * usd("0.01")}
 		}
 		charged, err := st.SettleBatch(ctx, entries)
 		if err != nil || len(charged) != n {
@@ -78,6 +78,14 @@ func BatchConformance(t *testing.T, open func(t *testing.T) BatchStore) {
 		sp, err := st.Spend(ctx, acc, entries[0].Time)
 		if err != nil || sp.Total != want[acc] || sum != want[acc] {
 			t.Fatalf("%s: spend %v, ledger %v (%v); want %v", acc, sp.Total, sum, err, want[acc])
+		}
+		// The daily usage sums what the ledger holds, per key and model.
+		day, _ := store.DayOf(entries[0].Time)
+		q := store.UsageQuery{AccountID: acc, From: day.AddDate(0, 0, -1), To: day.AddDate(0, 0, 2), GroupBy: store.GroupKey | store.GroupModel | store.GroupDay}
+		usage, err := st.Usage(ctx, q)
+		sortUsage(usage)
+		if exp := expectUsage(entries, q); err != nil || fmt.Sprint(usage) != fmt.Sprint(exp) {
+			t.Fatalf("%s: usage %+v (%v), want %+v", acc, usage, err, exp)
 		}
 	}
 	a, err := st.Account(ctx, "pre")

@@ -24,6 +24,8 @@ func Conformance(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
 	t.Run("Journal", func(t *testing.T) { testJournal(t, open(t)) })
 	t.Run("JournalConcurrent", func(t *testing.T) { testJournalConcurrent(t, open(t)) })
+	t.Run("Usage", func(t *testing.T) { testUsage(t, open(t)) })
+	t.Run("ListAccounts", func(t *testing.T) { testListAccounts(t, open(t)) })
 }
 
 // sumJournal adds an account's journal up and checks each entry's balance

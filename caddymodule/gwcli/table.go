@@ -1,0 +1,260 @@
+package gwcli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/caddy-gw/caddy-gw/internal/usage"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// account is an account as the admin API shows it.
+type account struct {
+	ID          string         `json:"id"`
+	Plan        string         `json:"plan"`
+	Cleared     bool           `json:"cleared"`
+	PAYG        bool           `json:"payg"`
+	LaneBilling bool           `json:"lane_billing"`
+	Balance     *pricing.Money `json:"balance_usd"`
+	DailyCap    *pricing.Money `json:"daily_cap_usd"`
+	MonthlyCap  *pricing.Money `json:"monthly_cap_usd"`
+	Abilities   []string       `json:"abilities"`
+	CreatedAt   time.Time      `json:"created_at"`
+	Spend       struct {
+		Today pricing.Money `json:"today_usd"`
+		Month pricing.Money `json:"month_usd"`
+		Total pricing.Money `json:"total_usd"`
+	} `json:"spend"`
+}
+
+// key is a key as the admin API shows it (Key only when created).
+type key struct {
+	ID        string     `json:"id"`
+	Key       string     `json:"key"`
+	Name      string     `json:"name"`
+	Models    []string   `json:"models"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+// movement is a journal entry.
+type movement struct {
+	Time      time.Time     `json:"time"`
+	Kind      string        `json:"kind"`
+	Amount    pricing.Money `json:"amount_usd"`
+	Balance   pricing.Money `json:"balance_usd"`
+	RequestID string        `json:"request_id"`
+	Reason    string        `json:"reason"`
+}
+
+// charge is a ledger entry.
+type charge struct {
+	RequestID string        `json:"request_id"`
+	Endpoint  string        `json:"endpoint"`
+	Model     string        `json:"model"`
+	Units     int64         `json:"units"`
+	Unit      string        `json:"unit"`
+	Cost      pricing.Money `json:"cost_usd"`
+	Time      time.Time     `json:"time"`
+}
+
+// checkResult is the journal check's answer.
+type checkResult struct {
+	OK       bool `json:"ok"`
+	Problems []struct {
+		Account    string        `json:"account"`
+		Balance    pricing.Money `json:"balance_usd"`
+		JournalSum pricing.Money `json:"journal_sum_usd"`
+		Last       pricing.Money `json:"last_entry_balance_usd"`
+		Unledgered []string      `json:"unledgered_charges"`
+	} `json:"problems"`
+}
+
+// usd writes an amount for people: a dollar sign, thousands separated,
+// every decimal the amount has (at least two).
+func usd(m pricing.Money) string {
+	s := m.String()
+	sign := ""
+	if strings.HasPrefix(s, "-") {
+		sign, s = "-", s[1:]
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	n, _ := strconv.ParseInt(whole, 10, 64)
+	return sign + "$" + humanize.Comma(n) + "." + frac
+}
+
+// usdOr writes an amount, or none when there is none.
+func usdOr(m *pricing.Money, none string) string {
+	if m == nil {
+		return none
+	}
+	return usd(*m)
+}
+
+// ago writes a time for people ("3 hours ago", "2 months from now").
+func ago(t time.Time) string { return humanize.Time(t) }
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+func plan(a account) string {
+	p := a.Plan
+	if a.Cleared {
+		p += ", cleared"
+	}
+	if a.PAYG {
+		p += ", pay as you go"
+	}
+	return p
+}
+
+func accountTable(w io.Writer, list []account) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "No accounts.")
+		return err
+	}
+	tw := table(w)
+	fmt.Fprintln(tw, "ACCOUNT\tPLAN\tBALANCE\tTODAY\tTHIS MONTH\tIN ALL\tCREATED")
+	for _, a := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, plan(a), usdOr(a.Balance, "billed after"),
+			usd(a.Spend.Today), usd(a.Spend.Month), usd(a.Spend.Total), ago(a.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+func accountCard(w io.Writer, a account) error {
+	abilities := strings.Join(a.Abilities, ", ")
+	if len(a.Abilities) == 0 {
+		abilities = "none"
+	}
+	billing := "list prices"
+	if a.LaneBilling {
+		billing = "gw-auto at its lane's price"
+	}
+	tw := table(w)
+	for _, row := range [][2]string{
+		{"Account", a.ID},
+		{"Plan", plan(a)},
+		{"Balance", usdOr(a.Balance, "none: billed afterwards")},
+		{"Daily cap", usdOr(a.DailyCap, "none")},
+		{"Monthly cap", usdOr(a.MonthlyCap, "none")},
+		{"Abilities", abilities},
+		{"Billing", billing},
+		{"Spent", fmt.Sprintf("%s today, %s this month, %s in all", usd(a.Spend.Today), usd(a.Spend.Month), usd(a.Spend.Total))},
+		{"Created", ago(a.CreatedAt)},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	return tw.Flush()
+}
+
+func keyCreated(w io.Writer, accountID string, k key) error {
+	_, err := fmt.Fprintf(w, "Key %s (%s) of account %s:\n\n  %s\n\nThis is the only time the key is shown: store it now.\n", k.ID, k.Name, accountID, k.Key)
+	return err
+}
+
+func models(list []string) string {
+	if list == nil {
+		return "all"
+	}
+	if len(list) == 0 {
+		return "none"
+	}
+	return strings.Join(list, ", ")
+}
+
+func keyTable(w io.Writer, list []key) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "No keys.")
+		return err
+	}
+	tw := table(w)
+	fmt.Fprintln(tw, "KEY\tNAME\tMODELS\tEXPIRES\tCREATED")
+	for _, k := range list {
+		expires := "never"
+		if k.ExpiresAt != nil {
+			expires = ago(*k.ExpiresAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, models(k.Models), expires, ago(k.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+func journalTable(w io.Writer, list []movement) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "No balance movements.")
+		return err
+	}
+	tw := table(w)
+	fmt.Fprintln(tw, "WHEN\tKIND\tAMOUNT\tBALANCE AFTER\tREQUEST OR REASON")
+	for _, m := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ago(m.Time), m.Kind, usd(m.Amount), usd(m.Balance), m.RequestID+m.Reason)
+	}
+	return tw.Flush()
+}
+
+func ledgerTable(w io.Writer, list []charge) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "No charges.")
+		return err
+	}
+	tw := table(w)
+	fmt.Fprintln(tw, "WHEN\tREQUEST\tENDPOINT\tMODEL\tUNITS\tCOST")
+	for _, c := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %s\t%s\n", ago(c.Time), c.RequestID, c.Endpoint, c.Model, humanize.Comma(c.Units), c.Unit, usd(c.Cost))
+	}
+	return tw.Flush()
+}
+
+func checkReport(w io.Writer, res checkResult) error {
+	if res.OK {
+		_, err := fmt.Fprintln(w, "Every account's journal adds up to its balance, and every charge has its ledger entry.")
+		return err
+	}
+	tw := table(w)
+	fmt.Fprintln(tw, "ACCOUNT\tBALANCE\tJOURNAL SUM\tLAST ENTRY'S BALANCE\tCHARGES WITHOUT A LEDGER ENTRY")
+	for _, p := range res.Problems {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Account, usd(p.Balance), usd(p.JournalSum), usd(p.Last), strings.Join(p.Unledgered, ", "))
+	}
+	return tw.Flush()
+}
+
+func usageTable(w io.Writer, rep usage.Report) error {
+	if len(rep.Data) == 0 {
+		_, err := fmt.Fprintln(w, "No charges in these days.")
+		return err
+	}
+	first := rep.Data[0]
+	var head []string
+	for _, c := range []struct {
+		name string
+		set  bool
+	}{{"DAY", first.Day != nil}, {"MODEL", first.Model != nil}, {"ACCOUNT", first.Account != nil}, {"KEY", first.KeyID != nil}} {
+		if c.set {
+			head = append(head, c.name)
+		}
+	}
+	tw := table(w)
+	fmt.Fprintln(tw, strings.Join(append(head, "REQUESTS", "INPUT TOKENS", "OUTPUT TOKENS", "COST"), "\t"))
+	for _, r := range rep.Data {
+		var cols []string
+		for _, s := range []*string{r.Day, r.Model, r.Account, r.KeyID} {
+			if s != nil {
+				cols = append(cols, *s)
+			}
+		}
+		cols = append(cols, humanize.Comma(r.Requests), humanize.Comma(r.InputTokens), humanize.Comma(r.OutputTokens), usd(r.Cost))
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	total := make([]string, len(head))
+	if len(total) > 0 {
+		total[0] = "Total"
+	}
+	fmt.Fprintln(tw, strings.Join(append(total, humanize.Comma(rep.Total.Requests), "", "", usd(rep.Total.Cost)), "\t"))
+	return tw.Flush()
+}

@@ -1,0 +1,393 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/caddy-gw/caddy-gw/integration/fake"
+)
+
+// cliResult is one run of the command line.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// cli runs bin/caddy with args in dir (a fresh folder when empty), with
+// none of the gateway's variables set but env, and returns what it printed
+// and its exit status.
+func cli(t testing.TB, dir string, env map[string]string, args ...string) cliResult {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	vars := map[string]string{"HOME": dir, "XDG_CONFIG_HOME": dir, "XDG_DATA_HOME": dir}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cmd := exec.Command(caddyBin, args...)
+	cmd.Dir = dir
+	cmd.Env = processEnv(vars)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running %v: %v", args, err)
+	}
+	return cliResult{out.String(), errOut.String(), code}
+}
+
+// gw runs `caddy gw args... --address <g's admin endpoint>`.
+func (g *gateway) gw(t testing.TB, args ...string) cliResult {
+	t.Helper()
+	return cli(t, "", nil, append(append([]string{"gw"}, args...), "--address", g.AdminAddr)...)
+}
+
+// ok checks a run succeeded with nothing on stderr.
+func (r cliResult) ok(t testing.TB, what string) cliResult {
+	t.Helper()
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("%s: exit %d\nstdout %s\nstderr %s", what, r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// fails checks a run failed with exit status 1, nothing on stdout, and
+// exactly the error line on stderr.
+func (r cliResult) fails(t testing.TB, what, errLine string) {
+	t.Helper()
+	if r.code != 1 || r.stdout != "" || r.stderr != "Error: "+errLine+"\n" {
+		t.Errorf("%s: exit %d\nstdout %q\nstderr %q\nwant exit 1 and stderr %q", what, r.code, r.stdout, r.stderr, "Error: "+errLine+"\n")
+	}
+}
+
+// sameAsAdmin checks that --json printed what the admin API answers to
+// GET path.
+func sameAsAdmin(t testing.TB, g *gateway, r cliResult, path string) {
+	t.Helper()
+	want := g.adminJSON(t, http.MethodGet, path, nil, http.StatusOK)
+	if !sameJSON(r.stdout, string(want.Body)) || !strings.HasSuffix(r.stdout, "}\n") {
+		t.Errorf("--json printed\n%s\nGET %s answers\n%s", r.stdout, path, want.Body)
+	}
+}
+
+// lines matches output line by line against patterns (regular
+// expressions, anchored).
+func lines(t testing.TB, what, out string, patterns ...string) {
+	t.Helper()
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(got) != len(patterns) {
+		t.Errorf("%s: %d lines, want %d:\n%s", what, len(got), len(patterns), out)
+		return
+	}
+	for i, p := range patterns {
+		if !regexp.MustCompile("^" + p + "$").MatchString(got[i]) {
+			t.Errorf("%s: line %d is %q, want %q", what, i+1, got[i], p)
+		}
+	}
+}
+
+// justNow is how a time of this test reads for people.
+const justNow = `(now|\d+ seconds? ago)`
+
+// TestCLIAccounts: accounts are created, shown, listed, changed and their
+// balance moved by `caddy gw accounts`, and the journal lists and checks
+// the movements; tables for people, the admin API's JSON with --json,
+// refusals on stderr with exit status 1.
+func TestCLIAccounts(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, gwOptions{})
+	r := g.gw(t, "accounts", "create", "acme", "--plan", "paid", "--cleared", "--balance", "20", "--daily-cap", "5.5", "--abilities", "speech, images").ok(t, "create")
+	lines(t, "create", r.stdout,
+		`Account      acme`,
+		`Plan         paid, cleared`,
+		`Balance      \$20\.00`,
+		`Daily cap    \$5\.50`,
+		`Monthly cap  none`,
+		`Abilities    speech, images`,
+		`Billing      list prices`,
+		`Spent        \$0\.00 today, \$0\.00 this month, \$0\.00 in all`,
+		`Created      `+justNow)
+	g.gw(t, "accounts", "create", "acme", "--plan", "paid").fails(t, "create again", `creating account acme: account "acme" already exists`)
+	g.gw(t, "accounts", "create", "other").fails(t, "create without a plan", `required flag(s) "plan" not set`)
+	g.gw(t, "accounts", "create", "bad id", "--plan", "free").fails(t, "create a bad id", "creating account bad id: id: required, 1 to 64 letters, digits, '.', '_' or '-'")
+	g.gw(t, "accounts", "create", "other", "--plan", "gold").fails(t, "create on a bad plan", `creating account other: plan: must be "free" or "paid"`)
+	r = g.gw(t, "accounts", "create", "json-co", "--plan", "free", "--json").ok(t, "create --json")
+	sameAsAdmin(t, g, r, "/gw/accounts/json-co")
+	if !strings.Contains(r.stdout, `"balance_usd":null`) {
+		t.Errorf("create --json: %s", r.stdout)
+	}
+
+	// Changes: only the settings given; none and all clear.
+	r = g.gw(t, "accounts", "update", "json-co", "--monthly-cap", "100", "--payg", "--json").ok(t, "update")
+	if a := decodeJSON(t, r.stdout).(map[string]any); a["monthly_cap_usd"] != "100.00" || a["payg"] != true || a["plan"] != "free" {
+		t.Errorf("update: %s", r.stdout)
+	}
+	r = g.gw(t, "accounts", "update", "json-co", "--monthly-cap", "none", "--abilities", "all", "--json").ok(t, "update to none")
+	if a := decodeJSON(t, r.stdout).(map[string]any); a["monthly_cap_usd"] != nil || len(a["abilities"].([]any)) != 7 {
+		t.Errorf("update to none: %s", r.stdout)
+	}
+	g.gw(t, "accounts", "update", "json-co").fails(t, "update nothing", "nothing to change: give a setting (see --help)")
+	g.gw(t, "accounts", "update", "nobody", "--cleared").fails(t, "update nobody", "account nobody: not found")
+
+	// Top-ups and adjustments, exact to the nano-dollar.
+	r = g.gw(t, "accounts", "top-up", "acme", "10.000000001").ok(t, "top-up")
+	if !strings.Contains(r.stdout, "Balance      $30.000000001\n") {
+		t.Errorf("top-up:\n%s", r.stdout)
+	}
+	r = g.gw(t, "accounts", "top-up", "acme", "-2.5", "--reason", "a duplicate top-up", "--json").ok(t, "adjustment")
+	if a := decodeJSON(t, r.stdout).(map[string]any); a["balance_usd"] != "27.500000001" {
+		t.Errorf("adjustment: %s", r.stdout)
+	}
+	g.gw(t, "accounts", "top-up", "acme", "-1").fails(t, "adjustment without a reason",
+		"account acme: reason: required (a non-empty string) when add_balance_usd is below zero")
+	g.gw(t, "accounts", "top-up", "acme", "-100", "--reason", "too much").fails(t, "adjustment past zero",
+		"account acme: add_balance_usd: the balance would go below zero (it is 27.500000001)")
+	g.gw(t, "accounts", "top-up", "acme", "ten").fails(t, "top-up of words",
+		"account acme: add_balance_usd: amount must be a decimal number of US dollars with at most 9 decimals")
+	g.gw(t, "accounts", "top-up", "acme").fails(t, "top-up without an amount", "accepts 2 arg(s), received 1")
+	g.gw(t, "accounts", "top-up", "json-co", "1").fails(t, "top-up of an account billed afterwards",
+		"account json-co: add_balance_usd: the account is billed afterwards (balance_usd is null); set balance_usd to make it prepaid")
+
+	// Listing and showing.
+	r = g.gw(t, "accounts", "list").ok(t, "list")
+	lines(t, "list", r.stdout,
+		`ACCOUNT  PLAN                 BALANCE        TODAY  THIS MONTH  IN ALL  CREATED`,
+		`acme     paid, cleared        \$27\.500000001  \$0\.00  \$0\.00       \$0\.00   `+justNow,
+		`json-co  free, pay as you go  billed after   \$0\.00  \$0\.00       \$0\.00   `+justNow)
+	sameAsAdmin(t, g, g.gw(t, "accounts", "list", "--json").ok(t, "list --json"), "/gw/accounts")
+	sameAsAdmin(t, g, g.gw(t, "accounts", "show", "acme", "--json").ok(t, "show --json"), "/gw/accounts/acme")
+	g.gw(t, "accounts", "show", "nobody").fails(t, "show nobody", "account nobody: not found")
+	g.gw(t, "accounts", "show").fails(t, "show without an id", "accepts 1 arg(s), received 0")
+
+	// The journal of the movements, and the check of every journal.
+	r = g.gw(t, "journal", "acme").ok(t, "journal")
+	lines(t, "journal", r.stdout,
+		`WHEN +KIND +AMOUNT +BALANCE AFTER +REQUEST OR REASON`,
+		justNow+` +adjustment +-\$2\.50 +\$27\.500000001 +a duplicate top-up`,
+		justNow+` +top_up +\$10\.000000001 +\$30\.000000001 *`,
+		justNow+` +set +\$20\.00 +\$20\.00 *`)
+	sameAsAdmin(t, g, g.gw(t, "journal", "acme", "--json").ok(t, "journal --json"), "/gw/accounts/acme/journal")
+	r = g.gw(t, "journal", "--check").ok(t, "journal --check")
+	if r.stdout != "Every account's journal adds up to its balance, and every charge has its ledger entry.\n" {
+		t.Errorf("journal --check: %q", r.stdout)
+	}
+	sameAsAdmin(t, g, g.gw(t, "journal", "--check", "--json").ok(t, "journal --check --json"), "/gw/journal/check")
+	g.gw(t, "journal").fails(t, "journal of nobody", "give an account ID, or --check to check every account")
+	g.gw(t, "journal", "acme", "--check").fails(t, "journal of one, checked", "--check checks every account: give no ID with it")
+	g.gw(t, "journal", "acme", "--limit", "0").fails(t, "journal --limit 0", "journal of account acme: limit: must be a whole number from 1 to 1000")
+}
+
+// TestCLIKeys: a key made by `caddy gw keys create` is printed once and
+// works at once within its model list; listing never shows secrets; a
+// revoked key stops working.
+func TestCLIKeys(t *testing.T) {
+	t.Parallel()
+	g, oa, _, _ := chatGateway(t)
+	oa.SetDefault(fake.Script{Text: "ok", Usage: fake.Usage{Input: 10, Output: 10}})
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true, "balance_usd": "5"})
+	r := g.gw(t, "keys", "create", "acme", "--name", "laptop", "--models", "gw-pinned-gpt-4.1-mini").ok(t, "keys create")
+	lines(t, "keys create", r.stdout,
+		`Key key_[0-9a-f]+ \(laptop\) of account acme:`,
+		``,
+		`  sk-\S+`,
+		``,
+		`This is the only time the key is shown: store it now\.`)
+	secret := regexp.MustCompile(`sk-\S+`).FindString(r.stdout)
+	keyID := regexp.MustCompile(`key_[0-9a-f]+`).FindString(r.stdout)
+	chat := func(model string) response {
+		return g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`, bearer(secret)...)
+	}
+	if resp := chat("gw-pinned-gpt-4.1-mini"); resp.Status != http.StatusOK {
+		t.Fatalf("the new key: %d %s", resp.Status, resp.Body)
+	}
+	if resp := chat("gw-pinned-o4-mini"); resp.Status == http.StatusOK || !strings.Contains(string(resp.Body), "model_not_allowed") {
+		t.Fatalf("a model outside the key's list: %d %s", resp.Status, resp.Body)
+	}
+
+	r = g.gw(t, "keys", "create", "acme", "--expires", "2030-01-02T03:04:05Z", "--json").ok(t, "keys create --json")
+	k := decodeJSON(t, r.stdout).(map[string]any)
+	if k["name"] != "cli" || k["models"] != nil || k["expires_at"] != "2030-01-02T03:04:05Z" || !strings.HasPrefix(k["key"].(string), "sk-") {
+		t.Errorf("keys create --json: %s", r.stdout)
+	}
+	g.gw(t, "keys", "create", "acme", "--expires", "tomorrow").fails(t, "keys create --expires tomorrow",
+		"creating a key of account acme: expires_at: must be an RFC 3339 time")
+	g.gw(t, "keys", "create", "nobody").fails(t, "keys create for nobody", "creating a key of account nobody: not found")
+
+	r = g.gw(t, "keys", "list", "acme").ok(t, "keys list")
+	lines(t, "keys list", r.stdout,
+		`KEY +NAME +MODELS +EXPIRES +CREATED`,
+		keyID+` +laptop +gw-pinned-gpt-4\.1-mini +never +`+justNow,
+		k["id"].(string)+` +cli +all +(in )?\d+ years( from now)? +`+justNow)
+	if strings.Contains(r.stdout, "sk-") {
+		t.Errorf("keys list shows a secret:\n%s", r.stdout)
+	}
+	sameAsAdmin(t, g, g.gw(t, "keys", "list", "acme", "--json").ok(t, "keys list --json"), "/gw/accounts/acme/keys")
+	g.gw(t, "keys", "list", "nobody").fails(t, "keys of nobody", "keys of account nobody: not found")
+
+	r = g.gw(t, "keys", "revoke", keyID).ok(t, "keys revoke")
+	if r.stdout != "Revoked key "+keyID+": it no longer works.\n" {
+		t.Errorf("keys revoke: %q", r.stdout)
+	}
+	if resp := chat("gw-pinned-gpt-4.1-mini"); resp.Status != http.StatusUnauthorized {
+		t.Fatalf("a revoked key: %d %s", resp.Status, resp.Body)
+	}
+	g.gw(t, "keys", "revoke", keyID).fails(t, "revoke twice", "key "+keyID+": not found")
+	r = g.gw(t, "keys", "revoke", k["id"].(string), "--json").ok(t, "keys revoke --json")
+	if !sameJSON(r.stdout, `{"id":"`+k["id"].(string)+`","revoked":true}`) {
+		t.Errorf("keys revoke --json: %s", r.stdout)
+	}
+}
+
+// TestCLIUsageAndLedger: `caddy gw usage` and `caddy gw ledger` show the
+// charges of billed calls: exact figures in a table, the admin API's JSON
+// with --json, refused parameters named by their flags.
+func TestCLIUsageAndLedger(t *testing.T) {
+	t.Parallel()
+	g, oa, _, _ := chatGateway(t)
+	oa.SetDefault(fake.Script{Text: "ok", Usage: fake.Usage{Input: 12345, Output: 1000}})
+	key := g.newAccountKey(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true, "balance_usd": "5"})
+	var ids []string
+	for range 2 {
+		resp := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(key)...)
+		if resp.Status != http.StatusOK || resp.Header.Get("X-Gw-Cost-Usd") != "0.006538" {
+			t.Fatalf("chat: %d %s %s", resp.Status, resp.Header.Get("X-Gw-Cost-Usd"), resp.Body)
+		}
+		ids = append(ids, resp.Header.Get("X-Gw-Request-Id"))
+	}
+	r := g.gw(t, "usage", "--account", "acme", "--by", "model").ok(t, "usage")
+	want := "" +
+		"MODEL         REQUESTS  INPUT TOKENS  OUTPUT TOKENS  COST\n" +
+		"gpt-4.1-mini  2         24,690        2,000          $0.013076\n" +
+		"Total         2                                      $0.013076\n"
+	if r.stdout != want {
+		t.Errorf("usage:\n%s\nwant\n%s", r.stdout, want)
+	}
+	sameAsAdmin(t, g, g.gw(t, "usage", "--json").ok(t, "usage --json"), "/gw/usage?group_by=day")
+	sameAsAdmin(t, g, g.gw(t, "usage", "--by", "key,account", "--from", "2026-01-01", "--json").ok(t, "usage --by --json"),
+		"/gw/usage?group_by=key,account&from=2026-01-01")
+	r = g.gw(t, "usage", "--to", "2000-01-01").ok(t, "usage of days without charges")
+	if r.stdout != "No charges in these days.\n" {
+		t.Errorf("usage of days without charges: %q", r.stdout)
+	}
+	g.gw(t, "usage", "--by", "week").fails(t, "usage --by week", `usage: --by: "week" is not a grouping (known: day, model, account, key, comma-separated)`)
+	g.gw(t, "usage", "--from", "2026-13-01").fails(t, "usage --from", `usage: --from: "2026-13-01" is not a date of the form YYYY-MM-DD`)
+	g.gw(t, "usage", "--account", "nobody").fails(t, "usage of nobody", "usage: not found")
+
+	r = g.gw(t, "ledger", "acme").ok(t, "ledger")
+	lines(t, "ledger", r.stdout,
+		`WHEN +REQUEST +ENDPOINT +MODEL +UNITS +COST`,
+		justNow+` +`+ids[1]+` +chat +gpt-4\.1-mini +13,345 token +\$0\.006538`,
+		justNow+` +`+ids[0]+` +chat +gpt-4\.1-mini +13,345 token +\$0\.006538`)
+	sameAsAdmin(t, g, g.gw(t, "ledger", "acme", "--limit", "1", "--json").ok(t, "ledger --json"), "/gw/accounts/acme/ledger?limit=1")
+	g.gw(t, "ledger", "nobody").fails(t, "ledger of nobody", "ledger of account nobody: not found")
+}
+
+// TestCLIAdminAddress: without --address the command line finds the admin
+// endpoint as `caddy reload` does: the Caddyfile in the current folder, or
+// --config, else localhost:2019; an endpoint that does not answer is an
+// error naming it.
+func TestCLIAdminAddress(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, gwOptions{BootstrapKey: "sk-cli-bootstrap-0123456789abcdefghijklmn"})
+	// The gateway's own folder holds its Caddyfile, which reads GW_ADMIN.
+	env := map[string]string{"GW_ADMIN": g.AdminAddr}
+	r := cli(t, g.dir, env, "gw", "accounts", "list", "--json").ok(t, "the Caddyfile in the folder")
+	sameAsAdmin(t, g, r, "/gw/accounts")
+	r = cli(t, "", env, "gw", "accounts", "show", "default", "--json", "--config", g.ConfigPath).ok(t, "--config")
+	sameAsAdmin(t, g, r, "/gw/accounts/default")
+
+	port := freePorts(t, 1)[0]
+	cli(t, "", nil, "gw", "accounts", "list", "--address", "127.0.0.1:"+port).fails(t, "an endpoint that does not answer",
+		"the admin endpoint 127.0.0.1:"+port+" did not answer (is the gateway running? --address names another): dial tcp 127.0.0.1:"+port+": connect: connection refused")
+
+	// No config: Caddy's default address, with the Origin Caddy's own
+	// commands send.
+	ln, err := net.Listen("tcp", "127.0.0.1:2019")
+	if err != nil {
+		t.Skipf("localhost:2019 is taken here (%v): the default address cannot be tried", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/gw/accounts" || r.Header.Get("Origin") != "http://localhost:2019" {
+			http.Error(w, `{"error":"unexpected request"}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{map[string]any{"id": "at-2019"}}, "has_more": false})
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	r = cli(t, "", nil, "gw", "accounts", "list", "--json").ok(t, "the default address")
+	if !sameJSON(r.stdout, `{"object":"list","data":[{"id":"at-2019"}],"has_more":false}`) {
+		t.Errorf("the default address: %s", r.stdout)
+	}
+}
+
+// TestCLIHelp: `caddy help gw` documents the subcommands; a misused one
+// fails with exit status 1.
+func TestCLIHelp(t *testing.T) {
+	t.Parallel()
+	r := cli(t, "", nil, "help", "gw").ok(t, "caddy help gw")
+	for _, want := range []string{"caddy gw [command]", "accounts ", "keys ", "journal ", "ledger ", "usage ", "move-store ", "--address", "--json",
+		"caddy gw usage --account acme --from 2026-03-01 --by day,model"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("caddy help gw lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = cli(t, "", nil, "help", "gw", "accounts", "top-up").ok(t, "caddy help gw accounts top-up")
+	if !strings.Contains(r.stdout, "caddy gw accounts top-up ID USD [--reason TEXT]") || !strings.Contains(r.stdout, "--reason string") {
+		t.Errorf("caddy help gw accounts top-up:\n%s", r.stdout)
+	}
+	r = cli(t, "", nil, "gw", "accounts", "top-up", "--help").ok(t, "top-up --help")
+	if !strings.Contains(r.stdout, "takes it back") {
+		t.Errorf("top-up --help:\n%s", r.stdout)
+	}
+	cli(t, "", nil, "gw", "nope").fails(t, "an unknown subcommand", `unknown command "nope" for "caddy gw"`)
+	cli(t, "", nil, "gw", "keys", "list").fails(t, "keys list without an id", "accepts 1 arg(s), received 0")
+	// move-store is gw-move-store under gw (Caddy logs its error).
+	if r := cli(t, "", nil, "gw", "move-store"); r.code != 1 || !strings.Contains(r.stderr, "--from and --to (or GW_DATABASE_URL) are required") {
+		t.Errorf("move-store without folders: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestNodesCLI: the command line on two nodes of one PostgreSQL: what it
+// makes through one node, the other lists and serves, and its usage
+// figures and journal are the shared ledger's.
+func TestNodesCLI(t *testing.T) {
+	t.Parallel()
+	e := newNodes(t, 2, "")
+	a, b := e.nodes[0], e.nodes[1]
+	a.gw(t, "accounts", "create", "shared", "--plan", "paid", "--cleared", "--balance", "3").ok(t, "create on node 0")
+	r := b.gw(t, "keys", "create", "shared", "--json").ok(t, "keys create on node 1")
+	secret := decodeJSON(t, r.stdout).(map[string]any)["key"].(string)
+	b.gw(t, "accounts", "top-up", "shared", "-0.5", "--reason", "a correction").ok(t, "adjustment on node 1")
+	for i := range 2 {
+		if resp := e.chat(t, i, secret); resp.Status != http.StatusOK {
+			t.Fatalf("chat on node %d: %d %s", i, resp.Status, resp.Body)
+		}
+	}
+	for _, g := range e.nodes {
+		sameAsAdmin(t, a, g.gw(t, "accounts", "list", "--json").ok(t, "accounts list"), "/gw/accounts")
+		sameAsAdmin(t, a, g.gw(t, "usage", "--by", "account,key,model", "--json").ok(t, "usage"), "/gw/usage?group_by=account,key,model")
+		sameAsAdmin(t, a, g.gw(t, "journal", "shared", "--json").ok(t, "journal"), "/gw/accounts/shared/journal")
+		sameAsAdmin(t, a, g.gw(t, "ledger", "shared", "--json").ok(t, "ledger"), "/gw/accounts/shared/ledger")
+	}
+	r = b.gw(t, "usage", "--account", "shared", "--json").ok(t, "usage of the account")
+	if rep := decodeJSON(t, r.stdout).(map[string]any); rep["total"].(map[string]any)["requests"] != float64(2) {
+		t.Errorf("usage on node 1: %s", r.stdout)
+	}
+	if r := a.gw(t, "journal", "--check").ok(t, "journal --check"); !strings.HasPrefix(r.stdout, "Every account's journal adds up") {
+		t.Errorf("journal --check: %s", r.stdout)
+	}
+}

@@ -1,0 +1,83 @@
+package admin
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/caddy-gw/caddy-gw/internal/usage"
+)
+
+// usage answers GET /gw/usage: usage figures of every account, or of the
+// one ?account= names (404 when it does not exist).
+func (a *API) usage(w http.ResponseWriter, r *http.Request) {
+	q, err := usage.Parse(r.URL.Query(), a.now(), usage.Scope{})
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if q.AccountID != "" {
+		if _, err := a.Store.Account(r.Context(), q.AccountID); err != nil {
+			storeError(w, err)
+			return
+		}
+	}
+	rep, err := usage.Run(r.Context(), a.Store, q)
+	var bad *usage.Error
+	if errors.As(err, &bad) {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// Bounds of GET /gw/accounts?limit=.
+const (
+	DefaultAccountsLimit = 100
+	MaxAccountsLimit     = 1000
+)
+
+// listAccounts answers GET /gw/accounts: accounts in the order of their
+// ids, each as GET /gw/accounts/{id} shows it, a page of ?limit= at a time
+// after the id ?after= names; has_more says whether more follow.
+func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	for name := range v {
+		if name != "limit" && name != "after" {
+			writeError(w, http.StatusBadRequest, "%s: unknown parameter (known: limit, after)", name)
+			return
+		}
+	}
+	limit := DefaultAccountsLimit
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxAccountsLimit {
+			writeError(w, http.StatusBadRequest, "limit: must be a whole number from 1 to %d", MaxAccountsLimit)
+			return
+		}
+		limit = n
+	}
+	accounts, err := a.Store.ListAccounts(r.Context(), v.Get("after"), limit+1)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	more := len(accounts) > limit
+	if more {
+		accounts = accounts[:limit]
+	}
+	out := make([]accountJSON, 0, len(accounts))
+	for _, acc := range accounts {
+		j, err := a.view(r, acc)
+		if err != nil {
+			storeError(w, err)
+			return
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out, "has_more": more})
+}
