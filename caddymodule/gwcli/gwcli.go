@@ -206,7 +206,7 @@ func listAccounts(e *env, _ []string) error {
 		if !page.HasMore || len(page.Data) == 0 {
 			break
 		}
-		var last account
+		var last admin.Account
 		if err := decode(page.Data[len(page.Data)-1], &last); err != nil {
 			return err
 		}
@@ -224,7 +224,7 @@ func listAccounts(e *env, _ []string) error {
 		}
 		return e.printJSON(b)
 	}
-	list := make([]account, len(all))
+	list := make([]admin.Account, len(all))
 	for i, raw := range all {
 		if err := decode(raw, &list[i]); err != nil {
 			return err
@@ -245,7 +245,7 @@ func (e *env) printAccount(b []byte) error {
 	if e.json {
 		return e.printJSON(b)
 	}
-	var a account
+	var a admin.Account
 	if err := decode(b, &a); err != nil {
 		return err
 	}
@@ -419,7 +419,7 @@ func createKey(e *env, args []string) error {
 	if e.json {
 		return e.printJSON(b)
 	}
-	var k key
+	var k admin.Key
 	if err := decode(b, &k); err != nil {
 		return err
 	}
@@ -435,7 +435,7 @@ func listKeys(e *env, args []string) error {
 		return e.printJSON(b)
 	}
 	var list struct {
-		Data []key `json:"data"`
+		Data []admin.Key `json:"data"`
 	}
 	if err := decode(b, &list); err != nil {
 		return err
@@ -494,7 +494,7 @@ func showJournal(e *env, args []string) error {
 		return e.printJSON(b)
 	}
 	var list struct {
-		Data []movement `json:"data"`
+		Data []admin.Movement `json:"data"`
 	}
 	if err := decode(b, &list); err != nil {
 		return err
@@ -512,7 +512,7 @@ func showLedger(e *env, args []string) error {
 		return e.printJSON(b)
 	}
 	var list struct {
-		Data []charge `json:"data"`
+		Data []admin.Charge `json:"data"`
 	}
 	if err := decode(b, &list); err != nil {
 		return err

@@ -10,70 +10,15 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/usage"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// account is an account as the admin API shows it.
-type account struct {
-	ID          string         `json:"id"`
-	Plan        string         `json:"plan"`
-	Cleared     bool           `json:"cleared"`
-	PAYG        bool           `json:"payg"`
-	LaneBilling bool           `json:"lane_billing"`
-	Balance     *pricing.Money `json:"balance_usd"`
-	DailyCap    *pricing.Money `json:"daily_cap_usd"`
-	MonthlyCap  *pricing.Money `json:"monthly_cap_usd"`
-	Abilities   []string       `json:"abilities"`
-	CreatedAt   time.Time      `json:"created_at"`
-	Spend       struct {
-		Today pricing.Money `json:"today_usd"`
-		Month pricing.Money `json:"month_usd"`
-		Total pricing.Money `json:"total_usd"`
-	} `json:"spend"`
-}
-
-// key is a key as the admin API shows it (Key only when created).
-type key struct {
-	ID        string     `json:"id"`
-	Key       string     `json:"key"`
-	Name      string     `json:"name"`
-	Models    []string   `json:"models"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	CreatedAt time.Time  `json:"created_at"`
-}
-
-// movement is a journal entry.
-type movement struct {
-	Time      time.Time     `json:"time"`
-	Kind      string        `json:"kind"`
-	Amount    pricing.Money `json:"amount_usd"`
-	Balance   pricing.Money `json:"balance_usd"`
-	RequestID string        `json:"request_id"`
-	Reason    string        `json:"reason"`
-}
-
-// charge is a ledger entry.
-type charge struct {
-	RequestID string        `json:"request_id"`
-	Endpoint  string        `json:"endpoint"`
-	Model     string        `json:"model"`
-	Units     int64         `json:"units"`
-	Unit      string        `json:"unit"`
-	Cost      pricing.Money `json:"cost_usd"`
-	Time      time.Time     `json:"time"`
-}
-
 // checkResult is the journal check's answer.
 type checkResult struct {
-	OK       bool `json:"ok"`
-	Problems []struct {
-		Account    string        `json:"account"`
-		Balance    pricing.Money `json:"balance_usd"`
-		JournalSum pricing.Money `json:"journal_sum_usd"`
-		Last       pricing.Money `json:"last_entry_balance_usd"`
-		Unledgered []string      `json:"unledgered_charges"`
-	} `json:"problems"`
+	OK       bool            `json:"ok"`
+	Problems []admin.Problem `json:"problems"`
 }
 
 // usd writes an amount for people: a dollar sign, thousands separated,
@@ -102,8 +47,8 @@ func ago(t time.Time) string { return humanize.Time(t) }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-func plan(a account) string {
-	p := a.Plan
+func plan(a admin.Account) string {
+	p := string(a.Plan)
 	if a.Cleared {
 		p += ", cleared"
 	}
@@ -113,7 +58,7 @@ func plan(a account) string {
 	return p
 }
 
-func accountTable(w io.Writer, list []account) error {
+func accountTable(w io.Writer, list []admin.Account) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(w, "No accounts.")
 		return err
@@ -127,7 +72,7 @@ func accountTable(w io.Writer, list []account) error {
 	return tw.Flush()
 }
 
-func accountCard(w io.Writer, a account) error {
+func accountCard(w io.Writer, a admin.Account) error {
 	abilities := strings.Join(a.Abilities, ", ")
 	if len(a.Abilities) == 0 {
 		abilities = "none"
@@ -153,7 +98,7 @@ func accountCard(w io.Writer, a account) error {
 	return tw.Flush()
 }
 
-func keyCreated(w io.Writer, accountID string, k key) error {
+func keyCreated(w io.Writer, accountID string, k admin.Key) error {
 	_, err := fmt.Fprintf(w, "Key %s (%s) of account %s:\n\n  %s\n\nThis is the only time the key is shown: store it now.\n", k.ID, k.Name, accountID, k.Key)
 	return err
 }
@@ -168,7 +113,7 @@ func models(list []string) string {
 	return strings.Join(list, ", ")
 }
 
-func keyTable(w io.Writer, list []key) error {
+func keyTable(w io.Writer, list []admin.Key) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(w, "No keys.")
 		return err
@@ -185,7 +130,7 @@ func keyTable(w io.Writer, list []key) error {
 	return tw.Flush()
 }
 
-func journalTable(w io.Writer, list []movement) error {
+func journalTable(w io.Writer, list []admin.Movement) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(w, "No balance movements.")
 		return err
@@ -198,7 +143,7 @@ func journalTable(w io.Writer, list []movement) error {
 	return tw.Flush()
 }
 
-func ledgerTable(w io.Writer, list []charge) error {
+func ledgerTable(w io.Writer, list []admin.Charge) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(w, "No charges.")
 		return err
@@ -219,7 +164,7 @@ func checkReport(w io.Writer, res checkResult) error {
 	tw := table(w)
 	fmt.Fprintln(tw, "ACCOUNT\tBALANCE\tJOURNAL SUM\tLAST ENTRY'S BALANCE\tCHARGES WITHOUT A LEDGER ENTRY")
 	for _, p := range res.Problems {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Account, usd(p.Balance), usd(p.JournalSum), usd(p.Last), strings.Join(p.Unledgered, ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Account, usd(p.Balance), usd(p.JournalSum), usd(p.LastBalance), strings.Join(p.UnledgeredCharges, ", "))
 	}
 	return tw.Flush()
 }

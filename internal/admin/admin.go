@@ -100,8 +100,8 @@ func (p *probe) Header() http.Header         { return p.header }
 func (p *probe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *probe) WriteHeader(s int)           { p.status = s }
 
-// accountJSON is an account as the admin API shows it.
-type accountJSON struct {
+// Account is an account as the admin API shows it.
+type Account struct {
 	ID          string         `json:"id"`
 	Plan        store.Plan     `json:"plan"`
 	Cleared     bool           `json:"cleared"`
@@ -112,10 +112,11 @@ type accountJSON struct {
 	MonthlyCap  *pricing.Money `json:"monthly_cap_usd"`
 	Abilities   []string       `json:"abilities"`
 	CreatedAt   time.Time      `json:"created_at"`
-	Spend       spendJSON      `json:"spend"`
+	Spend       Spend      `json:"spend"`
 }
 
-type spendJSON struct {
+// Spend is what an account spent today, this month and in all.
+type Spend struct {
 	Today pricing.Money `json:"today_usd"`
 	Month pricing.Money `json:"month_usd"`
 	Total pricing.Money `json:"total_usd"`
@@ -131,19 +132,19 @@ func (a *API) show(w http.ResponseWriter, r *http.Request, status int, acc store
 }
 
 // view is acc as the API shows it, with its spend.
-func (a *API) view(r *http.Request, acc store.Account) (accountJSON, error) {
+func (a *API) view(r *http.Request, acc store.Account) (Account, error) {
 	sp, err := a.Store.Spend(r.Context(), acc.ID, a.now())
 	if err != nil {
-		return accountJSON{}, err
+		return Account{}, err
 	}
 	abilities := acc.Abilities
 	if abilities == nil {
 		abilities = store.AllAbilities
 	}
-	return accountJSON{
+	return Account{
 		ID: acc.ID, Plan: acc.Plan, Cleared: acc.Cleared, PAYG: acc.PAYG, LaneBilling: acc.LaneBilling,
 		Balance: acc.Balance, DailyCap: acc.DailyCap, MonthlyCap: acc.MonthlyCap, Abilities: abilities,
-		CreatedAt: acc.CreatedAt, Spend: spendJSON{sp.Today, sp.Month, sp.Total},
+		CreatedAt: acc.CreatedAt, Spend: Spend{sp.Today, sp.Month, sp.Total},
 	}, nil
 }
 
@@ -324,8 +325,8 @@ func (a *API) patchAccount(w http.ResponseWriter, r *http.Request) {
 	a.show(w, r, http.StatusOK, acc)
 }
 
-// keyJSON is a key as listed (never with its secret).
-type keyJSON struct {
+// Key is a key as listed; its secret (Key) only in the answer that made it.
+type Key struct {
 	ID        string     `json:"id"`
 	Key       string     `json:"key,omitempty"`
 	Name      string     `json:"name"`
@@ -378,7 +379,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, keyJSON{ID: k.ID, Key: secret, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt})
+	writeJSON(w, http.StatusCreated, Key{ID: k.ID, Key: secret, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt})
 }
 
 func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
@@ -392,9 +393,9 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	out := make([]keyJSON, 0, len(keys))
+	out := make([]Key, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, keyJSON{ID: k.ID, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt})
+		out = append(out, Key{ID: k.ID, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
@@ -407,7 +408,8 @@ func (a *API) deleteKey(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-type entryJSON struct {
+// Charge is one ledger entry as listed.
+type Charge struct {
 	RequestID string        `json:"request_id"`
 	Endpoint  string        `json:"endpoint"`
 	Model     string        `json:"model"`
@@ -432,15 +434,15 @@ func (a *API) ledger(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	out := make([]entryJSON, 0, len(entries))
+	out := make([]Charge, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, entryJSON{e.RequestID, e.Endpoint, e.Model, e.Units, e.Unit, e.Cost, e.Time.UTC()})
+		out = append(out, Charge{e.RequestID, e.Endpoint, e.Model, e.Units, e.Unit, e.Cost, e.Time.UTC()})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// journalJSON is one balance movement as listed.
-type journalJSON struct {
+// Movement is one balance movement as listed.
+type Movement struct {
 	Time      time.Time     `json:"time"`
 	Kind      string        `json:"kind"`
 	Amount    pricing.Money `json:"amount_usd"`
@@ -464,15 +466,15 @@ func (a *API) journal(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	out := make([]journalJSON, 0, len(entries))
+	out := make([]Movement, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, journalJSON{e.Time.UTC(), e.Kind, e.Amount, e.Balance, e.RequestID, e.Reason})
+		out = append(out, Movement{e.Time.UTC(), e.Kind, e.Amount, e.Balance, e.RequestID, e.Reason})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// problemJSON is an account whose journal does not add up.
-type problemJSON struct {
+// Problem is an account whose journal does not add up.
+type Problem struct {
 	Account           string        `json:"account"`
 	Balance           pricing.Money `json:"balance_usd"`
 	JournalSum        pricing.Money `json:"journal_sum_usd"`
@@ -489,9 +491,9 @@ func (a *API) checkJournal(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	out := make([]problemJSON, 0, len(problems))
+	out := make([]Problem, 0, len(problems))
 	for _, p := range problems {
-		out = append(out, problemJSON{p.AccountID, p.Balance, p.JournalSum, p.Last, append([]string{}, p.UnledgeredCharges...)})
+		out = append(out, Problem{p.AccountID, p.Balance, p.JournalSum, p.Last, append([]string{}, p.UnledgeredCharges...)})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": len(out) == 0, "problems": out})
 }

@@ -70,7 +70,7 @@ func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
 	if more {
 		accounts = accounts[:limit]
 	}
-	out := make([]accountJSON, 0, len(accounts))
+	out := make([]Account, 0, len(accounts))
 	for _, acc := range accounts {
 		j, err := a.view(r, acc)
 		if err != nil {
