@@ -1,0 +1,230 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/caddy-gw/caddy-gw/handlers/fetch"
+	"github.com/caddy-gw/caddy-gw/integration/fake"
+)
+
+// browserTimeout bounds one browser test's whole run.
+const browserTimeout = 90 * time.Second
+
+// browserErrors collects what pages report as wrong: uncaught
+// exceptions, console errors and error entries of the browser log (a
+// refused style sheet or a failed load among them).
+type browserErrors struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (b *browserErrors) add(m chromedp.ConsoleMessage) {
+	if !m.IsException() && m.Type != "error" && m.Type != "assert" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.list = append(b.list, m.String())
+}
+
+func (b *browserErrors) take() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.list
+	b.list = nil
+	return l
+}
+
+// startBrowser starts headless Chromium the way the gateway's page reader
+// does (its sandbox on; as an unprivileged user when the test runs as
+// root) and returns its context and the errors its pages report.
+func startBrowser(t *testing.T) (context.Context, *browserErrors) {
+	t.Helper()
+	var exe string
+	for _, b := range fetch.Browsers {
+		if p, err := exec.LookPath(b); err == nil {
+			exe = p
+			break
+		}
+	}
+	if exe == "" {
+		t.Fatal("no headless Chromium on this machine (want chromium-headless-shell)")
+	}
+	profile, err := os.MkdirTemp("", "gw-console-browser-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(profile) })
+	root := os.Geteuid() == 0
+	if root {
+		if err := os.Chown(profile, fetch.BrowserUID, fetch.BrowserGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.UserDataDir(profile),
+		chromedp.Flag("no-sandbox", false), chromedp.Flag("disable-gpu", true),
+		chromedp.WindowSize(1000, 800),
+		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
+			cmd.Env = fetch.BrowserEnv(profile)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if root {
+				cmd.SysProcAttr.Credential = &syscall.Credential{Uid: fetch.BrowserUID, Gid: fetch.BrowserGID, Groups: []uint32{}}
+			}
+		}),
+	)
+	ctx, cancelTime := context.WithTimeout(context.Background(), browserTimeout)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc(); cancelTime() })
+	errs := &browserErrors{}
+	messages := chromedp.Console(bctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			errs.add(m)
+		}
+	}()
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	return bctx, errs
+}
+
+// run runs browser actions, failing the test on an error or on any error
+// the page reported.
+func run(t *testing.T, ctx context.Context, errs *browserErrors, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if l := errs.take(); len(l) > 0 {
+		t.Fatalf("%s: the page reported errors: %q", what, l)
+	}
+}
+
+// value runs one browser action that gives a value.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// TestConsoleBrowser drives the operator console in headless Chromium: each
+// view loads without an error, a key made there works on the API until it
+// is revoked there, a top-up and an adjustment show in the journal, and
+// the usage plot shows the model and cost of a call just made.
+func TestConsoleBrowser(t *testing.T) {
+	g, oa := startWithFakes(t, exampleCaddyfile(t))
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true, "balance_usd": "20.00"})
+	g.createAccount(t, map[string]any{"id": "zeta", "plan": "free"})
+	ctx, errs := startBrowser(t)
+	base := g.ConsoleURL
+
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	run(t, ctx, errs, "accounts view", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#accounts")))
+	accounts := value(t, ctx, "accounts table", chromedp.Text(css("#accounts tbody")))
+	for _, s := range []string{"acme", "$20", "zeta", "billed afterwards"} {
+		if !strings.Contains(accounts, s) {
+			t.Errorf("accounts view lacks %q: %q", s, accounts)
+		}
+	}
+	if path := os.Getenv("GW_CONSOLE_SCREENSHOT"); path != "" {
+		png := value(t, ctx, "screenshot", chromedp.FullScreenshot(100))
+		if !filepath.IsAbs(path) {
+			path = filepath.Join("..", path)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A key made in the console works on the API.
+	run(t, ctx, errs, "create a key",
+		chromedp.Navigate(base+"/accounts/acme"),
+		chromedp.SendKeys(css("#key-name"), "browser key"),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Create key"]`)),
+		chromedp.WaitVisible(css("#new-key")))
+	secret := strings.TrimSpace(value(t, ctx, "the new key", chromedp.Text(css("#new-key"))))
+	if !strings.HasPrefix(secret, "sk-") {
+		t.Fatalf("the console showed key %q, want sk-...", secret)
+	}
+	if r := g.do(t, http.MethodGet, "/v1/models", "", bearer(secret)...); r.Status != http.StatusOK {
+		t.Fatalf("GET /v1/models with the console's key: %d %s", r.Status, r.Body)
+	}
+
+	// A call with it shows in the usage plot, at its ledger cost.
+	oa.Push(fake.Script{Text: "hello", Usage: fake.Usage{Input: 1200, Output: 300}})
+	if r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","max_tokens":500,"messages":[{"role":"user","content":"hi"}]}`, bearer(secret)...); r.Status != http.StatusOK {
+		t.Fatalf("chat with the console's key: %d %s", r.Status, r.Body)
+	}
+	ledger := g.adminJSON(t, http.MethodGet, "/gw/accounts/acme/ledger", nil, http.StatusOK).JSON(t)["data"].([]any)
+	if len(ledger) != 1 {
+		t.Fatalf("ledger has %d entries, want 1", len(ledger))
+	}
+	entry := ledger[0].(map[string]any)
+	model, cost := entry["model"].(string), entry["cost_usd"].(string)
+	run(t, ctx, errs, "usage view", chromedp.Navigate(base+"/usage?account=acme"), chromedp.WaitVisible(css("#spend-chart")))
+	legend := value(t, ctx, "legend", chromedp.Text(css("#legend")))
+	byModel := value(t, ctx, "calls by model", chromedp.Text(css("#by-model tbody")))
+	bars := value(t, ctx, "bars", chromedp.Evaluate[int](`document.querySelectorAll("#spend-chart rect").length`))
+	if want := model + ": $" + cost; !strings.Contains(legend, want) {
+		t.Errorf("usage legend %q lacks %q", legend, want)
+	}
+	if bars != 1 {
+		t.Errorf("the spend chart has %d bars, want 1 (one call, one day, one model)", bars)
+	}
+	if want := model + "\t1\t1200\t300\t$" + cost; !strings.Contains(byModel, want) {
+		t.Errorf("calls and tokens table %q lacks %q", byModel, want)
+	}
+	run(t, ctx, errs, "usage of every account", chromedp.Navigate(base+"/usage"), chromedp.WaitVisible(css("#spend-chart")))
+
+	// Revoked in the console, the key stops working.
+	revoke := chromedp.Search(`//button[starts-with(@aria-label, "Revoke key browser key")]`)
+	run(t, ctx, errs, "revoke the key",
+		chromedp.Navigate(base+"/accounts/acme"),
+		chromedp.Click(revoke),
+		chromedp.WaitNotPresent(revoke))
+	if r := g.do(t, http.MethodGet, "/v1/models", "", bearer(secret)...); r.Status != http.StatusUnauthorized {
+		t.Fatalf("GET /v1/models with the revoked key: %d, want 401", r.Status)
+	}
+
+	// A top-up and an adjustment show in the journal, newest first.
+	apply := chromedp.Search(`//button[normalize-space()="Apply"]`)
+	run(t, ctx, errs, "top up and adjust",
+		chromedp.SendKeys(css("#amount"), "7.25"),
+		chromedp.Click(apply),
+		chromedp.WaitVisible(chromedp.Search(`//table[@id="journal"]//td[normalize-space()="top_up"]`)),
+		chromedp.SendKeys(css("#amount"), "-0.25"),
+		chromedp.SendKeys(css("#reason"), "goodwill reversal"),
+		chromedp.Click(apply),
+		chromedp.WaitVisible(chromedp.Search(`//table[@id="journal"]//td[normalize-space()="adjustment"]`)))
+	first := value(t, ctx, "journal", chromedp.Text(css("#journal tbody tr:nth-child(1)")))
+	second := value(t, ctx, "journal", chromedp.Text(css("#journal tbody tr:nth-child(2)")))
+	balance := g.getAccount(t, "acme")["balance_usd"].(string)
+	if want := "adjustment\t$-0.25\t$" + balance + "\tgoodwill reversal"; !strings.Contains(first, want) {
+		t.Errorf("newest journal row %q lacks %q", first, want)
+	}
+	if !strings.Contains(second, "top_up\t$7.25\t") {
+		t.Errorf("second journal row %q: want the top-up of $7.25", second)
+	}
+	if l := errs.take(); len(l) > 0 {
+		t.Fatalf("the pages reported errors: %q", l)
+	}
+}
