@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"os"
 	"os/exec"
@@ -226,5 +227,68 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	if l := errs.take(); len(l) > 0 {
 		t.Fatalf("the pages reported errors: %q", l)
+	}
+}
+
+// consolePost sends a form to the console with the given headers.
+func consolePost(t *testing.T, g *gateway, path, form string, header ...string) response {
+	t.Helper()
+	return g.send(t, g.ConsoleURL+path, http.MethodPost, []byte(form), append([]string{"Content-Type", "application/x-www-form-urlencoded"}, header...))
+}
+
+// TestConsoleRefusesCrossOrigin checks that the built gateway's console
+// refuses a write from another origin, and makes nothing, while the same
+// form from its own origin makes a key.
+func TestConsoleRefusesCrossOrigin(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true})
+	for _, h := range [][]string{
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Origin", "http://attacker.example"},
+		{"Origin", "http://attacker.example", "Sec-Fetch-Site", "cross-site"},
+	} {
+		if r := consolePost(t, g, "/accounts/acme/keys", "name=evil", h...); r.Status != http.StatusForbidden {
+			t.Errorf("POST with %q: status %d, want 403", h, r.Status)
+		}
+	}
+	keys := g.adminJSON(t, http.MethodGet, "/gw/accounts/acme/keys", nil, http.StatusOK).JSON(t)["data"].([]any)
+	if len(keys) != 0 {
+		t.Fatalf("refused writes made %d keys", len(keys))
+	}
+	r := consolePost(t, g, "/accounts/acme/keys", "name=mine", "Origin", g.ConsoleURL, "Sec-Fetch-Site", "same-origin")
+	if r.Status != http.StatusCreated || !strings.Contains(string(r.Body), `<output id="new-key" for="key-name">sk-`) {
+		t.Fatalf("same-origin POST: status %d, want 201 showing the key", r.Status)
+	}
+	keys = g.adminJSON(t, http.MethodGet, "/gw/accounts/acme/keys", nil, http.StatusOK).JSON(t)["data"].([]any)
+	if len(keys) != 1 || keys[0].(map[string]any)["name"] != "mine" {
+		t.Fatalf("keys after the same-origin POST: %v, want one named mine", keys)
+	}
+	if got := r.Header.Get("Content-Security-Policy"); !strings.Contains(got, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy %q: want frame-ancestors 'none'", got)
+	}
+}
+
+// TestConsoleBehindBasicAuth checks that basic_auth in the console's site
+// runs before the console (the directive's order) when it is configured
+// with behind_auth.
+func TestConsoleBehindBasicAuth(t *testing.T) {
+	out, err := exec.Command(caddyBin, "hash-password", "--plaintext", "console-pass").Output()
+	if err != nil {
+		t.Fatalf("caddy hash-password: %v", err)
+	}
+	cfg := exampleCaddyfile(t)
+	const plain = "http://{$GW_CONSOLE:localhost:2020} {\n\tgw_console\n}"
+	if !strings.Contains(cfg, plain) {
+		t.Fatalf("Caddyfile.example lacks the console site %q", plain)
+	}
+	cfg = strings.Replace(cfg, plain, "http://{$GW_CONSOLE:localhost:2020} {\n\tgw_console {\n\t\tbehind_auth\n\t}\n\tbasic_auth {\n\t\tops "+strings.TrimSpace(string(out))+"\n\t}\n}", 1)
+	g := startGateway(t, gwOptions{Caddyfile: cfg})
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true})
+	if r := g.send(t, g.ConsoleURL+"/", http.MethodGet, nil, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("GET / without credentials: %d, want 401", r.Status)
+	}
+	r := g.send(t, g.ConsoleURL+"/", http.MethodGet, nil, []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:console-pass"))})
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `<a href="/accounts/acme">acme</a>`) {
+		t.Fatalf("GET / with credentials: %d, want 200 listing acme:\n%s", r.Status, r.Body)
 	}
 }
