@@ -16,9 +16,9 @@ import (
 const (
 	chartWidth  = 720
 	chartHeight = 240
-	chartLeft   = 64 // room for the axis labels
-	chartBottom = 24 // room for the day labels
-	chartTop    = 12
+	chartLeft   = 80 // room for the axis labels
+	chartBottom = 28 // room for the day labels
+	chartTop    = 16
 )
 
 // palette colours the models of a chart, in turn.
@@ -87,7 +87,8 @@ func spendChart(rows []usage.Row, from time.Time, days int) chart {
 	for i := range days {
 		d := from.AddDate(0, 0, i).Format(usage.DateLayout)
 		index[d] = i
-		if i%7 == 0 || i == days-1 {
+		// A label each week, counted back from the last day.
+		if (days-1-i)%7 == 0 {
 			c.Labels = append(c.Labels, dayLabel{X: chartLeft + slot*float64(i) + slot/2, Y: chartHeight - 6, Text: d[5:]})
 		}
 	}
@@ -106,7 +107,7 @@ func spendChart(rows []usage.Row, from time.Time, days int) chart {
 		c.Bars = append(c.Bars, bar{
 			X: chartLeft + slot*float64(i) + slot*0.1, Y: base - h, W: slot * 0.8, H: h,
 			Fill:  fill[*r.Model],
-			Title: fmt.Sprintf("%s %s: $%s, %d calls", *r.Day, *r.Model, r.Cost, r.Requests),
+			Title: fmt.Sprintf("%s %s: %s, %d calls", *r.Day, *r.Model, dollars(r.Cost), r.Requests),
 		})
 	}
 	return c
@@ -117,12 +118,12 @@ var funcs = template.FuncMap{
 	"usd": func(m any) string {
 		switch v := m.(type) {
 		case pricing.Money:
-			return "$" + v.String()
+			return dollars(v)
 		case *pricing.Money:
 			if v == nil {
 				return "billed afterwards"
 			}
-			return "$" + v.String()
+			return dollars(*v)
 		}
 		return ""
 	},
@@ -140,6 +141,14 @@ var funcs = template.FuncMap{
 		}
 		return strings.Join(s, ", ")
 	},
+}
+
+// dollars writes m as "$1.25" or "-$1.25", with every decimal it has.
+func dollars(m pricing.Money) string {
+	if m < 0 {
+		return "-$" + (-m).String()
+	}
+	return "$" + m.String()
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -148,7 +148,7 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 	if w.Code != http.StatusCreated {
 		t.Fatalf("same-origin POST: status %d, want 201: %s", w.Code, w.Body)
 	}
-	if !strings.Contains(w.Body.String(), `<output id="new-key" for="key-name">sk-`) {
+	if !strings.Contains(w.Body.String(), `<output id="new-key">sk-`) {
 		t.Fatalf("the new key is not shown:\n%s", w.Body)
 	}
 	if n := keyCount(t, st); n != 1 {

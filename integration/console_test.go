@@ -219,7 +219,7 @@ func TestConsoleBrowser(t *testing.T) {
 	first := value(t, ctx, "journal", chromedp.Text(css("#journal tbody tr:nth-child(1)")))
 	second := value(t, ctx, "journal", chromedp.Text(css("#journal tbody tr:nth-child(2)")))
 	balance := g.getAccount(t, "acme")["balance_usd"].(string)
-	if want := "adjustment\t$-0.25\t$" + balance + "\tgoodwill reversal"; !strings.Contains(first, want) {
+	if want := "adjustment\t-$0.25\t$" + balance + "\tgoodwill reversal"; !strings.Contains(first, want) {
 		t.Errorf("newest journal row %q lacks %q", first, want)
 	}
 	if !strings.Contains(second, "top_up\t$7.25\t") {
@@ -227,6 +227,16 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	if l := errs.take(); len(l) > 0 {
 		t.Fatalf("the pages reported errors: %q", l)
+	}
+
+	// On a phone's width no page scrolls sideways (wide tables scroll in
+	// their own box).
+	run(t, ctx, errs, "narrow screen", chromedp.EmulateViewport(360, 740))
+	for _, path := range []string{"/", "/accounts/acme", "/usage?account=acme"} {
+		run(t, ctx, errs, "narrow "+path, chromedp.Navigate(base+path), chromedp.WaitVisible(css("main")))
+		if w := value(t, ctx, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 360 {
+			t.Errorf("%s is %d px wide on a 360 px screen", path, w)
+		}
 	}
 }
 
@@ -256,7 +266,7 @@ func TestConsoleRefusesCrossOrigin(t *testing.T) {
 		t.Fatalf("refused writes made %d keys", len(keys))
 	}
 	r := consolePost(t, g, "/accounts/acme/keys", "name=mine", "Origin", g.ConsoleURL, "Sec-Fetch-Site", "same-origin")
-	if r.Status != http.StatusCreated || !strings.Contains(string(r.Body), `<output id="new-key" for="key-name">sk-`) {
+	if r.Status != http.StatusCreated || !strings.Contains(string(r.Body), `<output id="new-key">sk-`) {
 		t.Fatalf("same-origin POST: status %d, want 201 showing the key", r.Status)
 	}
 	keys = g.adminJSON(t, http.MethodGet, "/gw/accounts/acme/keys", nil, http.StatusOK).JSON(t)["data"].([]any)
