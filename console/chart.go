@@ -19,6 +19,7 @@ const (
 	chartLeft   = 80 // room for the axis labels
 	chartBottom = 28 // room for the day labels
 	chartTop    = 16
+	chartRight  = 16 // room for the last day's label
 )
 
 // palette colours the models of a chart, in turn.
@@ -32,8 +33,8 @@ type chart struct {
 	// Max is the largest day's spend (the top of the axis).
 	Max pricing.Money
 	// AxisX, AxisTop and AxisBottom place the axis labels.
-	AxisX, AxisTop, AxisBottom int
-	Labels                     []dayLabel
+	AxisX, AxisTop, AxisBottom, AxisRight int
+	Labels                                []dayLabel
 }
 
 // bar is one model's part of one day's spend.
@@ -58,7 +59,7 @@ type dayLabel struct {
 // spendChart lays out rows (grouped by day and model) over days days from
 // from.
 func spendChart(rows []usage.Row, from time.Time, days int) chart {
-	c := chart{Width: chartWidth, Height: chartHeight, AxisX: chartLeft - 6, AxisTop: chartTop + 10, AxisBottom: chartHeight - chartBottom}
+	c := chart{Width: chartWidth, Height: chartHeight, AxisX: chartLeft - 6, AxisTop: chartTop + 10, AxisBottom: chartHeight - chartBottom, AxisRight: chartWidth - chartRight}
 	perDay := map[string]pricing.Money{}
 	perModel := map[string]pricing.Money{}
 	for _, r := range rows {
@@ -82,7 +83,7 @@ func spendChart(rows []usage.Row, from time.Time, days int) chart {
 		c.Max = max(c.Max, v)
 	}
 	plotH := float64(chartHeight - chartBottom - chartTop)
-	slot := float64(chartWidth-chartLeft) / float64(days)
+	slot := float64(chartWidth-chartLeft-chartRight) / float64(days)
 	index := map[string]int{}
 	for i := range days {
 		d := from.AddDate(0, 0, i).Format(usage.DateLayout)

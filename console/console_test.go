@@ -12,6 +12,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/internal/usage"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -243,4 +244,54 @@ func FuzzBalanceForm(f *testing.F) {
 			t.Fatalf("%q: balance %v (%v)", form, acc.Balance, err)
 		}
 	})
+}
+
+func TestSpendChart(t *testing.T) {
+	s := func(x string) *string { return &x }
+	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	rows := []usage.Row{
+		{Day: s("2026-03-02"), Model: s("b-model"), Requests: 1, Cost: pricing.Micro(3000)},
+		{Day: s("2026-03-02"), Model: s("a-model"), Requests: 2, Cost: pricing.Micro(1000)},
+		{Day: s("2026-03-05"), Model: s("a-model"), Requests: 1, Cost: pricing.Micro(2000)},
+		{Day: s("2026-02-01"), Model: s("a-model"), Requests: 1, Cost: pricing.Micro(9000)}, // before the plot
+	}
+	c := spendChart(rows[:3], from, 7)
+	if c.Max != pricing.Micro(4000) {
+		t.Fatalf("max %s, want 0.004", c.Max)
+	}
+	if len(c.Legend) != 2 || c.Legend[0].Model != "a-model" || c.Legend[0].Cost != pricing.Micro(3000) || c.Legend[1].Model != "b-model" {
+		t.Fatalf("legend %+v, want a-model $0.003 then b-model", c.Legend)
+	}
+	if len(c.Bars) != 3 {
+		t.Fatalf("%d bars, want 3", len(c.Bars))
+	}
+	plot := float64(chartHeight - chartBottom - chartTop)
+	// The biggest day fills the plot: its two parts stack to its height.
+	if got := c.Bars[0].H + c.Bars[1].H; got != plot {
+		t.Errorf("2026-03-02 stacks to %v, want %v", got, plot)
+	}
+	if c.Bars[1].Y+c.Bars[1].H != c.Bars[0].Y {
+		t.Errorf("second part at %v+%v, want on top of the first at %v", c.Bars[1].Y, c.Bars[1].H, c.Bars[0].Y)
+	}
+	if c.Bars[2].H != plot/2 || c.Bars[2].X <= c.Bars[0].X {
+		t.Errorf("2026-03-05 bar %+v: want half the plot, right of 2026-03-02", c.Bars[2])
+	}
+	if got := spendChart(rows[3:], from, 7); len(got.Bars) != 0 {
+		t.Errorf("a day outside the plot drew %d bars", len(got.Bars))
+	}
+	if got := spendChart(nil, from, 7); len(got.Bars) != 0 || len(got.Legend) != 0 || len(got.Labels) != 1 {
+		t.Errorf("no rows: %d bars, %d legend items, %d labels; want 0, 0, 1", len(got.Bars), len(got.Legend), len(got.Labels))
+	}
+}
+
+func TestUnknownAccount(t *testing.T) {
+	c, _ := newConsole(t)
+	for _, path := range []string{"/accounts/nobody", "/usage?account=nobody"} {
+		if w := serve(c, request("GET", path, "")); w.Code != http.StatusNotFound {
+			t.Errorf("GET %s: status %d, want 404", path, w.Code)
+		}
+	}
+	if w := serve(c, request("GET", "/usage?days=3", "")); w.Code != http.StatusBadRequest {
+		t.Errorf("GET /usage?days=3: status %d, want 400", w.Code)
+	}
 }
