@@ -302,3 +302,26 @@ func TestConsoleBehindBasicAuth(t *testing.T) {
 		t.Fatalf("GET / with credentials: %d, want 200 listing acme:\n%s", r.Status, r.Body)
 	}
 }
+
+// TestConsoleRefusesForeignHost checks that a console whose site names no
+// host (GW_CONSOLE=:port) still answers only loopback names: a page whose
+// own name was pointed at 127.0.0.1 (DNS rebinding) reads nothing.
+func TestConsoleRefusesForeignHost(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	g := startGateway(t, gwOptions{Env: map[string]string{"GW_CONSOLE": ":" + port}})
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true})
+	url := "http://127.0.0.1:" + port + "/"
+	for host, want := range map[string]int{
+		"attacker.example:" + port: http.StatusMisdirectedRequest,
+		"localhost:" + port:        http.StatusOK,
+		"127.0.0.1:" + port:        http.StatusOK,
+	} {
+		r := g.send(t, url, http.MethodGet, nil, []string{"Host", host})
+		if r.Status != want {
+			t.Errorf("Host %s: status %d, want %d", host, r.Status, want)
+		}
+		if listed := strings.Contains(string(r.Body), "/accounts/acme"); listed != (want == http.StatusOK) {
+			t.Errorf("Host %s: accounts listed %v, want %v", host, listed, want == http.StatusOK)
+		}
+	}
+}
