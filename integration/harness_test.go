@@ -94,6 +94,8 @@ type gateway struct {
 	ConfigPath string
 	// UpstreamURL is the unused loopback address the providers point at.
 	UpstreamURL string
+	// ConsoleURL is the operator console's site (GW_CONSOLE).
+	ConsoleURL string
 
 	dir    string
 	bin    string
@@ -119,11 +121,12 @@ type process struct {
 func startGateway(t testing.TB, opts gwOptions) *gateway {
 	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 3)
+	ports := freePorts(t, 4)
 	g := &gateway{
 		Addr:        "127.0.0.1:" + ports[0],
 		AdminAddr:   "127.0.0.1:" + ports[1],
 		UpstreamURL: "http://127.0.0.1:" + ports[2],
+		ConsoleURL:  "http://127.0.0.1:" + ports[3],
 		DataDir:     filepath.Join(dir, "data"),
 		ConfigPath:  filepath.Join(dir, "Caddyfile"),
 		dir:         dir,
@@ -161,6 +164,7 @@ func startGateway(t testing.TB, opts gwOptions) *gateway {
 		"OPENAI_API_KEY":        "sk-upstream-openai-test",
 		"ANTHROPIC_API_KEY":     "sk-upstream-anthropic-test",
 		"GW_SEARCH_API_KEY":     "sk-upstream-search-test",
+		"GW_CONSOLE":            "127.0.0.1:" + ports[3],
 		// Caddy's autosave and certificate storage stay inside the test.
 		"HOME":            filepath.Join(dir, "home"),
 		"XDG_CONFIG_HOME": filepath.Join(dir, "xdg-config"),

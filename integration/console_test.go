@@ -1,0 +1,327 @@
+package integration
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/caddy-gw/caddy-gw/handlers/fetch"
+	"github.com/caddy-gw/caddy-gw/integration/fake"
+)
+
+// browserTimeout bounds one browser test's whole run.
+const browserTimeout = 90 * time.Second
+
+// browserErrors collects what pages report as wrong: uncaught
+// exceptions, console errors and error entries of the browser log (a
+// refused style sheet or a failed load among them).
+type browserErrors struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (b *browserErrors) add(m chromedp.ConsoleMessage) {
+	if !m.IsException() && m.Type != "error" && m.Type != "assert" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.list = append(b.list, m.String())
+}
+
+func (b *browserErrors) take() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.list
+	b.list = nil
+	return l
+}
+
+// startBrowser starts headless Chromium the way the gateway's page reader
+// does (its sandbox on; as an unprivileged user when the test runs as
+// root) and returns its context and the errors its pages report.
+func startBrowser(t *testing.T) (context.Context, *browserErrors) {
+	t.Helper()
+	var exe string
+	for _, b := range fetch.Browsers {
+		if p, err := exec.LookPath(b); err == nil {
+			exe = p
+			break
+		}
+	}
+	if exe == "" {
+		t.Fatal("no headless Chromium on this machine (want chromium-headless-shell)")
+	}
+	profile, err := os.MkdirTemp("", "gw-console-browser-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(profile) })
+	root := os.Geteuid() == 0
+	if root {
+		if err := os.Chown(profile, fetch.BrowserUID, fetch.BrowserGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.UserDataDir(profile),
+		chromedp.Flag("no-sandbox", false), chromedp.Flag("disable-gpu", true),
+		chromedp.WindowSize(1000, 800),
+		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
+			cmd.Env = fetch.BrowserEnv(profile)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if root {
+				cmd.SysProcAttr.Credential = &syscall.Credential{Uid: fetch.BrowserUID, Gid: fetch.BrowserGID, Groups: []uint32{}}
+			}
+		}),
+	)
+	ctx, cancelTime := context.WithTimeout(context.Background(), browserTimeout)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc(); cancelTime() })
+	errs := &browserErrors{}
+	messages := chromedp.Console(bctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			errs.add(m)
+		}
+	}()
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	return bctx, errs
+}
+
+// run runs browser actions, failing the test on an error or on any error
+// the page reported.
+func run(t *testing.T, ctx context.Context, errs *browserErrors, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if l := errs.take(); len(l) > 0 {
+		t.Fatalf("%s: the page reported errors: %q", what, l)
+	}
+}
+
+// value runs one browser action that gives a value.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// TestConsoleBrowser drives the operator console in headless Chromium: each
+// view loads without an error, a key made there works on the API until it
+// is revoked there, a top-up and an adjustment show in the journal, and
+// the usage plot shows the model and cost of a call just made.
+func TestConsoleBrowser(t *testing.T) {
+	g, oa := startWithFakes(t, exampleCaddyfile(t))
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true, "balance_usd": "20.00"})
+	g.createAccount(t, map[string]any{"id": "zeta", "plan": "free"})
+	ctx, errs := startBrowser(t)
+	base := g.ConsoleURL
+
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	run(t, ctx, errs, "accounts view", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#accounts")))
+	accounts := value(t, ctx, "accounts table", chromedp.Text(css("#accounts tbody")))
+	for _, s := range []string{"acme", "$20", "zeta", "billed afterwards"} {
+		if !strings.Contains(accounts, s) {
+			t.Errorf("accounts view lacks %q: %q", s, accounts)
+		}
+	}
+	if path := os.Getenv("GW_CONSOLE_SCREENSHOT"); path != "" {
+		png := value(t, ctx, "screenshot", chromedp.FullScreenshot(100))
+		if !filepath.IsAbs(path) {
+			path = filepath.Join("..", path)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A key made in the console works on the API.
+	run(t, ctx, errs, "create a key",
+		chromedp.Navigate(base+"/accounts/acme"),
+		chromedp.SendKeys(css("#key-name"), "browser key"),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Create key"]`)),
+		chromedp.WaitVisible(css("#new-key")))
+	secret := strings.TrimSpace(value(t, ctx, "the new key", chromedp.Text(css("#new-key"))))
+	if !strings.HasPrefix(secret, "sk-") {
+		t.Fatalf("the console showed key %q, want sk-...", secret)
+	}
+	if r := g.do(t, http.MethodGet, "/v1/models", "", bearer(secret)...); r.Status != http.StatusOK {
+		t.Fatalf("GET /v1/models with the console's key: %d %s", r.Status, r.Body)
+	}
+
+	// A call with it shows in the usage plot, at its ledger cost.
+	oa.Push(fake.Script{Text: "hello", Usage: fake.Usage{Input: 1200, Output: 300}})
+	if r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","max_tokens":500,"messages":[{"role":"user","content":"hi"}]}`, bearer(secret)...); r.Status != http.StatusOK {
+		t.Fatalf("chat with the console's key: %d %s", r.Status, r.Body)
+	}
+	ledger := g.adminJSON(t, http.MethodGet, "/gw/accounts/acme/ledger", nil, http.StatusOK).JSON(t)["data"].([]any)
+	if len(ledger) != 1 {
+		t.Fatalf("ledger has %d entries, want 1", len(ledger))
+	}
+	entry := ledger[0].(map[string]any)
+	model, cost := entry["model"].(string), entry["cost_usd"].(string)
+	run(t, ctx, errs, "usage view", chromedp.Navigate(base+"/usage?account=acme"), chromedp.WaitVisible(css("#spend-chart")))
+	legend := value(t, ctx, "legend", chromedp.Text(css("#legend")))
+	byModel := value(t, ctx, "calls by model", chromedp.Text(css("#by-model tbody")))
+	bars := value(t, ctx, "bars", chromedp.Evaluate[int](`document.querySelectorAll("#spend-chart rect").length`))
+	if want := model + ": $" + cost; !strings.Contains(legend, want) {
+		t.Errorf("usage legend %q lacks %q", legend, want)
+	}
+	if bars != 1 {
+		t.Errorf("the spend chart has %d bars, want 1 (one call, one day, one model)", bars)
+	}
+	if want := model + "\t1\t1200\t300\t$" + cost; !strings.Contains(byModel, want) {
+		t.Errorf("calls and tokens table %q lacks %q", byModel, want)
+	}
+	run(t, ctx, errs, "usage of every account", chromedp.Navigate(base+"/usage"), chromedp.WaitVisible(css("#spend-chart")))
+
+	// Revoked in the console, the key stops working.
+	revoke := chromedp.Search(`//button[starts-with(@aria-label, "Revoke key browser key")]`)
+	run(t, ctx, errs, "revoke the key",
+		chromedp.Navigate(base+"/accounts/acme"),
+		chromedp.Click(revoke),
+		chromedp.WaitNotPresent(revoke))
+	if r := g.do(t, http.MethodGet, "/v1/models", "", bearer(secret)...); r.Status != http.StatusUnauthorized {
+		t.Fatalf("GET /v1/models with the revoked key: %d, want 401", r.Status)
+	}
+
+	// A top-up and an adjustment show in the journal, newest first.
+	apply := chromedp.Search(`//button[normalize-space()="Apply"]`)
+	run(t, ctx, errs, "top up and adjust",
+		chromedp.SendKeys(css("#amount"), "7.25"),
+		chromedp.Click(apply),
+		chromedp.WaitVisible(chromedp.Search(`//table[@id="journal"]//td[normalize-space()="top_up"]`)),
+		chromedp.SendKeys(css("#amount"), "-0.25"),
+		chromedp.SendKeys(css("#reason"), "goodwill reversal"),
+		chromedp.Click(apply),
+		chromedp.WaitVisible(chromedp.Search(`//table[@id="journal"]//td[normalize-space()="adjustment"]`)))
+	first := value(t, ctx, "journal", chromedp.Text(css("#journal tbody tr:nth-child(1)")))
+	second := value(t, ctx, "journal", chromedp.Text(css("#journal tbody tr:nth-child(2)")))
+	balance := g.getAccount(t, "acme")["balance_usd"].(string)
+	if want := "adjustment\t-$0.25\t$" + balance + "\tgoodwill reversal"; !strings.Contains(first, want) {
+		t.Errorf("newest journal row %q lacks %q", first, want)
+	}
+	if !strings.Contains(second, "top_up\t$7.25\t") {
+		t.Errorf("second journal row %q: want the top-up of $7.25", second)
+	}
+	if l := errs.take(); len(l) > 0 {
+		t.Fatalf("the pages reported errors: %q", l)
+	}
+
+	// On a phone's width no page scrolls sideways (wide tables scroll in
+	// their own box).
+	run(t, ctx, errs, "narrow screen", chromedp.EmulateViewport(360, 740))
+	for _, path := range []string{"/", "/accounts/acme", "/usage?account=acme"} {
+		run(t, ctx, errs, "narrow "+path, chromedp.Navigate(base+path), chromedp.WaitVisible(css("main")))
+		if w := value(t, ctx, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 360 {
+			t.Errorf("%s is %d px wide on a 360 px screen", path, w)
+		}
+	}
+}
+
+// consolePost sends a form to the console with the given headers.
+func consolePost(t *testing.T, g *gateway, path, form string, header ...string) response {
+	t.Helper()
+	return g.send(t, g.ConsoleURL+path, http.MethodPost, []byte(form), append([]string{"Content-Type", "application/x-www-form-urlencoded"}, header...))
+}
+
+// TestConsoleRefusesCrossOrigin checks that the built gateway's console
+// refuses a write from another origin, and makes nothing, while the same
+// form from its own origin makes a key.
+func TestConsoleRefusesCrossOrigin(t *testing.T) {
+	g := startGateway(t, gwOptions{})
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true})
+	for _, h := range [][]string{
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Origin", "http://attacker.example"},
+		{"Origin", "http://attacker.example", "Sec-Fetch-Site", "cross-site"},
+	} {
+		if r := consolePost(t, g, "/accounts/acme/keys", "name=evil", h...); r.Status != http.StatusForbidden {
+			t.Errorf("POST with %q: status %d, want 403", h, r.Status)
+		}
+	}
+	keys := g.adminJSON(t, http.MethodGet, "/gw/accounts/acme/keys", nil, http.StatusOK).JSON(t)["data"].([]any)
+	if len(keys) != 0 {
+		t.Fatalf("refused writes made %d keys", len(keys))
+	}
+	r := consolePost(t, g, "/accounts/acme/keys", "name=mine", "Origin", g.ConsoleURL, "Sec-Fetch-Site", "same-origin")
+	if r.Status != http.StatusCreated || !strings.Contains(string(r.Body), `<output id="new-key">sk-`) {
+		t.Fatalf("same-origin POST: status %d, want 201 showing the key", r.Status)
+	}
+	keys = g.adminJSON(t, http.MethodGet, "/gw/accounts/acme/keys", nil, http.StatusOK).JSON(t)["data"].([]any)
+	if len(keys) != 1 || keys[0].(map[string]any)["name"] != "mine" {
+		t.Fatalf("keys after the same-origin POST: %v, want one named mine", keys)
+	}
+	if got := r.Header.Get("Content-Security-Policy"); !strings.Contains(got, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy %q: want frame-ancestors 'none'", got)
+	}
+}
+
+// TestConsoleBehindBasicAuth checks that basic_auth in the console's site
+// runs before the console (the directive's order) when it is configured
+// with behind_auth.
+func TestConsoleBehindBasicAuth(t *testing.T) {
+	out, err := exec.Command(caddyBin, "hash-password", "--plaintext", "console-pass").Output()
+	if err != nil {
+		t.Fatalf("caddy hash-password: %v", err)
+	}
+	cfg := exampleCaddyfile(t)
+	const plain = "http://{$GW_CONSOLE:localhost:2020} {\n\tgw_console\n}"
+	if !strings.Contains(cfg, plain) {
+		t.Fatalf("Caddyfile.example lacks the console site %q", plain)
+	}
+	cfg = strings.Replace(cfg, plain, "http://{$GW_CONSOLE:localhost:2020} {\n\tgw_console {\n\t\tbehind_auth\n\t}\n\tbasic_auth {\n\t\tops "+strings.TrimSpace(string(out))+"\n\t}\n}", 1)
+	g := startGateway(t, gwOptions{Caddyfile: cfg})
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true})
+	if r := g.send(t, g.ConsoleURL+"/", http.MethodGet, nil, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("GET / without credentials: %d, want 401", r.Status)
+	}
+	r := g.send(t, g.ConsoleURL+"/", http.MethodGet, nil, []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:console-pass"))})
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `<a href="/accounts/acme">acme</a>`) {
+		t.Fatalf("GET / with credentials: %d, want 200 listing acme:\n%s", r.Status, r.Body)
+	}
+}
+
+// TestConsoleRefusesForeignHost checks that a console whose site names no
+// host (GW_CONSOLE=:port) still answers only loopback names: a page whose
+// own name was pointed at 127.0.0.1 (DNS rebinding) reads nothing.
+func TestConsoleRefusesForeignHost(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	g := startGateway(t, gwOptions{Env: map[string]string{"GW_CONSOLE": ":" + port}})
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true})
+	url := "http://127.0.0.1:" + port + "/"
+	for host, want := range map[string]int{
+		"attacker.example:" + port: http.StatusMisdirectedRequest,
+		"localhost:" + port:        http.StatusOK,
+		"127.0.0.1:" + port:        http.StatusOK,
+	} {
+		r := g.send(t, url, http.MethodGet, nil, []string{"Host", host})
+		if r.Status != want {
+			t.Errorf("Host %s: status %d, want %d", host, r.Status, want)
+		}
+		if listed := strings.Contains(string(r.Body), "/accounts/acme"); listed != (want == http.StatusOK) {
+			t.Errorf("Host %s: accounts listed %v, want %v", host, listed, want == http.StatusOK)
+		}
+	}
+}
