@@ -4,46 +4,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/usage"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
-
-// account is an account as the admin API shows it.
-type account struct {
-	ID      string         `json:"id"`
-	Plan    string         `json:"plan"`
-	Cleared bool           `json:"cleared"`
-	PAYG    bool           `json:"payg"`
-	Balance *pricing.Money `json:"balance_usd"`
-	Spend   struct {
-		Today pricing.Money `json:"today_usd"`
-		Month pricing.Money `json:"month_usd"`
-		Total pricing.Money `json:"total_usd"`
-	} `json:"spend"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// key is a key as the admin API lists it.
-type key struct {
-	ID        string     `json:"id"`
-	Key       string     `json:"key"`
-	Name      string     `json:"name"`
-	Models    []string   `json:"models"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	CreatedAt time.Time  `json:"created_at"`
-}
-
-// movement is one journal entry.
-type movement struct {
-	Time      time.Time     `json:"time"`
-	Kind      string        `json:"kind"`
-	Amount    pricing.Money `json:"amount_usd"`
-	Balance   pricing.Money `json:"balance_usd"`
-	RequestID string        `json:"request_id"`
-	Reason    string        `json:"reason"`
-}
 
 // page is what the layout renders.
 type page struct {
@@ -71,8 +36,8 @@ func (c *Console) fail(w http.ResponseWriter, status int, msg string) {
 func (c *Console) accounts(w http.ResponseWriter, r *http.Request) {
 	after := r.URL.Query().Get("after")
 	var list struct {
-		Data    []account `json:"data"`
-		HasMore bool      `json:"has_more"`
+		Data    []admin.Account `json:"data"`
+		HasMore bool            `json:"has_more"`
 	}
 	q := url.Values{"limit": {itoa(AccountsPerPage)}}
 	if after != "" {
@@ -91,11 +56,11 @@ func (c *Console) accounts(w http.ResponseWriter, r *http.Request) {
 
 // accountView is an account's page.
 type accountView struct {
-	Account account
-	Keys    []key
-	Journal []movement
+	Account admin.Account
+	Keys    []admin.Key
+	Journal []admin.Movement
 	// NewKey is the key just created, shown this once.
-	NewKey *key
+	NewKey *admin.Key
 	// Form keeps what a refused form held.
 	Form url.Values
 }
@@ -108,13 +73,13 @@ func (c *Console) loadAccount(r *http.Request, id string) (accountView, int, str
 		return v, status, msg
 	}
 	var keys struct {
-		Data []key `json:"data"`
+		Data []admin.Key `json:"data"`
 	}
 	if status, msg := c.call(r, "GET", base+"/keys", nil, &keys); msg != "" {
 		return v, status, msg
 	}
 	var journal struct {
-		Data []movement `json:"data"`
+		Data []admin.Movement `json:"data"`
 	}
 	if status, msg := c.call(r, "GET", base+"/journal?limit="+itoa(JournalRows), nil, &journal); msg != "" {
 		return v, status, msg
@@ -129,7 +94,7 @@ func (c *Console) account(w http.ResponseWriter, r *http.Request) {
 
 // showAccount renders an account's page with status, an error message, the
 // key just created or the form that was refused.
-func (c *Console) showAccount(w http.ResponseWriter, r *http.Request, status int, errMsg string, newKey *key, form url.Values) {
+func (c *Console) showAccount(w http.ResponseWriter, r *http.Request, status int, errMsg string, newKey *admin.Key, form url.Values) {
 	id := r.PathValue("id")
 	v, st, msg := c.loadAccount(r, id)
 	if msg != "" {
@@ -167,7 +132,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
 	if e := strings.TrimSpace(r.PostForm.Get("expires_at")); e != "" {
 		body["expires_at"] = e
 	}
-	var k key
+	var k admin.Key
 	status, msg := c.call(r, "POST", "/gw/accounts/"+url.PathEscape(r.PathValue("id"))+"/keys", body, &k)
 	if msg != "" {
 		c.showAccount(w, r, status, msg, nil, r.PostForm)
