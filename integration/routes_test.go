@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"net/http"
 	"sort"
 	"strings"
@@ -102,6 +103,9 @@ type route struct {
 	// keyless: the route answers a refused key as it answers a valid one
 	// (the tools server: refusals are tool results, never a 401).
 	keyless bool
+	// report: the route answers any valid key with a usage report (a list
+	// and its total).
+	report bool
 }
 
 // expectAnswer checks what a valid key gets on rt: a model list, an event
@@ -112,6 +116,18 @@ func expectAnswer(t testing.TB, r response, rt route) {
 	case rt.events:
 		if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/event-stream") || !strings.Contains(string(r.Body), `"result"`) {
 			t.Errorf("%s: %d %s, want an event with a result", rt.path, r.Status, r.Body)
+		}
+	case rt.report:
+		var rep struct {
+			Object string            `json:"object"`
+			Data   []json.RawMessage `json:"data"`
+			Total  *struct {
+				Requests int64  `json:"requests"`
+				CostUSD  string `json:"cost_usd"`
+			} `json:"total"`
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &rep) != nil || rep.Object != "list" || rep.Data == nil || rep.Total == nil {
+			t.Errorf("%s: %d %s, want a usage report", rt.path, r.Status, r.Body)
 		}
 	case rt.lists:
 		if ids := modelIDs(t, r); len(ids) == 0 {
@@ -155,6 +171,7 @@ var routeTable = []route{
 	{path: "/v1/responses", method: "POST", fam: famChat, built: responsesMissing},
 	{path: "/v1/models", method: "GET", fam: famChat, lists: true},
 	{path: "/models", method: "GET", fam: famChat, lists: true},
+	{path: "/v1/usage", method: "GET", fam: famChat, report: true},
 	{path: "/alt/v1/messages", method: "POST", fam: famMessages, built: messagesMissing},
 	{path: "/alt/v1/messages/count_tokens", method: "POST", fam: famMessages, built: messagesMissing},
 	{path: "/v1/audio/transcriptions", method: "POST", fam: famAbility, built: transcriptionMissing},
