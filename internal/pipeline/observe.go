@@ -1,0 +1,174 @@
+package pipeline
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/obs"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// HeaderServerTiming carries the gateway's own time and the time spent
+// waiting on upstreams, in milliseconds, on every answer.
+const HeaderServerTiming = "Server-Timing"
+
+// Route families as the metrics label them.
+const (
+	familyChat      = "chat"
+	familyMessages  = "messages"
+	familyResponses = "responses"
+	familyAudio     = "audio"
+	familyMCP       = "mcp"
+)
+
+// familyOf is the metrics' family of a call of ep on path: the route's
+// name, with the audio routes as one family, the MCP servers as one, the
+// responses route apart from chat, and an unknown path under the family
+// its error is shaped in.
+func familyOf(ep *Endpoint, path string) string {
+	switch ep.Name {
+	case "transcription", "speech", "voices":
+		return familyAudio
+	case "mcp_routing", "mcp_tools", "apps":
+		return familyMCP
+	case "chat":
+		if strings.HasSuffix(path, "/responses") {
+			return familyResponses
+		}
+		return familyChat
+	case "not_found":
+		if ep.Family == gwerr.Messages {
+			return familyMessages
+		}
+		return familyChat
+	}
+	return ep.Name
+}
+
+// observation is what the pipeline measures of one call.
+type observation struct {
+	family string
+	start  time.Time
+	rec    *obs.Record
+	// nested: the call runs inside another call of the gateway (Invoke),
+	// whose own answer and log entry report it.
+	nested bool
+}
+
+// serverTiming is the Server-Timing value at this moment.
+func (o *observation) serverTiming() string {
+	up := o.rec.Upstream()
+	total := time.Since(o.start)
+	return fmt.Sprintf("gw;dur=%s, upstream;dur=%s", millis(max(total-up, 0)), millis(up))
+}
+
+func millis(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64)
+}
+
+// finish records the ended call c in the metrics and in the request's
+// access log entry and placeholders. err is what the run returned.
+func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
+	d := time.Since(o.start)
+	m := g.Metrics
+	status := sw.status
+	var total pricing.Money
+	var tokens Tokens
+	var model, alias string
+	for _, b := range c.bills {
+		total += b.Cost
+		tokens.Input += b.Tokens.Input
+		tokens.Output += b.Tokens.Output
+		tokens.CacheRead += b.Tokens.CacheRead
+		tokens.CacheWrite += b.Tokens.CacheWrite
+		if model == "" {
+			model, alias = b.Model, b.Alias
+		}
+	}
+	if m != nil {
+		m.observe(o.family, status, d)
+		m.Overhead.WithLabelValues(o.family).Observe(max(d-o.rec.Upstream(), 0).Seconds())
+		for _, b := range c.bills {
+			m.Cost.Add(o.family, b.Model, b.Cost)
+			for kind, n := range map[string]int64{"input": b.Tokens.Input, "output": b.Tokens.Output,
+				"cache_read": b.Tokens.CacheRead, "cache_write": b.Tokens.CacheWrite} {
+				if n > 0 {
+					m.Tokens.WithLabelValues(o.family, b.Model, kind).Add(float64(n))
+				}
+			}
+		}
+		if c.cacheHit {
+			m.CacheHits.WithLabelValues(o.family).Inc()
+		}
+		if err != nil && status/100 == 4 {
+			e := gwerr.As(err)
+			code := c.Endpoint.Family.Code(e)
+			if code == "" {
+				code = "status_" + strconv.Itoa(status)
+			}
+			m.Refusals.WithLabelValues(o.family, code).Inc()
+		}
+		if !sw.firstByte.IsZero() && strings.HasPrefix(sw.Header().Get("Content-Type"), "text/event-stream") {
+			ttftModel := model
+			if ttftModel == "" {
+				ttftModel = sw.Header().Get(HeaderRoutedModel)
+			}
+			if ttftModel != "" {
+				m.TTFT.WithLabelValues(o.family, ttftModel).Observe(sw.firstByte.Sub(o.start).Seconds())
+			}
+		}
+	}
+	if o.nested {
+		return
+	}
+	fields := []zap.Field{zap.String("gw_request_id", c.RequestID)}
+	vars := map[string]any{"gw.request_id": c.RequestID}
+	if c.Account.ID != "" {
+		fields = append(fields, zap.String("gw_account", c.Account.ID), zap.String("gw_key_id", c.Key.ID))
+		vars["gw.account"], vars["gw.key_id"] = c.Account.ID, c.Key.ID
+	}
+	if len(c.bills) > 0 {
+		if alias == "" {
+			alias = model
+		}
+		fields = append(fields, zap.String("gw_alias", alias), zap.String("gw_model", model), zap.String("gw_cost_usd", total.String()))
+		vars["gw.alias"], vars["gw.model"], vars["gw.cost_usd"] = alias, model, total.String()
+		if tokens != (Tokens{}) {
+			fields = append(fields, zap.Int64("gw_input_tokens", tokens.AllInput()), zap.Int64("gw_output_tokens", tokens.Output))
+			vars["gw.input_tokens"], vars["gw.output_tokens"] = tokens.AllInput(), tokens.Output
+		}
+	}
+	ctx := c.R.Context()
+	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		for _, f := range fields {
+			extra.Set(f)
+		}
+	}
+	for k, v := range vars {
+		caddyhttp.SetVar(ctx, k, v)
+	}
+}
+
+// upstreamFailed counts a failed upstream attempt of family.
+func (m *Metrics) upstreamFailed(family, provider, reason string) {
+	if m != nil {
+		m.UpstreamErrors.WithLabelValues(family, provider, reason).Inc()
+	}
+}
+
+// stampTiming sets the Server-Timing header once, before the answer's
+// first byte.
+func (w *statusWriter) stampTiming() {
+	if w.obs != nil && w.status == 0 {
+		w.ResponseWriter.Header().Set(HeaderServerTiming, w.obs.serverTiming())
+	}
+}
+
+var _ http.ResponseWriter = (*statusWriter)(nil)
