@@ -52,6 +52,9 @@ func familyOf(ep *Endpoint, path string) string {
 	return ep.Name
 }
 
+// tokenKinds label the kinds of Tokens, in the order of its fields.
+var tokenKinds = [...]string{"input", "output", "cache_read", "cache_write"}
+
 // observation is what the pipeline measures of one call.
 type observation struct {
 	family string
@@ -97,10 +100,9 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 		m.Overhead.WithLabelValues(o.family).Observe(max(d-o.rec.Upstream(), 0).Seconds())
 		for _, b := range c.bills {
 			m.Cost.Add(o.family, b.Model, b.Cost)
-			for kind, n := range map[string]int64{"input": b.Tokens.Input, "output": b.Tokens.Output,
-				"cache_read": b.Tokens.CacheRead, "cache_write": b.Tokens.CacheWrite} {
+			for i, n := range [...]int64{b.Tokens.Input, b.Tokens.Output, b.Tokens.CacheRead, b.Tokens.CacheWrite} {
 				if n > 0 {
-					m.Tokens.WithLabelValues(o.family, b.Model, kind).Add(float64(n))
+					m.Tokens.WithLabelValues(o.family, b.Model, tokenKinds[i]).Add(float64(n))
 				}
 			}
 		}
