@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -251,4 +252,58 @@ func TestObservability(t *testing.T) {
 	// A reload keeps the collectors and their counts.
 	e.reload(t)
 	check(scrape(t, e.gateway))
+}
+
+// TestObservabilityPlaceholders: the gateway's values are Caddy
+// placeholders {http.vars.gw.*}, here appended to the access log by
+// log_append; a refused call has its account and key but no bill.
+func TestObservabilityPlaceholders(t *testing.T) {
+	t.Parallel()
+	names := []string{"request_id", "account", "key_id", "alias", "model", "cost_usd", "input_tokens", "output_tokens"}
+	var appends strings.Builder
+	for _, n := range names {
+		appends.WriteString("\t\tlog_append ph_" + n + " {http.vars.gw." + n + "}\n")
+	}
+	ex := exampleCaddyfile(t)
+	cfg := strings.Replace(ex, "\t\tgw\n", appends.String()+"\t\tgw\n", 1)
+	if cfg == ex {
+		t.Fatal("Caddyfile.example has no gw handler line to put log_append before")
+	}
+	e := newChatEnv(t, cfg)
+	key := e.account(t, "placeholders", map[string]any{"balance_usd": "5.00"})
+	brokeKey := e.account(t, "placeholders-broke", map[string]any{"balance_usd": "0.00"})
+	path, body := rawChat(chatClient, openaiBackend.model, false)
+	e.OA.Push(fake.Script{Text: "Hi.", Usage: fakeUsage(false, tokenUsage{Input: 30, Output: 4})})
+	ok := e.do(t, http.MethodPost, path, body, bearer(key)...)
+	refused := e.do(t, http.MethodPost, path, body, bearer(brokeKey)...)
+	if ok.Status != http.StatusOK || refused.Status != http.StatusPaymentRequired {
+		t.Fatalf("statuses %d and %d, want 200 and 402", ok.Status, refused.Status)
+	}
+	lines := map[string]map[string]any{}
+	okID, refusedID := ok.Header.Get("X-Gw-Request-Id"), refused.Header.Get("X-Gw-Request-Id")
+	e.waitLog(t, func(log string) bool {
+		for _, l := range strings.Split(log, "\n") {
+			var m map[string]any
+			if strings.Contains(l, `"handled request"`) && json.Unmarshal([]byte(l), &m) == nil {
+				if id, _ := m["gw_request_id"].(string); id != "" {
+					lines[id] = m
+				}
+			}
+		}
+		return lines[okID] != nil && lines[refusedID] != nil
+	}, "the access log lines of both calls")
+	for _, n := range names {
+		if got, want := lines[okID]["ph_"+n], lines[okID]["gw_"+n]; got == nil || want == nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("placeholder gw.%s = %v, want the field gw_%s %v", n, got, n, want)
+		}
+	}
+	if got := lines[okID]["ph_cost_usd"]; got != ok.Header.Get("X-Gw-Cost-Usd") {
+		t.Errorf("placeholder gw.cost_usd = %v, want the receipt's %s", got, ok.Header.Get("X-Gw-Cost-Usd"))
+	}
+	if got := lines[refusedID]["ph_account"]; got != "placeholders-broke" {
+		t.Errorf("refused call: placeholder gw.account = %v, want placeholders-broke", got)
+	}
+	if got := lines[refusedID]["ph_cost_usd"]; got != "" && got != nil {
+		t.Errorf("refused call: placeholder gw.cost_usd = %v, want none", got)
+	}
 }
