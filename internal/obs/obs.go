@@ -23,6 +23,7 @@ const (
 // safe for concurrent use and do nothing on a nil Record.
 type Record struct {
 	upstream atomic.Int64 // nanoseconds spent waiting on providers
+	served   atomic.Value // string: the provider of the last attempt answered
 	// Failed, when set, is told of each failed attempt: the provider's
 	// name and one of the Reason constants.
 	Failed func(provider, reason string)
@@ -57,6 +58,23 @@ func (r *Record) Upstream() time.Duration {
 		return 0
 	}
 	return time.Duration(r.upstream.Load())
+}
+
+// Served notes that provider answered an attempt with a success.
+func (r *Record) Served(provider string) {
+	if r != nil {
+		r.served.Store(provider)
+	}
+}
+
+// Provider is the provider that last answered an attempt with a success,
+// or "".
+func (r *Record) Provider() string {
+	if r == nil {
+		return ""
+	}
+	p, _ := r.served.Load().(string)
+	return p
 }
 
 // Fail reports a failed attempt on provider for reason; an empty reason

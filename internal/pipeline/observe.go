@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -148,6 +150,9 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 		}
 	}
 	ctx := c.R.Context()
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(genAI(o.family, o.rec.Provider(), alias, model, tokens, len(c.bills) > 0)...)
+	}
 	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		for _, f := range fields {
 			extra.Set(f)
@@ -156,6 +161,34 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	for k, v := range vars {
 		caddyhttp.SetVar(ctx, k, v)
 	}
+}
+
+// genAI is the OpenTelemetry GenAI attributes of a call of family: the
+// provider that served, the model asked for and the one that answered,
+// and, when it was billed, its tokens.
+func genAI(family, provider, alias, model string, t Tokens, billed bool) []attribute.KeyValue {
+	op := family
+	switch family {
+	case familyChat, familyMessages, familyResponses:
+		op = "chat"
+	}
+	kv := []attribute.KeyValue{attribute.String("gen_ai.operation.name", op)}
+	if provider != "" {
+		kv = append(kv, attribute.String("gen_ai.provider.name", provider))
+	}
+	if alias == "" {
+		alias = model
+	}
+	if alias != "" {
+		kv = append(kv, attribute.String("gen_ai.request.model", alias))
+	}
+	if model != "" {
+		kv = append(kv, attribute.String("gen_ai.response.model", model))
+	}
+	if billed {
+		kv = append(kv, attribute.Int64("gen_ai.usage.input_tokens", t.AllInput()), attribute.Int64("gen_ai.usage.output_tokens", t.Output))
+	}
+	return kv
 }
 
 // upstreamFailed counts a failed upstream attempt of family.

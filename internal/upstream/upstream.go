@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -225,13 +228,16 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	req.Header.Set("Content-Type", contentType)
 	headersOf(p)(req.Header, p, r)
 	rec := obs.From(parent)
+	span := startAttempt(parent, p, r.Path)
 	began := time.Now()
 	resp, err := c.transport(p).RoundTrip(req)
 	if err != nil {
 		rec.Waited(time.Since(began))
 		cancel()
 		err = transportError(parent, p, err)
-		rec.Fail(p.Name, failReason(parent, err, 0))
+		reason := failReason(parent, err, 0)
+		rec.Fail(p.Name, reason)
+		endAttempt(span, 0, reason)
 		return nil, err
 	}
 	if resp.StatusCode/100 != 2 {
@@ -239,14 +245,48 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		rec.Waited(time.Since(began))
-		rec.Fail(p.Name, failReason(parent, nil, resp.StatusCode))
+		reason := failReason(parent, nil, resp.StatusCode)
+		rec.Fail(p.Name, reason)
+		endAttempt(span, resp.StatusCode, reason)
 		return nil, statusError(p, resp, b)
 	}
 	rec.Waited(time.Since(began))
+	rec.Served(p.Name)
 	ib := newIdleBody(resp.Body, time.Duration(p.IdleTimeout), cancel)
-	ib.parent, ib.rec, ib.provider = parent, rec, p.Name
+	ib.parent, ib.rec, ib.provider, ib.span, ib.status = parent, rec, p.Name, span, resp.StatusCode
 	resp.Body = ib
 	return resp, nil
+}
+
+// tracerName names the instrumentation of the gateway's attempt spans.
+const tracerName = "github.com/caddy-gw/caddy-gw/internal/upstream"
+
+// startAttempt starts the span of one attempt on p, a child of the call's
+// span (the call's own no-op span when the call is not traced).
+func startAttempt(ctx context.Context, p *catalog.Provider, path string) trace.Span {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return parent
+	}
+	_, span := parent.TracerProvider().Tracer(tracerName).Start(ctx, "upstream "+p.Name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("gen_ai.provider.name", p.Name), attribute.String("url.path", path)))
+	return span
+}
+
+// endAttempt ends an attempt's span with the provider's status (0: none)
+// and, for a failed attempt, its reason.
+func endAttempt(span trace.Span, status int, reason string) {
+	if !span.IsRecording() {
+		return
+	}
+	if status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
+	if reason != "" {
+		span.SetAttributes(attribute.String("error.type", reason))
+		span.SetStatus(codes.Error, reason)
+	}
+	span.End()
 }
 
 // failReason is the metrics' reason for a failed attempt: its status,
@@ -428,6 +468,11 @@ type idleBody struct {
 	provider string
 	cut      bool
 	closed   bool // the gateway closed it: a read after is no cut
+	// span is the attempt's span, ended at Close with the reason of a
+	// failure reported before; status is the provider's.
+	span   trace.Span
+	status int
+	reason string
 }
 
 // ErrIdle is the read error after the idle time-out ended a stream.
@@ -491,6 +536,9 @@ func (b *idleBody) reportCut(reason string) {
 	b.mu.Lock()
 	report := !b.cut && !b.closed && b.rec != nil && b.parent.Err() == nil
 	b.cut = true
+	if report {
+		b.reason = reason
+	}
 	b.mu.Unlock()
 	if !report {
 		return
@@ -500,8 +548,13 @@ func (b *idleBody) reportCut(reason string) {
 
 func (b *idleBody) Close() error {
 	b.mu.Lock()
+	first := !b.closed
 	b.closed = true
+	reason := b.reason
 	b.mu.Unlock()
+	if first && b.span != nil {
+		endAttempt(b.span, b.status, reason)
+	}
 	if b.timer != nil {
 		b.timer.Stop()
 	}
