@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -305,5 +307,54 @@ func TestObservabilityPlaceholders(t *testing.T) {
 	}
 	if got := lines[refusedID]["ph_cost_usd"]; got != "" && got != nil {
 		t.Errorf("refused call: placeholder gw.cost_usd = %v, want none", got)
+	}
+}
+
+// TestObservabilitySpeechCut: a speech stream its provider cuts after the
+// first audio is cut short for the client too; it is still counted once,
+// billed as the ledger says, logged with its bill, and the cut is a failed
+// upstream attempt.
+func TestObservabilitySpeechCut(t *testing.T) {
+	t.Parallel()
+	e := newAudioEnv(t)
+	key := e.account(t, "observed-talker", nil)
+	audio := bytes.Repeat([]byte("0123456789abcdef"), 1000)
+	e.OA.Push(fake.Script{Audio: audio, Chunks: 4, MidStreamError: true})
+	req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/audio/speech", strings.NewReader(`{"model":"gw-voice-speak","voice":"alloy","input":"cut"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err == nil || len(got) != len(audio)/4 {
+		t.Fatalf("speech: %d, %d bytes, error %v; want 200, the first chunk, then a cut", resp.StatusCode, len(got), err)
+	}
+	if st := resp.Header.Get("Server-Timing"); !serverTiming.MatchString(st) {
+		t.Errorf("Server-Timing %q", st)
+	}
+	id := resp.Header.Get("X-Gw-Request-Id")
+	le := accessLog(t, e.gateway, []string{id})[id]
+	ledger := e.ledger(t, "observed-talker")
+	if len(ledger) != 1 || ledger[0].RequestID != id {
+		t.Fatalf("ledger %+v, want the one speech call", ledger)
+	}
+	l := ledger[0]
+	if le.Account != "observed-talker" || le.Model != l.Model || le.Cost != l.Cost || le.Alias != "gw-voice-speak" || le.InputTokens != nil {
+		t.Errorf("access log fields %+v, want the ledger's %+v under alias gw-voice-speak, no tokens", le, l)
+	}
+	m := scrape(t, e.gateway)
+	for name, want := range map[string]float64{
+		`gw_requests_total{code="200",family="audio"}`:                                 1,
+		`gw_request_duration_seconds_count{family="audio"}`:                            1,
+		`gw_upstream_errors_total{family="audio",provider="openai",reason="cut"}`:      1,
+		`gw_cost_usd_total{family="audio",model="` + l.Model + `"}`:                    float64(mustUSD(t, l.Cost)) / float64(pricing.NanoPerUSD),
+		`gw_time_to_first_token_seconds_count{family="audio",model="` + l.Model + `"}`: 0,
+	} {
+		if m[name] != want {
+			t.Errorf("%s = %v, want %v", name, m[name], want)
+		}
 	}
 }
