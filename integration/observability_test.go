@@ -245,7 +245,7 @@ func TestObservability(t *testing.T) {
 		*le.InputTokens != 900 || *le.OutputTokens != 80 {
 		t.Errorf("plain call's access log fields %+v, want alias %s, cost %s, 900 input and 80 output tokens", le, model, plain.Header.Get("X-Gw-Cost-Usd"))
 	}
-	for _, secret := range []string{key, brokeKey, e.BootKey} {
+	for _, secret := range []string{key, brokeKey, e.BootKey, upstreamOpenAIKey, upstreamAnthropicKey} {
 		if strings.Contains(e.log.String(), secret) {
 			t.Errorf("a key secret reached the log")
 		}
@@ -280,6 +280,13 @@ func TestObservabilityPlaceholders(t *testing.T) {
 	refused := e.do(t, http.MethodPost, path, body, bearer(brokeKey)...)
 	if ok.Status != http.StatusOK || refused.Status != http.StatusPaymentRequired {
 		t.Fatalf("statuses %d and %d, want 200 and 402", ok.Status, refused.Status)
+	}
+	// Every answer of the gateway carries Server-Timing, refusals too.
+	for _, r := range []response{ok, refused, e.do(t, http.MethodPost, path, body), e.do(t, http.MethodGet, "/v1/nothing", "", bearer(key)...),
+		e.do(t, http.MethodGet, path, "", bearer(key)...)} {
+		if st := r.Header.Get("Server-Timing"); !serverTiming.MatchString(st) {
+			t.Errorf("answer %d: Server-Timing %q", r.Status, st)
+		}
 	}
 	lines := map[string]map[string]any{}
 	okID, refusedID := ok.Header.Get("X-Gw-Request-Id"), refused.Header.Get("X-Gw-Request-Id")
