@@ -132,34 +132,35 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	if o.nested {
 		return
 	}
-	fields := []zap.Field{zap.String("gw_request_id", c.RequestID)}
-	vars := map[string]any{"gw.request_id": c.RequestID}
+	ctx := c.R.Context()
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(genAI(o.family, o.rec.Provider(), alias, model, tokens, len(c.bills) > 0)...)
+	}
+	extra, _ := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
+	// set puts one value on the access log entry (as gw_<name>) and in
+	// the placeholders (as {http.vars.gw.<name>}).
+	set := func(name string, v any) {
+		if extra != nil {
+			extra.Set(zap.Any("gw_"+name, v))
+		}
+		caddyhttp.SetVar(ctx, "gw."+name, v)
+	}
+	set("request_id", c.RequestID)
 	if c.Account.ID != "" {
-		fields = append(fields, zap.String("gw_account", c.Account.ID), zap.String("gw_key_id", c.Key.ID))
-		vars["gw.account"], vars["gw.key_id"] = c.Account.ID, c.Key.ID
+		set("account", c.Account.ID)
+		set("key_id", c.Key.ID)
 	}
 	if len(c.bills) > 0 {
 		if alias == "" {
 			alias = model
 		}
-		fields = append(fields, zap.String("gw_alias", alias), zap.String("gw_model", model), zap.String("gw_cost_usd", total.String()))
-		vars["gw.alias"], vars["gw.model"], vars["gw.cost_usd"] = alias, model, total.String()
+		set("alias", alias)
+		set("model", model)
+		set("cost_usd", total.String())
 		if tokens != (Tokens{}) {
-			fields = append(fields, zap.Int64("gw_input_tokens", tokens.AllInput()), zap.Int64("gw_output_tokens", tokens.Output))
-			vars["gw.input_tokens"], vars["gw.output_tokens"] = tokens.AllInput(), tokens.Output
+			set("input_tokens", tokens.AllInput())
+			set("output_tokens", tokens.Output)
 		}
-	}
-	ctx := c.R.Context()
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(genAI(o.family, o.rec.Provider(), alias, model, tokens, len(c.bills) > 0)...)
-	}
-	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		for _, f := range fields {
-			extra.Set(f)
-		}
-	}
-	for k, v := range vars {
-		caddyhttp.SetVar(ctx, k, v)
 	}
 }
 
