@@ -141,10 +141,9 @@ func (h *Handler) Speech(c *pipeline.Call) error {
 		return capabilityUnavailable(false, "the speech failed")
 	}
 	// The first audio byte: the charge lands now.
-	if _, err := c.Settle(billed, pricing.UnitCharacter, ab.Model, cost); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: billed, Unit: pricing.UnitCharacter, Model: ab.Model, Alias: ab.Alias, Cost: cost, Receipt: true}); err != nil {
 		return err
 	}
-	c.Receipt(ab.Model, cost)
 	hd := c.W.Header()
 	hd.Set("Content-Type", SpeechContentTypes[s.format])
 	hd.Set("Cache-Control", "no-store")

@@ -159,10 +159,9 @@ func (h *Handler) Transcribe(c *pipeline.Call) error {
 		billed = pricing.BilledSeconds(heard)
 		cost, _ = c.AbilityCost(t.alias, billed)
 	}
-	if _, err := c.Settle(billed, pricing.UnitAudioSecond, model, cost); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: billed, Unit: pricing.UnitAudioSecond, Model: model, Alias: t.alias, Cost: cost, Receipt: true}); err != nil {
 		return err
 	}
-	c.Receipt(model, cost)
 	hd := c.W.Header()
 	hd.Set(HeaderBilledSeconds, strconv.FormatInt(billed, 10))
 	if t.format == formatText {

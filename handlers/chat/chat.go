@@ -98,6 +98,9 @@ type call struct {
 	// can no longer move to another model, and it finishes (and is billed)
 	// even if the client leaves.
 	committed atomic.Bool
+	// broke: the provider's answer to the current attempt failed after it
+	// began (counted as a failed upstream attempt).
+	broke bool
 }
 
 func (h *Handler) serve(c *pipeline.Call, f Format) error {
@@ -251,10 +254,17 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 		return err
 	}
 	defer resp.Body.Close()
+	cl.broke = false
 	if cl.req.stream {
-		return cl.stream(resp.Body, m, target, escalated)
+		err = cl.stream(resp.Body, m, target, escalated)
+	} else {
+		err = cl.whole(resp.Body, resp.ContentLength, m, target, escalated)
 	}
-	return cl.whole(resp.Body, resp.ContentLength, m, target, escalated)
+	var ue *upstream.Error
+	if cl.broke || errors.As(err, &ue) {
+		upstream.Broke(resp.Body)
+	}
+	return err
 }
 
 // whole serves a non-streaming answer of size bytes (-1: unknown).
@@ -284,7 +294,7 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 	}
 	usage := cl.billable(m, reported, func() int64 { return outputTokens(from, b) })
 	cost, lane := cl.cost(m, usage, escalated)
-	if _, err := cl.SettleTokens(usage.Input, usage.Output, m.ID, cost); err != nil {
+	if _, err := cl.Charge(cl.bill(m, usage, cost, "")); err != nil {
 		return err
 	}
 	cl.h.Router.Health.OK(m.ID)
@@ -332,6 +342,13 @@ func (cl *call) billableAs(id string, m *catalog.Model, reported translate.Usage
 	return u
 }
 
+// bill is the charge of usage on m at cost, under the ledger id id (the
+// request id when empty).
+func (cl *call) bill(m *catalog.Model, u translate.Usage, cost pricing.Money, id string) pipeline.Bill {
+	return pipeline.Bill{ID: id, Units: u.Input + u.Output, Unit: pricing.UnitToken, Model: m.ID, Alias: cl.route.Requested, Cost: cost,
+		Tokens: pipeline.Tokens{Input: u.Uncached(), Output: u.Output, CacheRead: u.CachedInput, CacheWrite: u.CacheWrite}}
+}
+
 // receipt sets the receipt headers of a non-streaming answer.
 func (cl *call) receipt(m *catalog.Model, escalated bool, cost pricing.Money, lane string) {
 	h := cl.W.Header()
@@ -357,6 +374,7 @@ func setAll(h http.Header, kv ...string) {
 
 // writeCached answers from the cache: no upstream call, no charge.
 func (cl *call) writeCached(hit Hit) {
+	cl.CacheHit()
 	setAll(cl.W.Header(), "Content-Type", "application/json", HeaderModel, hit.Model, HeaderOriginalModel, cl.route.Requested,
 		HeaderRouted, strconv.FormatBool(!cl.route.Pinned), HeaderCost, pricing.Money(0).String(), HeaderCache, "hit")
 	cl.W.WriteHeader(http.StatusOK)

@@ -159,7 +159,7 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion could not be read")
 	}
 	cost := pricing.Cost(cl.Account.PAYG, usageLines(m, u)...)
-	if _, err := cl.SettleTokensAs(cl.RequestID+secondOpinionSuffix, u.Input, u.Output, m.ID, cost); err != nil {
+	if _, err := cl.Charge(cl.bill(m, u, cost, cl.RequestID+secondOpinionSuffix)); err != nil {
 		return nil, 0, err
 	}
 	return readVerdict(m.ID, gjson.GetBytes(b, "choices.0.message.content").String()), cost, nil

@@ -82,12 +82,12 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 			break
 		}
 		if err != nil {
-			s.fail("the upstream stream broke off")
+			s.broken("the upstream stream broke off")
 			return nil
 		}
 		out, err := tr.Event(ev)
 		if err != nil {
-			s.fail("the upstream stream could not be read")
+			s.broken("the upstream stream could not be read")
 			return nil
 		}
 		if !s.write(out) {
@@ -97,7 +97,7 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 	if !tr.Done() {
 		// The upstream ended without its terminal event: the answer may be
 		// cut short, so it is a failed call, not a finished one.
-		s.fail("the upstream ended the stream early")
+		s.broken("the upstream ended the stream early")
 		return nil
 	}
 	if !s.write(tr.Close()) {
@@ -145,7 +145,7 @@ func (s *relay) write(evs []sse.Event) bool {
 			// The error and what the translator sent after it (the
 			// terminal event: [DONE], response.failed) end the stream,
 			// in the gateway's words, not the provider's.
-			s.failed = true
+			s.failed, s.broke = true, true
 			s.billDelivered()
 			for _, rest := range evs[i:] {
 				_ = s.w.Write(scrubError(s.format, rest))
@@ -256,7 +256,7 @@ func (s *relay) settle(u translate.Usage) (translate.Usage, pricing.Money, bool)
 	if !u.Valid() {
 		// The stream fails; what it delivered is billed by the
 		// gateway's own count (billDelivered).
-		s.fail("the upstream reported usage that cannot be right")
+		s.broken("the upstream reported usage that cannot be right")
 		return u, 0, false
 	}
 	s.settled = true
@@ -265,7 +265,7 @@ func (s *relay) settle(u translate.Usage) (translate.Usage, pricing.Money, bool)
 		return s.delivered
 	})
 	cost, _ := s.cost(s.m, u, s.escalated)
-	if _, err := s.SettleTokens(u.Input, u.Output, s.m.ID, cost); err != nil {
+	if _, err := s.Charge(s.bill(s.m, u, cost, "")); err != nil {
 		s.fail(gwerr.As(err).Message)
 		return u, 0, false
 	}
@@ -279,6 +279,13 @@ func (s *relay) settle(u translate.Usage) (translate.Usage, pricing.Money, bool)
 // stream, or a translated one that failed at its final event, e.g. when
 // settling failed). What was delivered before the failure is billed
 // (billDelivered).
+// broken fails the stream for a fault of the provider's answer (msg),
+// which counts as a failed upstream attempt.
+func (s *relay) broken(msg string) {
+	s.broke = true
+	s.fail(msg)
+}
+
 func (s *relay) fail(msg string) {
 	if s.failed {
 		return

@@ -110,7 +110,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		return err
 	}
 	cost := pricing.Cost(false, pricing.Line{Units: used, Rate: pricing.DecideRate})
-	if _, err := c.SettleTokens(used, 0, Model, cost); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: used, Unit: pricing.UnitToken, Model: Model, Cost: cost, Tokens: pipeline.Tokens{Input: used}}); err != nil {
 		return err
 	}
 	out, _ := json.Marshal(map[string]any{"model": Model, "answers": answers, "usage": map[string]any{"input_tokens": used}})

@@ -133,6 +133,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	}
 	key := cacheKey(c.Account.ID, mode, u.String())
 	if hit, ok := h.cache.get(key); ok {
+		c.CacheHit()
 		c.Receipt("fetch", 0)
 		return write(c, hit)
 	}
@@ -144,11 +145,10 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.Settle(1, UnitPage, "fetch", cost); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: 1, Unit: UnitPage, Model: "fetch", Cost: cost, Receipt: true}); err != nil {
 		return err
 	}
 	h.cache.put(key, page)
-	c.Receipt("fetch", cost)
 	return write(c, page)
 }
 

@@ -418,10 +418,9 @@ func charge(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, a
 		return nil, 0, err
 	}
 	cost := r.bill(c, ab, n, 0, gjson.ParseBytes(out.usage), out.quality, out.size)
-	if _, err := c.Settle(n, pricing.UnitImage, ab.Model, cost); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: n, Unit: pricing.UnitImage, Model: ab.Model, Alias: r.alias, Cost: cost, Receipt: true}); err != nil {
 		return nil, 0, err
 	}
-	c.Receipt(ab.Model, cost)
 	return out, cost, nil
 }
 
@@ -521,7 +520,8 @@ func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r
 		if previews == 0 && images == 1 && r.n == 1 {
 			u = usage // the one image's usage; several images are billed by the table
 		}
-		_, err := c.Settle(images, pricing.UnitImage, ab.Model, r.bill(c, ab, images, previews, u, quality, size))
+		_, err := c.Charge(pipeline.Bill{Units: images, Unit: pricing.UnitImage, Model: ab.Model, Alias: r.alias,
+			Cost: r.bill(c, ab, images, previews, u, quality, size)})
 		return err == nil
 	}
 	fail := func(msg, code string) error {

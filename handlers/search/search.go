@@ -128,10 +128,10 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		return fail(CodeUsageUnavailable, "search ran but could not be priced")
 	}
 	cost := h.cost(c.Account.PAYG, out.searches, out.usage)
-	if _, err := c.Settle(max(out.searches, 1), UnitSearch, h.Model, cost); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: max(out.searches, 1), Unit: UnitSearch, Model: h.Model, Cost: cost, Receipt: true,
+		Tokens: pipeline.Tokens{Input: out.usage.Uncached(), Output: out.usage.Output, CacheRead: out.usage.CachedInput, CacheWrite: out.usage.CacheWrite}}); err != nil {
 		return fail(CodeSettlementUnavailable, "search ran but could not be settled; nothing was charged")
 	}
-	c.Receipt(h.Model, cost)
 	answer, _ := json.Marshal(map[string]any{"answer": out.answer, "citations": out.citations, "searches": out.searches,
 		"cost_microcents": cost.Microcents(), "cost_usd": cost.String()})
 	c.W.Header().Set("Content-Type", "application/json")

@@ -15,6 +15,18 @@ type Metrics struct {
 	Requests       *prometheus.CounterVec
 	Duration       *prometheus.HistogramVec
 	UpstreamErrors *prometheus.CounterVec
+	// Tokens counts billed tokens by family, model and kind; Cost the
+	// money charged by family and model.
+	Tokens *prometheus.CounterVec
+	Cost   *moneyCounter
+	// TTFT is a stream's time to its first byte; Overhead the gateway's
+	// own time (a request's duration less its upstream waits).
+	TTFT     *prometheus.HistogramVec
+	Overhead *prometheus.HistogramVec
+	// Refusals counts error answers of 4xx by their code; CacheHits the
+	// answers served from a cache.
+	Refusals  *prometheus.CounterVec
+	CacheHits *prometheus.CounterVec
 	// ChargeCommit is the time each batch of charges took to become
 	// durable (the charge log's write and sync, or the batch's
 	// transaction); ChargesCommitted counts the charges they held.
@@ -47,8 +59,31 @@ func NewMetrics() *Metrics {
 		}, []string{"family"}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "gw", Name: "upstream_errors_total",
-			Help: "Failed upstream calls, by route family and provider.",
-		}, []string{"family", "provider"}),
+			Help: "Failed upstream attempts, by route family, provider and reason.",
+		}, []string{"family", "provider", "reason"}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gw", Name: "tokens_total",
+			Help: "Tokens billed, by route family, model and kind.",
+		}, []string{"family", "model", "kind"}),
+		Cost: newMoneyCounter("gw_cost_usd_total", "Money charged in US dollars, by route family and model; equals the ledger's sum."),
+		TTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "gw", Name: "time_to_first_token_seconds",
+			Help:    "Streams: time from the request's start to the first byte sent, by route family and model.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}, []string{"family", "model"}),
+		Overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "gw", Name: "overhead_seconds",
+			Help:    "The gateway's own time: a request's duration less its time waiting on upstreams, by route family.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12),
+		}, []string{"family"}),
+		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gw", Name: "refusals_total",
+			Help: "Requests refused, by route family and error code.",
+		}, []string{"family", "code"}),
+		CacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gw", Name: "cache_hits_total",
+			Help: "Answers served from a cache, by route family.",
+		}, []string{"family"}),
 		ChargeCommit: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "gw", Name: "charge_commit_seconds",
 			Help:    "Time a batch of charges took to become durable (the charge log's write and sync, or the batch's transaction).",
@@ -70,7 +105,8 @@ func (m *Metrics) ObserveCommit(d time.Duration, charges int) {
 // Register adds the collectors to reg, keeping whichever collector is
 // already registered under the same name.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Requests, m.Duration, m.UpstreamErrors, m.ChargeCommit, m.ChargesCommitted} {
+	for _, c := range []prometheus.Collector{m.Requests, m.Duration, m.UpstreamErrors, m.ChargeCommit, m.ChargesCommitted,
+		m.Tokens, m.Cost, m.TTFT, m.Overhead, m.Refusals, m.CacheHits} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -22,6 +22,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
+	"github.com/caddy-gw/caddy-gw/internal/obs"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -102,6 +103,8 @@ type Call struct {
 	// AnswersRefusedKeys; nil when the key was accepted.
 	KeyRefusal *gwerr.Error
 	hold       *money.Hold
+	bills      []Bill
+	cacheHit   bool
 }
 
 // Gateway holds what every request needs.
@@ -139,20 +142,28 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
 // serve runs r through the pipeline for ep and hands a refusal made before
 // anything was written to refuse.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, refuse func(*statusWriter, *gwerr.Error)) {
-	start := time.Now()
+	outer := obs.From(r.Context())
+	o := &observation{family: familyOf(ep, r.URL.Path), start: time.Now(), nested: outer != nil}
+	o.rec = &obs.Record{Parent: outer, Failed: func(provider, reason string) { g.Metrics.upstreamFailed(o.family, provider, reason) }}
+	r = r.WithContext(obs.With(r.Context(), o.rec))
 	c := &Call{W: w, R: r, Endpoint: ep, Gateway: g, RequestID: NewRequestID(ep.RequestIDPrefix)}
 	w.Header().Set(HeaderRequestID, c.RequestID)
 	body := bodyrate.Wrap(w, r, g.BodyRate)
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, obs: o}
 	c.W = sw
+	var err error
+	// Deferred, so that an answer cut short (Abort) is counted and logged
+	// too.
+	defer func() { g.finish(c, o, sw, err) }()
 	defer func() { c.hold.Release(r.Context()) }() // a call that did not settle costs nothing, even if it panics
-	err := g.run(c)
+	err = g.run(c)
 	if err != nil {
 		e := gwerr.As(err)
 		if body.TooSlow() {
 			// However the handler took the failed read, the client was
 			// too slow.
 			e = slowBody(body.Rule())
+			err = e
 		}
 		if e.Kind == gwerr.Internal {
 			g.Logger.Error("request failed", zap.String("route", ep.Name), zap.String("request_id", c.RequestID), zap.Error(err))
@@ -161,7 +172,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, re
 			refuse(sw, e)
 		}
 	}
-	g.Metrics.observe(ep.Name, sw.status, time.Since(start))
 }
 
 // slowBody is the refusal of a body that fell behind the rule l.
@@ -382,39 +392,6 @@ func (c *Call) Receipt(routedModel string, cost pricing.Money) {
 // one, as when a call moves to a dearer model).
 func (c *Call) Release() { c.hold.Release(c.R.Context()) }
 
-// Settle charges the call's real cost into the ledger under its request id
-// and reports whether it charged (false: the id was settled before).
-func (c *Call) Settle(units int64, unit, model string, cost pricing.Money) (bool, error) {
-	return c.SettleAs(c.RequestID, units, unit, model, cost)
-}
-
-// SettleAs is Settle under another ledger id, for a call billed twice (a
-// second opinion is billed as <request id>-so).
-func (c *Call) SettleAs(id string, units int64, unit, model string, cost pricing.Money) (bool, error) {
-	return c.settle(store.Entry{RequestID: id, Model: model, Units: units, Unit: unit, Cost: cost})
-}
-
-// SettleTokens is Settle for a call billed by the token: the ledger
-// records its input and output tokens apart (usage figures show both).
-func (c *Call) SettleTokens(input, output int64, model string, cost pricing.Money) (bool, error) {
-	return c.SettleTokensAs(c.RequestID, input, output, model, cost)
-}
-
-// SettleTokensAs is SettleTokens under another ledger id (SettleAs).
-func (c *Call) SettleTokensAs(id string, input, output int64, model string, cost pricing.Money) (bool, error) {
-	return c.settle(store.Entry{RequestID: id, Model: model, Units: input + output, Unit: pricing.UnitToken,
-		InputTokens: input, OutputTokens: output, Cost: cost})
-}
-
-// settle charges e, made on the call's route with its key.
-func (c *Call) settle(e store.Entry) (bool, error) {
-	if c.hold == nil || c.hold.Done() {
-		return false, errors.New("pipeline: settle without a reservation")
-	}
-	e.Endpoint, e.KeyID = c.Endpoint.Name, c.Key.ID
-	return c.hold.Settle(c.R.Context(), e)
-}
-
 // authenticate finds the key and its account.
 func (g *Gateway) authenticate(c *Call) error {
 	secret := keyFrom(c.R, c.Endpoint.Auth)
@@ -510,10 +487,15 @@ func NewRequestID(prefix string) string {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// obs stamps Server-Timing on the answer; firstByte is when its body
+	// began.
+	obs       *observation
+	firstByte time.Time
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
+		w.stampTiming()
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -521,7 +503,11 @@ func (w *statusWriter) WriteHeader(code int) {
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
+		w.stampTiming()
 		w.status = http.StatusOK
+	}
+	if w.firstByte.IsZero() && len(b) > 0 {
+		w.firstByte = time.Now()
 	}
 	return w.ResponseWriter.Write(b)
 }

@@ -36,7 +36,7 @@ func billedEndpoint() *pipeline.Endpoint {
 			if err := c.Reserve(callCost); err != nil {
 				return err
 			}
-			if _, err := c.Settle(1801, pricing.UnitToken, "m", callCost); err != nil {
+			if _, err := c.Charge(pipeline.Bill{Units: 1801, Unit: pricing.UnitToken, Model: "m", Cost: callCost}); err != nil {
 				return err
 			}
 			c.W.Header().Set("X-Gw-Cost-Usd", callCost.String())

@@ -17,9 +17,13 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/obs"
 )
 
 // Paths of the providers' endpoints, after the base URL.
@@ -223,19 +227,85 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	}
 	req.Header.Set("Content-Type", contentType)
 	headersOf(p)(req.Header, p, r)
+	rec := obs.From(parent)
+	span := startAttempt(parent, p, r.Path)
+	began := time.Now()
 	resp, err := c.transport(p).RoundTrip(req)
 	if err != nil {
+		rec.Waited(time.Since(began))
 		cancel()
-		return nil, transportError(parent, p, err)
+		err = transportError(parent, p, err)
+		reason := failReason(parent, err, 0)
+		rec.Fail(p.Name, reason)
+		endAttempt(span, 0, reason)
+		return nil, err
 	}
 	if resp.StatusCode/100 != 2 {
 		defer cancel()
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		rec.Waited(time.Since(began))
+		reason := failReason(parent, nil, resp.StatusCode)
+		rec.Fail(p.Name, reason)
+		endAttempt(span, resp.StatusCode, reason)
 		return nil, statusError(p, resp, b)
 	}
-	resp.Body = newIdleBody(resp.Body, time.Duration(p.IdleTimeout), cancel)
+	rec.Waited(time.Since(began))
+	rec.Served(p.Name)
+	ib := newIdleBody(resp.Body, time.Duration(p.IdleTimeout), cancel)
+	ib.parent, ib.rec, ib.provider, ib.span, ib.status = parent, rec, p.Name, span, resp.StatusCode
+	resp.Body = ib
 	return resp, nil
+}
+
+// tracerName names the instrumentation of the gateway's attempt spans.
+const tracerName = "github.com/caddy-gw/caddy-gw/internal/upstream"
+
+// startAttempt starts the span of one attempt on p, a child of the call's
+// span (the call's own no-op span when the call is not traced).
+func startAttempt(ctx context.Context, p *catalog.Provider, path string) trace.Span {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return parent
+	}
+	_, span := parent.TracerProvider().Tracer(tracerName).Start(ctx, "upstream "+p.Name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("gen_ai.provider.name", p.Name), attribute.String("url.path", path)))
+	return span
+}
+
+// endAttempt ends an attempt's span with the provider's status (0: none)
+// and, for a failed attempt, its reason.
+func endAttempt(span trace.Span, status int, reason string) {
+	if !span.IsRecording() {
+		return
+	}
+	if status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
+	if reason != "" {
+		span.SetAttributes(attribute.String("error.type", reason))
+		span.SetStatus(codes.Error, reason)
+	}
+	span.End()
+}
+
+// failReason is the metrics' reason for a failed attempt: its status,
+// or for a transport failure err whether it timed out or could not
+// connect. A client that left is no failure of the provider: "".
+func failReason(ctx context.Context, err error, status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return obs.ReasonStatus429
+	case status/100 == 4:
+		return obs.ReasonStatus4xx
+	case status != 0:
+		return obs.ReasonStatus5xx
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return ""
+	case gwerr.As(err).Kind == gwerr.Timeout:
+		return obs.ReasonTimeout
+	}
+	return obs.ReasonConnect
 }
 
 // headerFunc sets the headers a provider reads of every call r to it.
@@ -391,6 +461,18 @@ type idleBody struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	fired  bool
+	// parent is the call's context, rec its record (the time Read waits
+	// and a cut), provider the name a cut is reported under.
+	parent   context.Context
+	rec      *obs.Record
+	provider string
+	cut      bool
+	closed   bool // the gateway closed it: a read after is no cut
+	// span is the attempt's span, ended at Close with the reason of a
+	// failure reported before; status is the provider's.
+	span   trace.Span
+	status int
+	reason string
 }
 
 // ErrIdle is the read error after the idle time-out ended a stream.
@@ -417,7 +499,9 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	if b.timer != nil {
 		b.timer.Reset(b.idle)
 	}
+	began := time.Now()
 	n, err := b.ReadCloser.Read(p)
+	b.rec.Waited(time.Since(began))
 	if b.timer != nil {
 		b.timer.Stop()
 	}
@@ -426,13 +510,51 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		fired := b.fired
 		b.mu.Unlock()
 		if fired {
+			b.reportCut(obs.ReasonTimeout)
+		} else {
+			b.reportCut(obs.ReasonCut)
+		}
+		if fired {
 			return n, ErrIdle
 		}
 	}
 	return n, err
 }
 
+// Broke reports the answer body of Do as failed after it began (an error
+// event, an early end, an answer that cannot be read), once per attempt
+// however often it is reported, a broken read included.
+func Broke(body io.ReadCloser) {
+	if b, ok := body.(*idleBody); ok {
+		b.reportCut(obs.ReasonCut)
+	}
+}
+
+// reportCut reports, once, an answer that broke off (for reason) while
+// the client still waited for it.
+func (b *idleBody) reportCut(reason string) {
+	b.mu.Lock()
+	report := !b.cut && !b.closed && b.rec != nil && b.parent.Err() == nil
+	b.cut = true
+	if report {
+		b.reason = reason
+	}
+	b.mu.Unlock()
+	if !report {
+		return
+	}
+	b.rec.Fail(b.provider, reason)
+}
+
 func (b *idleBody) Close() error {
+	b.mu.Lock()
+	first := !b.closed
+	b.closed = true
+	reason := b.reason
+	b.mu.Unlock()
+	if first && b.span != nil {
+		endAttempt(b.span, b.status, reason)
+	}
 	if b.timer != nil {
 		b.timer.Stop()
 	}

@@ -377,7 +377,7 @@ func (s *Server) appsExecute(ctx context.Context, c *pipeline.Call, t Tool, a gj
 				appFailed = err
 				return err
 			}
-			if _, err := call.Settle(1, UnitAction, app.Name+"/"+tool, price); err != nil {
+			if _, err := call.Charge(pipeline.Bill{Units: 1, Unit: UnitAction, Model: app.Name + "/" + tool, Cost: price}); err != nil {
 				return err
 			}
 			content, _ := json.Marshal(res.Content)

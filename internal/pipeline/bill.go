@@ -1,0 +1,71 @@
+package pipeline
+
+import (
+	"errors"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// Tokens are a call's billed tokens by kind. Input excludes the tokens
+// read from or written to the provider's cache, which are counted apart.
+type Tokens struct {
+	Input, Output, CacheRead, CacheWrite int64
+}
+
+// AllInput is every input token: uncached, read from and written to the
+// cache.
+func (t Tokens) AllInput() int64 { return t.Input + t.CacheRead + t.CacheWrite }
+
+// Bill is one charge of a call: what the ledger records, and what the
+// metrics, the access log and the receipt read.
+type Bill struct {
+	// ID is the ledger id; empty means the call's request id (a second
+	// charge of the same call takes another, as <request id>-so).
+	ID string
+	// Units and Unit are what was billed (tokens, seconds, images, ...).
+	Units int64
+	Unit  string
+	// Model is the concrete model (or service) that served; Alias is the
+	// name the client asked for, when it differs.
+	Model, Alias string
+	// Cost is the amount charged.
+	Cost pricing.Money
+	// Tokens are the billed tokens of a call billed by the token.
+	Tokens Tokens
+	// Receipt sets the receipt headers (routed model and cost) once the
+	// charge landed: for an answer whose headers are not yet sent.
+	Receipt bool
+}
+
+// Charge settles b into the ledger, records it on the call for the
+// metrics and the access log, and sets its receipt headers when b asks.
+// charged is false when the ledger id was settled before (nothing new is
+// charged or counted then).
+func (c *Call) Charge(b Bill) (charged bool, err error) {
+	if c.hold == nil || c.hold.Done() {
+		return false, errors.New("pipeline: settle without a reservation")
+	}
+	id := b.ID
+	if id == "" {
+		id = c.RequestID
+	}
+	charged, err = c.hold.Settle(c.R.Context(), store.Entry{RequestID: id, Endpoint: c.Endpoint.Name, KeyID: c.Key.ID,
+		Model: b.Model, Units: b.Units, Unit: b.Unit, Cost: b.Cost, InputTokens: b.Tokens.AllInput(), OutputTokens: b.Tokens.Output})
+	if err != nil {
+		return false, err
+	}
+	if charged {
+		c.bills = append(c.bills, b)
+	}
+	if b.Receipt {
+		c.Receipt(b.Model, b.Cost)
+	}
+	return charged, nil
+}
+
+// Bills are the charges the call made so far.
+func (c *Call) Bills() []Bill { return c.bills }
+
+// CacheHit marks the call as answered from a cache.
+func (c *Call) CacheHit() { c.cacheHit = true }

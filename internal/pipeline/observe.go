@@ -1,0 +1,210 @@
+package pipeline
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/obs"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// HeaderServerTiming carries the gateway's own time and the time spent
+// waiting on upstreams, in milliseconds, on every answer.
+const HeaderServerTiming = "Server-Timing"
+
+// Route families as the metrics label them.
+const (
+	familyChat      = "chat"
+	familyMessages  = "messages"
+	familyResponses = "responses"
+	familyAudio     = "audio"
+	familyMCP       = "mcp"
+)
+
+// familyOf is the metrics' family of a call of ep on path: the route's
+// name, with the audio routes as one family, the MCP servers as one, the
+// responses route apart from chat, and an unknown path under the family
+// its error is shaped in.
+func familyOf(ep *Endpoint, path string) string {
+	switch ep.Name {
+	case "transcription", "speech", "voices":
+		return familyAudio
+	case "mcp_routing", "mcp_tools", "apps":
+		return familyMCP
+	case "chat":
+		if strings.HasSuffix(path, "/responses") {
+			return familyResponses
+		}
+		return familyChat
+	case "not_found":
+		if ep.Family == gwerr.Messages {
+			return familyMessages
+		}
+		return familyChat
+	}
+	return ep.Name
+}
+
+// tokenKinds label the kinds of Tokens, in the order of its fields.
+var tokenKinds = [...]string{"input", "output", "cache_read", "cache_write"}
+
+// observation is what the pipeline measures of one call.
+type observation struct {
+	family string
+	start  time.Time
+	rec    *obs.Record
+	// nested: the call runs inside another call of the gateway (Invoke),
+	// whose own answer and log entry report it.
+	nested bool
+}
+
+// serverTiming is the Server-Timing value at this moment.
+func (o *observation) serverTiming() string {
+	up := o.rec.Upstream()
+	total := time.Since(o.start)
+	return fmt.Sprintf("gw;dur=%s, upstream;dur=%s", millis(max(total-up, 0)), millis(up))
+}
+
+func millis(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64)
+}
+
+// finish records the ended call c in the metrics and in the request's
+// access log entry and placeholders. err is what the run returned.
+func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
+	d := time.Since(o.start)
+	m := g.Metrics
+	status := sw.status
+	var total pricing.Money
+	var tokens Tokens
+	var model, alias string
+	for _, b := range c.bills {
+		total += b.Cost
+		tokens.Input += b.Tokens.Input
+		tokens.Output += b.Tokens.Output
+		tokens.CacheRead += b.Tokens.CacheRead
+		tokens.CacheWrite += b.Tokens.CacheWrite
+		if model == "" {
+			model, alias = b.Model, b.Alias
+		}
+	}
+	if m != nil {
+		m.observe(o.family, status, d)
+		m.Overhead.WithLabelValues(o.family).Observe(max(d-o.rec.Upstream(), 0).Seconds())
+		for _, b := range c.bills {
+			m.Cost.Add(o.family, b.Model, b.Cost)
+			for i, n := range [...]int64{b.Tokens.Input, b.Tokens.Output, b.Tokens.CacheRead, b.Tokens.CacheWrite} {
+				if n > 0 {
+					m.Tokens.WithLabelValues(o.family, b.Model, tokenKinds[i]).Add(float64(n))
+				}
+			}
+		}
+		if c.cacheHit {
+			m.CacheHits.WithLabelValues(o.family).Inc()
+		}
+		if err != nil && status/100 == 4 {
+			e := gwerr.As(err)
+			code := c.Endpoint.Family.Code(e)
+			if code == "" {
+				code = "status_" + strconv.Itoa(status)
+			}
+			m.Refusals.WithLabelValues(o.family, code).Inc()
+		}
+		if !sw.firstByte.IsZero() && strings.HasPrefix(sw.Header().Get("Content-Type"), "text/event-stream") {
+			ttftModel := model
+			if ttftModel == "" {
+				ttftModel = sw.Header().Get(HeaderRoutedModel)
+			}
+			if ttftModel != "" {
+				m.TTFT.WithLabelValues(o.family, ttftModel).Observe(sw.firstByte.Sub(o.start).Seconds())
+			}
+		}
+	}
+	if o.nested {
+		return
+	}
+	ctx := c.R.Context()
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(genAI(o.family, o.rec.Provider(), alias, model, tokens, len(c.bills) > 0)...)
+	}
+	extra, _ := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
+	// set puts one value on the access log entry (as gw_<name>) and in
+	// the placeholders (as {http.vars.gw.<name>}).
+	set := func(name string, v any) {
+		if extra != nil {
+			extra.Set(zap.Any("gw_"+name, v))
+		}
+		caddyhttp.SetVar(ctx, "gw."+name, v)
+	}
+	set("request_id", c.RequestID)
+	if c.Account.ID != "" {
+		set("account", c.Account.ID)
+		set("key_id", c.Key.ID)
+	}
+	if len(c.bills) > 0 {
+		if alias == "" {
+			alias = model
+		}
+		set("alias", alias)
+		set("model", model)
+		set("cost_usd", total.String())
+		if tokens != (Tokens{}) {
+			set("input_tokens", tokens.AllInput())
+			set("output_tokens", tokens.Output)
+		}
+	}
+}
+
+// genAI is the OpenTelemetry GenAI attributes of a call of family: the
+// provider that served, the model asked for and the one that answered,
+// and, when it was billed, its tokens.
+func genAI(family, provider, alias, model string, t Tokens, billed bool) []attribute.KeyValue {
+	op := family
+	switch family {
+	case familyChat, familyMessages, familyResponses:
+		op = "chat"
+	}
+	kv := []attribute.KeyValue{attribute.String("gen_ai.operation.name", op)}
+	if provider != "" {
+		kv = append(kv, attribute.String("gen_ai.provider.name", provider))
+	}
+	if alias == "" {
+		alias = model
+	}
+	if alias != "" {
+		kv = append(kv, attribute.String("gen_ai.request.model", alias))
+	}
+	if model != "" {
+		kv = append(kv, attribute.String("gen_ai.response.model", model))
+	}
+	if billed {
+		kv = append(kv, attribute.Int64("gen_ai.usage.input_tokens", t.AllInput()), attribute.Int64("gen_ai.usage.output_tokens", t.Output))
+	}
+	return kv
+}
+
+// upstreamFailed counts a failed upstream attempt of family.
+func (m *Metrics) upstreamFailed(family, provider, reason string) {
+	if m != nil {
+		m.UpstreamErrors.WithLabelValues(family, provider, reason).Inc()
+	}
+}
+
+// stampTiming sets the Server-Timing header once, before the answer's
+// first byte.
+func (w *statusWriter) stampTiming() {
+	if w.obs != nil && w.status == 0 {
+		w.ResponseWriter.Header().Set(HeaderServerTiming, w.obs.serverTiming())
+	}
+}
+
+var _ http.ResponseWriter = (*statusWriter)(nil)
