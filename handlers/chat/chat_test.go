@@ -758,7 +758,7 @@ func (f *flushLog) Flush() { f.at = append(f.at, f.Body.Len()) }
 func TestRelayFlushesBeforeSettling(t *testing.T) {
 	f := &flushLog{ResponseRecorder: httptest.NewRecorder()}
 	tr := &passthrough{format: ChatCompletions}
-	s := &relay{call: &call{Call: &pipeline.Call{}, format: ChatCompletions}, m: &catalog.Model{ID: "m"}, tr: tr, w: sse.NewWriter(f)}
+	s := &relay{call: &call{Call: &pipeline.Call{}, format: ChatCompletions, route: &router.Route{Requested: "m"}}, m: &catalog.Model{ID: "m"}, tr: tr, w: sse.NewWriter(f)}
 	var evs []sse.Event
 	for _, d := range []string{
 		`{"choices":[{"index":0,"delta":{"role":"assistant"}}],"usage":null}`,
