@@ -112,10 +112,11 @@ type App struct {
 	Audio *AudioConfig `json:"audio,omitempty"`
 	// Images is the configurable part of image generation and edits.
 	Images *ImagesConfig `json:"images,omitempty"`
-	// FetchAllow lists hosts (host or host:port, comma-separated; expanded
-	// from {env.GW_FETCH_ALLOW}) exempt from page reading's address guard,
-	// for internal sites.
-	FetchAllow string `json:"fetch_allow,omitempty"`
+	// FetchAllow lists hosts (host or host:port) exempt from page
+	// reading's address guard, for internal sites. Placeholders expand at
+	// load and an element may hold several hosts, comma-separated, so
+	// ["{env.GW_FETCH_ALLOW}"] takes a list from the environment.
+	FetchAllow []string `json:"fetch_allow,omitempty"`
 	// FetchPriceMicrocents and FetchRenderPriceMicrocents are the plan
 	// prices of a plain and a rendered page read, in millionths of a USD.
 	// Defaults: 2,000 and 5,000.
@@ -129,9 +130,11 @@ type App struct {
 	// payment_required answers (expanded from {env.GW_BILLING_URL}; empty:
 	// no upgrade_url).
 	BillingURL string `json:"billing_url,omitempty"`
-	// Apps are the connected apps the tools server offers: comma-separated
-	// name=url of upstream MCP servers ({env.GW_APPS}).
-	Apps string `json:"apps,omitempty"`
+	// Apps are the connected apps the tools server offers: name=url of
+	// upstream MCP servers. Placeholders expand at load and an element may
+	// hold several, comma-separated, so ["{env.GW_APPS}"] takes a list
+	// from the environment.
+	Apps []string `json:"apps,omitempty"`
 	// AppActionPriceMicrocents is the plan price of one executed app
 	// action, in millionths of a USD. Default: 1000.
 	AppActionPriceMicrocents int64 `json:"app_action_price_microcents,omitempty"`
@@ -759,12 +762,7 @@ const (
 
 // fetchHandler builds page reading: its guard's allow list and prices.
 func (a *App) fetchHandler() *fetch.Handler {
-	var allow []string
-	for _, h := range strings.Split(caddy.NewReplacer().ReplaceAll(a.FetchAllow, ""), ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			allow = append(allow, h)
-		}
-	}
+	allow := expandList(a.FetchAllow)
 	price, render := a.FetchPriceMicrocents, a.FetchRenderPriceMicrocents
 	if price <= 0 {
 		price = DefaultFetchPriceMicrocents
@@ -819,7 +817,7 @@ const DefaultAppActionPriceMicrocents = 1000
 
 // toolSet builds the tools server's tools: advisory prices from the
 // catalogue and the page reading and search prices, the connected apps of
-// a.Apps (name=url, comma-separated).
+// a.Apps.
 func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 	fetchH := a.fetchHandler()
 	guard := fetchH.Guard
@@ -840,8 +838,8 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 			p, ok := other[alias]
 			return p, ok
 		}}
-	appsList := caddy.NewReplacer().ReplaceAll(a.Apps, "")
-	if strings.TrimSpace(appsList) == "" {
+	appsList := expandList(a.Apps)
+	if len(appsList) == 0 {
 		return s, nil
 	}
 	price := a.AppActionPriceMicrocents
@@ -849,8 +847,8 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 		price = DefaultAppActionPriceMicrocents
 	}
 	var list []tools.App
-	for _, item := range strings.Split(appsList, ",") {
-		name, url, ok := strings.Cut(strings.TrimSpace(item), "=")
+	for _, item := range appsList {
+		name, url, ok := strings.Cut(item, "=")
 		if !ok || name == "" || !strings.HasPrefix(url, "http") {
 			return nil, fmt.Errorf("apps: %q is not name=url", item)
 		}

@@ -3,9 +3,11 @@ package caddymodule
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -85,6 +87,25 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"token price two args", "gw {\n ability gw-image {\n token_price 5 10\n }\n}", "token_price: want"},
 		{"token price bad", "gw {\n ability gw-image {\n token_price 5 10 x\n }\n}", `token_price: "x"`},
 		{"preview tokens bad", "gw {\n ability gw-image {\n preview_tokens many\n }\n}", "preview_tokens"},
+		{"zero cache ttl", "gw {\n cache_ttl 0s\n}", "cache_ttl: want a duration greater than zero"},
+		{"zero dial timeout", "gw {\n provider p {\n dial_timeout 0\n }\n}", "dial_timeout: want a duration greater than zero"},
+		{"fetch allow empty", "gw {\n fetch_allow\n}", "wrong argument count"},
+		{"apps empty", "gw {\n apps\n}", "wrong argument count"},
+		{"block with argument", "gw {\n limits x {\n max_in_flight 2\n }\n}", "wrong argument count"},
+		{"twice: text", "gw {\n bootstrap_key a\n bootstrap_key b\n}", "bootstrap_key already specified"},
+		{"twice: store", "gw {\n store sqlite a\n store sqlite b\n}", "store already specified"},
+		{"twice: duration", "gw {\n cache_ttl 1m\n cache_ttl 2m\n}", "cache_ttl already specified"},
+		{"twice: list", "gw {\n fetch_allow a\n fetch_allow b\n}", "fetch_allow already specified"},
+		{"twice: hosts", "gw {\n mcp_allowed_hosts a\n mcp_allowed_hosts b\n}", "mcp_allowed_hosts already specified"},
+		{"twice: block", "gw {\n money {\n }\n money {\n }\n}", "money already specified"},
+		{"twice: in money", "gw {\n money {\n ceiling off\n ceiling 1\n }\n}", "ceiling already specified"},
+		{"twice: in limits", "gw {\n limits {\n max_in_flight 1\n max_in_flight 2\n }\n}", "max_in_flight already specified"},
+		{"twice: in provider", "gw {\n provider p {\n format openai\n format anthropic\n }\n}", "format already specified"},
+		{"twice: in model", "gw {\n model m {\n price 1 2\n price 3 4\n }\n}", "price already specified"},
+		{"twice: in ability", "gw {\n ability gw-image {\n price_microcents 1\n price_microcents 2\n }\n}", "price_microcents already specified"},
+		{"twice: in audio", "gw {\n audio {\n gap_timeout 1s\n gap_timeout 2s\n }\n}", "gap_timeout already specified"},
+		{"twice: in images", "gw {\n images {\n edit_timeout 1s\n edit_timeout 2s\n }\n}", "edit_timeout already specified"},
+		{"twice: in search", "gw {\n search {\n provider a\n provider b\n }\n}", "provider already specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var app App
@@ -99,6 +120,49 @@ func TestCaddyfileErrors(t *testing.T) {
 		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
 			t.Errorf("directive %q: no error", in)
 		}
+	}
+}
+
+// TestCaddyfileRepeatable checks that the options naming one thing a line
+// may be given more than once, each line adding its thing.
+func TestCaddyfileRepeatable(t *testing.T) {
+	in := "gw {\n provider a {\n }\n provider b {\n }\n model m {\n }\n model n {\n }\n alias x m\n alias y n\n" +
+		" beta b-1 neutral\n beta b-2 refused\n ability gw-voice-speak {\n voice alloy\n voice echo\n" +
+		" image_price low 1024x1024=0.01\n image_price high 1024x1024=0.04\n }\n ability gw-image {\n }\n}"
+	var app App
+	if err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err != nil {
+		t.Fatal(err)
+	}
+	ab := app.Abilities[0]
+	if len(app.Providers) != 2 || len(app.Models) != 2 || len(app.Aliases) != 2 || len(app.Betas) != 2 ||
+		len(app.Abilities) != 2 || len(ab.Voices) != 2 || len(ab.ImagePrices) != 2 {
+		t.Fatalf("repeated lines lost: %+v", app)
+	}
+}
+
+// TestSecondGWBlock checks that a config with two global gw blocks is
+// refused rather than the second replacing the first.
+func TestSecondGWBlock(t *testing.T) {
+	in := "{\n\tgw {\n\t\tdecide_model a\n\t}\n\tgw {\n\t\tdecide_model b\n\t}\n}\n:8080 {\n\tgw\n}\n"
+	_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), nil)
+	if err == nil || !strings.Contains(err.Error(), "gw already specified") {
+		t.Fatalf("got error %v, want one containing %q", err, "gw already specified")
+	}
+}
+
+// TestExpandList checks that a list field's elements expand their
+// placeholders at load and split at commas, so one element read from the
+// environment can hold several values.
+func TestExpandList(t *testing.T) {
+	t.Setenv("GW_TEST_LIST", "wiki.internal, 10.0.0.5:8080,")
+	t.Setenv("GW_TEST_EMPTY", "")
+	got := expandList([]string{"a.example", "{env.GW_TEST_LIST}", "{env.GW_TEST_EMPTY}"})
+	want := []string{"a.example", "wiki.internal", "10.0.0.5:8080"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("expandList = %q, want %q", got, want)
+	}
+	if got := expandList([]string{"{env.GW_TEST_EMPTY}"}); len(got) != 0 {
+		t.Fatalf("an empty variable gave %q, want no element", got)
 	}
 }
 
