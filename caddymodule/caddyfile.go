@@ -19,9 +19,11 @@ func init() {
 }
 
 // parseGlobal reads the global `gw` option into the gw app. A config has
-// one gw app, so a second `gw` block is refused. The syntax (each option
-// once unless marked repeatable; amounts in US dollars except the
-// *_microcents plan prices):
+// one gw app, so a second `gw` block is refused. Every amount is in US
+// dollars (USD/M: per million tokens); a plan price (a flat price of one
+// call, page, search or action) must be a whole number of millionths of a
+// dollar, the unit its JSON field holds. Each option once unless marked
+// repeatable:
 //
 //	gw {
 //		store sqlite [<dir>]
@@ -36,10 +38,10 @@ func init() {
 //		second_opinion_concurrency <n>
 //		fetch_allow <host[:port]>...          # an argument may hold several, comma-separated
 //		fetch_timeout <duration>
-//		fetch_price_microcents <n>
-//		fetch_render_price_microcents <n>
+//		fetch_price <USD>
+//		fetch_render_price <USD>
 //		apps <name>=<url>...                  # an argument may hold several, comma-separated
-//		app_action_price_microcents <n>
+//		app_action_price <USD>
 //		mcp_allowed_hosts <host[:port]>...
 //		provider <name> {                     # repeatable
 //			format openai|anthropic
@@ -61,7 +63,7 @@ func init() {
 //			provider <name>
 //			model <provider model id>
 //			display_name <text>
-//			price_microcents <n>
+//			price <USD>
 //			voice <id> [<name> [<gender> [<description> [<languages>...]]]]   # repeatable
 //			voices <id>...
 //			category <class>...
@@ -75,7 +77,7 @@ func init() {
 //		search {
 //			provider <name>
 //			model <provider model id>
-//			price_per_search_microcents <n>
+//			price_per_search <USD>
 //			token_price <input USD/M> <output USD/M>
 //		}
 //		audio {
@@ -240,35 +242,57 @@ func expandList(items []string) []string {
 	return splitCommas(expanded)
 }
 
-// durationOption reads the option's one argument as a duration greater
-// than zero: the one way the Caddyfile reads a duration.
-func durationOption(dst *caddy.Duration) option {
+// valueOption reads the option's one argument with parse into dst; want
+// says what a good argument is when parse refuses it.
+func valueOption[T any](dst *T, want string, parse func(string) (T, bool)) option {
 	return option{read: func(d *caddyfile.Dispenser) error {
 		opt := d.Val()
 		var v string
 		if err := oneArg(d, &v); err != nil {
 			return err
 		}
-		dur, err := caddy.ParseDuration(v)
-		if err != nil || dur <= 0 {
-			return d.Errf("%s: want a duration greater than zero, such as 30s, got %q", opt, v)
+		x, ok := parse(v)
+		if !ok {
+			return d.Errf("%s: want %s, got %q", opt, want, v)
 		}
-		*dst = caddy.Duration(dur)
+		*dst = x
 		return nil
 	}}
 }
 
-// wholeOption reads the option's one argument as a whole number of at
-// least least.
-func wholeOption[T int | int64](dst *T, least int64) option {
-	return option{read: func(d *caddyfile.Dispenser) error {
-		n, err := wholeNumber(d, least)
-		*dst = T(n)
-		return err
-	}}
+// durationOption reads the option's one argument as a duration greater
+// than zero: the one way the Caddyfile reads a duration.
+func durationOption(dst *caddy.Duration) option {
+	return valueOption(dst, "a duration greater than zero, such as 30s", func(s string) (caddy.Duration, bool) {
+		dur, err := caddy.ParseDuration(s)
+		return caddy.Duration(dur), err == nil && dur > 0
+	})
 }
 
-// usdOptions reads the option's arguments as amounts of US dollars (0 or
+// wholeOption reads the option's one argument as a whole number of at
+// least least (0 or 1).
+func wholeOption[T int | int64](dst *T, least int64) option {
+	want := "a whole number"
+	if least > 0 {
+		want = "a positive whole number"
+	}
+	return valueOption(dst, want, func(s string) (T, bool) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		return T(n), err == nil && n >= least && int64(T(n)) == n
+	})
+}
+
+// planPriceOption reads the option's one argument, an amount of US
+// dollars that is a whole number of millionths of a dollar, into dst in
+// millionths of a dollar.
+func planPriceOption(dst *int64) option {
+	return valueOption(dst, "US dollars in whole millionths (such as 0.0025)", func(s string) (int64, bool) {
+		m, err := pricing.ParseUSD(s)
+		return m.Microcents(), err == nil && m >= 0 && m%pricing.NanoPerMicro == 0
+	})
+}
+
+// usdOption reads the option's arguments as amounts of US dollars (0 or
 // more), from the first of dst on; it wants at least least of them.
 func usdOption(least int, usage string, dst ...*pricing.Money) option {
 	return option{read: func(d *caddyfile.Dispenser) error {
@@ -285,24 +309,6 @@ func usdOption(least int, usage string, dst ...*pricing.Money) option {
 		}
 		return nil
 	}}
-}
-
-// wholeNumber reads the option's one argument as a whole number of at
-// least least, naming the option in its error.
-func wholeNumber(d *caddyfile.Dispenser, least int64) (int64, error) {
-	opt := d.Val()
-	var v string
-	if err := oneArg(d, &v); err != nil {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < least {
-		if least > 0 {
-			return 0, d.Errf("%s: want a positive whole number, got %q", opt, v)
-		}
-		return 0, d.Errf("%s: want a whole number, got %q", opt, v)
-	}
-	return n, nil
 }
 
 // oneArg reads the option's one argument into v.
@@ -332,46 +338,11 @@ func globalOptions(a *App) options {
 			}
 			return nil
 		}},
-		"database_url":                  textOption(&a.Store.DatabaseURL),
-		"redis_url":                     textOption(&a.RedisURL),
-		"redis_cache_url":               textOption(&a.RedisCacheURL),
-		"bootstrap_key":                 textOption(&a.BootstrapKey),
-		"alt_prefix":                    textOption(&a.AltPrefix),
-		"decide_model":                  textOption(&a.DecideModel),
-		"billing_url":                   textOption(&a.BillingURL),
-		"cache_ttl":                     durationOption(&a.CacheTTL),
-		"second_opinion_concurrency":    wholeOption(&a.SecondOpinionConcurrency, 1),
-		"fetch_allow":                   commaListOption(&a.FetchAllow),
-		"fetch_timeout":                 durationOption(&a.FetchTimeout),
-		"fetch_price_microcents":        wholeOption(&a.FetchPriceMicrocents, 0),
-		"fetch_render_price_microcents": wholeOption(&a.FetchRenderPriceMicrocents, 0),
-		"apps":                          commaListOption(&a.Apps),
-		"app_action_price_microcents":   wholeOption(&a.AppActionPriceMicrocents, 0),
-		"mcp_allowed_hosts":             listOption(&a.MCPAllowedHosts),
-		"provider": {repeat: true, read: func(d *caddyfile.Dispenser) error {
-			var p catalog.Provider
-			if err := namedBlock(d, &p.Name, "provider", providerOptions(&p)); err != nil {
-				return err
-			}
-			a.Providers = append(a.Providers, p)
-			return nil
-		}},
-		"model": {repeat: true, read: func(d *caddyfile.Dispenser) error {
-			var m catalog.Model
-			if err := namedBlock(d, &m.ID, "model", modelOptions(&m)); err != nil {
-				return err
-			}
-			a.Models = append(a.Models, m)
-			return nil
-		}},
-		"ability": {repeat: true, read: func(d *caddyfile.Dispenser) error {
-			var ab catalog.Ability
-			if err := namedBlock(d, &ab.Alias, "ability", abilityOptions(&ab)); err != nil {
-				return err
-			}
-			a.Abilities = append(a.Abilities, ab)
-			return nil
-		}},
+		"database_url":    textOption(&a.Store.DatabaseURL),
+		"redis_url":       textOption(&a.RedisURL),
+		"redis_cache_url": textOption(&a.RedisCacheURL),
+		"bootstrap_key":   textOption(&a.BootstrapKey),
+		"alt_prefix":      textOption(&a.AltPrefix),
 		"alias": {repeat: true, read: func(d *caddyfile.Dispenser) error {
 			var al catalog.Alias
 			if !d.Args(&al.Name, &al.Target) || d.NextArg() {
@@ -380,7 +351,10 @@ func globalOptions(a *App) options {
 			a.Aliases = append(a.Aliases, al)
 			return nil
 		}},
-		"beta": {repeat: true, read: func(d *caddyfile.Dispenser) error { return parseBeta(d, &a.Betas) }},
+		"decide_model":               textOption(&a.DecideModel),
+		"billing_url":                textOption(&a.BillingURL),
+		"cache_ttl":                  durationOption(&a.CacheTTL),
+		"second_opinion_concurrency": wholeOption(&a.SecondOpinionConcurrency, 1),
 		"search": func() option {
 			sc := &SearchConfig{}
 			return blockOption("search", searchOptions(sc), func(d *caddyfile.Dispenser) error {
@@ -391,26 +365,44 @@ func globalOptions(a *App) options {
 				return nil
 			})
 		}(),
+		"fetch_allow":        commaListOption(&a.FetchAllow),
+		"fetch_timeout":      durationOption(&a.FetchTimeout),
+		"fetch_price":        planPriceOption(&a.FetchPriceMicrocents),
+		"fetch_render_price": planPriceOption(&a.FetchRenderPriceMicrocents),
 		"audio": func() option {
 			ac := &AudioConfig{}
 			return blockOption("audio", audioOptions(ac), func(*caddyfile.Dispenser) error { a.Audio = ac; return nil })
 		}(),
+		"apps":              commaListOption(&a.Apps),
+		"app_action_price":  planPriceOption(&a.AppActionPriceMicrocents),
+		"mcp_allowed_hosts": listOption(&a.MCPAllowedHosts),
+		"beta":              {repeat: true, read: func(d *caddyfile.Dispenser) error { return parseBeta(d, &a.Betas) }},
 		"images": func() option {
 			ic := &ImagesConfig{}
 			return blockOption("images", imagesOptions(ic), func(*caddyfile.Dispenser) error { a.Images = ic; return nil })
 		}(),
-		"money":  blockOption("money", moneyOptions(&a.Money), nil),
-		"limits": blockOption("limits", limitsOptions(&a.Limits), nil),
+		"provider": namedOption(&a.Providers, "provider", func(p *catalog.Provider) *string { return &p.Name }, providerOptions),
+		"model":    namedOption(&a.Models, "model", func(m *catalog.Model) *string { return &m.ID }, modelOptions),
+		"ability":  namedOption(&a.Abilities, "ability", func(ab *catalog.Ability) *string { return &ab.Alias }, abilityOptions),
+		"money":    blockOption("money", moneyOptions(&a.Money), nil),
+		"limits":   blockOption("limits", limitsOptions(&a.Limits), nil),
 	}
 }
 
-// namedBlock reads `<option> <name> { ... }`: the name into name, the
-// block with table.
-func namedBlock(d *caddyfile.Dispenser, name *string, block string, table options) error {
-	if err := oneArg(d, name); err != nil {
-		return err
-	}
-	return parseBlock(d, block, table)
+// namedOption reads a repeatable `<option> <name> { ... }`: one thing of
+// list a line, its name at name, its block read with the table of table.
+func namedOption[T any](list *[]T, block string, name func(*T) *string, table func(*T) options) option {
+	return option{repeat: true, read: func(d *caddyfile.Dispenser) error {
+		var v T
+		if err := oneArg(d, name(&v)); err != nil {
+			return err
+		}
+		if err := parseBlock(d, block, table(&v)); err != nil {
+			return err
+		}
+		*list = append(*list, v)
+		return nil
+	}}
 }
 
 // providerOptions is the table of a provider block.
@@ -451,10 +443,9 @@ func abilityOptions(a *catalog.Ability) options {
 		"provider":     textOption(&a.Provider),
 		"model":        textOption(&a.Model),
 		"display_name": textOption(&a.DisplayName),
-		"price_microcents": {read: func(d *caddyfile.Dispenser) error {
-			n, err := wholeNumber(d, 0)
-			a.PriceMicrocents = &n
-			return err
+		"price": {read: func(d *caddyfile.Dispenser) error {
+			a.PriceMicrocents = new(int64)
+			return planPriceOption(a.PriceMicrocents).read(d)
 		}},
 		"voice": {repeat: true, read: func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
@@ -520,9 +511,9 @@ func searchOptions(sc *SearchConfig) options {
 	in, out := new(pricing.Money), new(pricing.Money)
 	tokens := usdOption(2, "<input USD/M> <output USD/M>", in, out).read
 	return options{
-		"provider":                    textOption(&sc.Provider),
-		"model":                       textOption(&sc.Model),
-		"price_per_search_microcents": wholeOption(&sc.PricePerSearchMicrocents, 0),
+		"provider":         textOption(&sc.Provider),
+		"model":            textOption(&sc.Model),
+		"price_per_search": planPriceOption(&sc.PricePerSearchMicrocents),
 		"token_price": {read: func(d *caddyfile.Dispenser) error {
 			sc.InputPrice, sc.OutputPrice = in, out
 			return tokens(d)
