@@ -55,7 +55,7 @@ func init() {
 // gateway's routes from it.
 type App struct {
 	// Providers are the upstream APIs.
-	Providers []catalog.Provider `json:"providers,omitempty"`
+	Providers []ProviderConfig `json:"providers,omitempty"`
 	// Models is the catalogue of backing chat models.
 	Models []catalog.Model `json:"models,omitempty"`
 	// Abilities map the ability aliases (gw-image, gw-voice, ...) to
@@ -327,14 +327,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.prev = new(atomic.Pointer[App])
 	a.started, a.startOnce = make(chan struct{}), new(sync.Once)
 	repl := caddy.NewReplacer()
-	for i := range a.Providers {
-		a.Providers[i].BaseURL = repl.ReplaceAll(a.Providers[i].BaseURL, "")
-		a.Providers[i].APIKey = repl.ReplaceAll(a.Providers[i].APIKey, "")
-		for _, fb := range a.Providers[i].APIKeyFallbacks {
-			if a.Providers[i].APIKey != "" {
+	providers := a.catalogProviders()
+	for i := range providers {
+		p := &providers[i]
+		p.BaseURL = repl.ReplaceAll(p.BaseURL, "")
+		p.APIKey = repl.ReplaceAll(p.APIKey, "")
+		for _, fb := range p.APIKeyFallbacks {
+			if p.APIKey != "" {
 				break
 			}
-			a.Providers[i].APIKey = repl.ReplaceAll(fb, "")
+			p.APIKey = repl.ReplaceAll(fb, "")
 		}
 	}
 	a.BootstrapKey = repl.ReplaceAll(a.BootstrapKey, "")
@@ -351,7 +353,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.Store.Dir == "" {
 		a.Store.Dir = DefaultDataDir
 	}
-	cat, err := catalog.New(a.Providers, a.Models, a.Abilities, a.Aliases, a.DecideModel)
+	cat, err := catalog.New(providers, a.Models, a.Abilities, a.Aliases, a.DecideModel)
 	if err != nil {
 		return err
 	}
@@ -672,6 +674,31 @@ type SearchConfig struct {
 	// tokens. Default: 0.40 and 1.60.
 	InputPrice  *pricing.Money `json:"input_price_usd_per_m,omitempty"`
 	OutputPrice *pricing.Money `json:"output_price_usd_per_m,omitempty"`
+}
+
+// ProviderConfig is an upstream API in the gw app's config: the
+// catalogue's provider, with its time-outs as Caddy durations ("10s" or
+// nanoseconds), so that no package below caddymodule needs Caddy.
+type ProviderConfig struct {
+	catalog.Provider
+	// DialTimeout bounds connecting to the provider. Default: 10s.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// HeaderTimeout bounds the wait for the response headers (the first
+	// byte of an answer). Default: 120s.
+	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
+	// IdleTimeout bounds the gap between two chunks of a streamed answer.
+	// Default: 60s.
+	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
+}
+
+// catalogProviders returns the providers as the catalogue takes them.
+func (a *App) catalogProviders() []catalog.Provider {
+	out := make([]catalog.Provider, len(a.Providers))
+	for i, pc := range a.Providers {
+		out[i] = pc.Provider
+		out[i].DialTimeout, out[i].HeaderTimeout, out[i].IdleTimeout = time.Duration(pc.DialTimeout), time.Duration(pc.HeaderTimeout), time.Duration(pc.IdleTimeout)
+	}
+	return out
 }
 
 // AudioConfig is the configurable part of transcription and speech.

@@ -381,7 +381,7 @@ func globalOptions(a *App) options {
 			ic := &ImagesConfig{}
 			return blockOption("images", imagesOptions(ic), func(*caddyfile.Dispenser) error { a.Images = ic; return nil })
 		}(),
-		"provider": namedOption(&a.Providers, "provider", func(p *catalog.Provider) *string { return &p.Name }, providerOptions),
+		"provider": namedOption(&a.Providers, "provider", func(p *ProviderConfig) *string { return &p.Name }, providerOptions),
 		"model":    namedOption(&a.Models, "model", func(m *catalog.Model) *string { return &m.ID }, modelOptions),
 		"ability":  namedOption(&a.Abilities, "ability", func(ab *catalog.Ability) *string { return &ab.Alias }, abilityOptions),
 		"money":    blockOption("money", moneyOptions(&a.Money), nil),
@@ -406,7 +406,7 @@ func namedOption[T any](list *[]T, block string, name func(*T) *string, table fu
 }
 
 // providerOptions is the table of a provider block.
-func providerOptions(p *catalog.Provider) options {
+func providerOptions(p *ProviderConfig) options {
 	return options{
 		"format":   textOption(&p.Format),
 		"base_url": textOption(&p.BaseURL),

@@ -16,7 +16,7 @@ import (
 func TestConfigurationDocsListEveryOption(t *testing.T) {
 	tables := map[string]options{
 		"gw":       globalOptions(new(App)),
-		"provider": providerOptions(new(catalog.Provider)),
+		"provider": providerOptions(new(ProviderConfig)),
 		"model":    modelOptions(new(catalog.Model)),
 		"ability":  abilityOptions(new(catalog.Ability)),
 		"search":   searchOptions(new(SearchConfig)),

@@ -138,7 +138,7 @@ func New() *Client {
 }
 
 func (c *Client) transport(p *catalog.Provider) *http.Transport {
-	key := transportKey{p.Name, p.BaseURL, time.Duration(p.DialTimeout), time.Duration(p.HeaderTimeout)}
+	key := transportKey{p.Name, p.BaseURL, p.DialTimeout, p.HeaderTimeout}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := c.transports[key]; ok {
@@ -234,7 +234,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		return nil, statusError(p, resp, b)
 	}
-	resp.Body = newIdleBody(resp.Body, time.Duration(p.IdleTimeout), cancel)
+	resp.Body = newIdleBody(resp.Body, p.IdleTimeout, cancel)
 	return resp, nil
 }
 
