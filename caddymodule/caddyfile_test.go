@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -183,6 +184,44 @@ func FuzzSizePrice(f *testing.F) {
 		}
 		if size == "" || price <= 0 || !strings.HasPrefix(pair, size+"=") {
 			t.Fatalf("parseSizePrice(%q) = %q, %s", pair, size, price)
+		}
+	})
+}
+
+// FuzzGlobalOption holds the gw option's parser to its contract on any
+// text: an error, or an app whose JSON reads back to the same JSON.
+func FuzzGlobalOption(f *testing.F) {
+	for _, s := range []string{
+		"gw {\n store sqlite /tmp/x\n cache_ttl 1m\n fetch_allow a.example,b.example:8080 {env.X}\n apps t=https://t.example/mcp\n}",
+		"gw {\n provider p {\n format openai\n base_url http://x/v1\n api_key k1 k2\n dial_timeout 2s\n }\n model m {\n provider p\n price 1 2 0.5\n }\n}",
+		"gw {\n ability gw-image {\n price 0.01\n image_price low 1024x1024=0.011\n token_price 5 10 40\n voice alloy Alloy female\n }\n}",
+		"gw {\n money {\n ceiling 200 25 40 5000\n free_monthly_credit 5\n }\n limits {\n max_in_flight 2\n body_grace 5s\n }\n}",
+		"gw {\n search {\n provider s\n price_per_search 0.025\n token_price 0.4 1.6\n }\n beta b-1 priced 200 150\n alias a m\n}",
+		"gw {\n bootstrap_key a\n bootstrap_key b\n}",
+		"gw {\n audio {\n gap_timeout 0s\n }\n}",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		tokens, err := caddyfile.Tokenize([]byte(in), "Caddyfile")
+		if err != nil {
+			return
+		}
+		var app App
+		if err := app.UnmarshalCaddyfile(caddyfile.NewDispenser(tokens)); err != nil {
+			return
+		}
+		first, err := json.Marshal(&app)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		var again App
+		if err := json.Unmarshal(first, &again); err != nil {
+			t.Fatalf("the JSON of %q does not read back: %v\n%s", in, err, first)
+		}
+		second, _ := json.Marshal(&again)
+		if string(first) != string(second) {
+			t.Fatalf("the JSON of %q changes on reading back:\n%s\n%s", in, first, second)
 		}
 	})
 }
