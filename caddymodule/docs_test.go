@@ -10,9 +10,9 @@ import (
 )
 
 // TestConfigurationDocsListEveryOption keeps the Caddyfile reference of
-// docs/configuration.md in step with the parser: every option of every
-// block's table is in the reference, and the reference names no option
-// the parser does not read.
+// docs/configuration.md and the syntax block of parseGlobal's doc comment
+// in step with the parser: every option of every block's table is in
+// each, and neither names an option the parser does not read.
 func TestConfigurationDocsListEveryOption(t *testing.T) {
 	tables := map[string]options{
 		"gw":       globalOptions(new(App)),
@@ -25,31 +25,35 @@ func TestConfigurationDocsListEveryOption(t *testing.T) {
 		"money":    moneyOptions(new(MoneyConfig)),
 		"limits":   limitsOptions(new(LimitsConfig)),
 	}
-	documented := docsOptions(t)
-	for block, table := range tables {
-		for name := range table {
-			if !slices.Contains(documented[block], name) {
-				t.Errorf("the %s option %q is not in docs/configuration.md", block, name)
+	for where, documented := range map[string]map[string][]string{
+		"docs/configuration.md":          referenceOptions(t, docsReference(t)),
+		"the doc comment of parseGlobal": referenceOptions(t, commentReference(t)),
+	} {
+		for block, table := range tables {
+			for name := range table {
+				if !slices.Contains(documented[block], name) {
+					t.Errorf("the %s option %q is not in %s", block, name, where)
+				}
 			}
 		}
-	}
-	for block, names := range documented {
-		table, ok := tables[block]
-		if !ok {
-			t.Errorf("docs/configuration.md documents a block %q the test knows no table of", block)
-			continue
-		}
-		for _, name := range names {
-			if _, ok := table[name]; !ok {
-				t.Errorf("docs/configuration.md documents an option %q of the %s block that the parser does not read", name, block)
+		for block, names := range documented {
+			table, ok := tables[block]
+			if !ok {
+				t.Errorf("%s documents a block %q the test knows no table of", where, block)
+				continue
+			}
+			for _, name := range names {
+				if _, ok := table[name]; !ok {
+					t.Errorf("%s documents an option %q of the %s block that the parser does not read", where, name, block)
+				}
 			}
 		}
 	}
 }
 
-// docsOptions reads the option names of the global gw block of
-// docs/configuration.md's Caddyfile reference, by block.
-func docsOptions(t *testing.T) map[string][]string {
+// docsReference returns the Caddyfile reference of
+// docs/configuration.md.
+func docsReference(t *testing.T) string {
 	data, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +64,32 @@ func docsOptions(t *testing.T) map[string][]string {
 	}
 	_, ref, _ = strings.Cut(ref, "```caddyfile\n")
 	ref, _, _ = strings.Cut(ref, "```")
+	return ref
+}
+
+// commentReference returns the syntax block of parseGlobal's doc comment.
+func commentReference(t *testing.T) string {
+	data, err := os.ReadFile("caddyfile.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, doc, ok := strings.Cut(string(data), "// parseGlobal reads")
+	if !ok {
+		t.Fatal("caddyfile.go: no doc comment of parseGlobal")
+	}
+	doc, _, _ = strings.Cut(doc, "func parseGlobal")
+	var b strings.Builder
+	for _, line := range strings.Split(doc, "\n") {
+		if code, ok := strings.CutPrefix(line, "//\t"); ok {
+			b.WriteString(code + "\n")
+		}
+	}
+	return b.String()
+}
+
+// referenceOptions reads the option names of the gw block of a Caddyfile
+// reference, by block.
+func referenceOptions(t *testing.T, ref string) map[string][]string {
 	out := map[string][]string{}
 	var stack []string // the open blocks, outermost first
 	for _, line := range strings.Split(ref, "\n") {
@@ -77,7 +107,7 @@ func docsOptions(t *testing.T) map[string][]string {
 			stack = append(stack, "")
 			continue
 		}
-		if len(stack) > 1 && slices.Contains(stack, "gw") {
+		if slices.Contains(stack, "gw") {
 			block := stack[len(stack)-1]
 			out[block] = append(out[block], name)
 		}
@@ -86,7 +116,7 @@ func docsOptions(t *testing.T) map[string][]string {
 		}
 	}
 	if len(stack) != 0 || len(out["gw"]) == 0 {
-		t.Fatalf("docs/configuration.md: the reference block is unbalanced or empty (open: %q)", stack)
+		t.Fatalf("the reference block is unbalanced or empty (open: %q):\n%s", stack, ref)
 	}
 	return out
 }
