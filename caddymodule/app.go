@@ -55,7 +55,7 @@ func init() {
 // gateway's routes from it.
 type App struct {
 	// Providers are the upstream APIs.
-	Providers []catalog.Provider `json:"providers,omitempty"`
+	Providers []ProviderConfig `json:"providers,omitempty"`
 	// Models is the catalogue of backing chat models.
 	Models []catalog.Model `json:"models,omitempty"`
 	// Abilities map the ability aliases (gw-image, gw-voice, ...) to
@@ -112,10 +112,11 @@ type App struct {
 	Audio *AudioConfig `json:"audio,omitempty"`
 	// Images is the configurable part of image generation and edits.
 	Images *ImagesConfig `json:"images,omitempty"`
-	// FetchAllow lists hosts (host or host:port, comma-separated; expanded
-	// from {env.GW_FETCH_ALLOW}) exempt from page reading's address guard,
-	// for internal sites.
-	FetchAllow string `json:"fetch_allow,omitempty"`
+	// FetchAllow lists hosts (host or host:port) exempt from page
+	// reading's address guard, for internal sites. Placeholders expand at
+	// load and an element may hold several hosts, comma-separated, so
+	// ["{env.GW_FETCH_ALLOW}"] takes a list from the environment.
+	FetchAllow []string `json:"fetch_allow,omitempty"`
 	// FetchPriceMicrocents and FetchRenderPriceMicrocents are the plan
 	// prices of a plain and a rendered page read, in millionths of a USD.
 	// Defaults: 2,000 and 5,000.
@@ -129,9 +130,11 @@ type App struct {
 	// payment_required answers (expanded from {env.GW_BILLING_URL}; empty:
 	// no upgrade_url).
 	BillingURL string `json:"billing_url,omitempty"`
-	// Apps are the connected apps the tools server offers: comma-separated
-	// name=url of upstream MCP servers ({env.GW_APPS}).
-	Apps string `json:"apps,omitempty"`
+	// Apps are the connected apps the tools server offers: name=url of
+	// upstream MCP servers. Placeholders expand at load and an element may
+	// hold several, comma-separated, so ["{env.GW_APPS}"] takes a list
+	// from the environment.
+	Apps []string `json:"apps,omitempty"`
 	// AppActionPriceMicrocents is the plan price of one executed app
 	// action, in millionths of a USD. Default: 1000.
 	AppActionPriceMicrocents int64 `json:"app_action_price_microcents,omitempty"`
@@ -324,14 +327,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.prev = new(atomic.Pointer[App])
 	a.started, a.startOnce = make(chan struct{}), new(sync.Once)
 	repl := caddy.NewReplacer()
-	for i := range a.Providers {
-		a.Providers[i].BaseURL = repl.ReplaceAll(a.Providers[i].BaseURL, "")
-		a.Providers[i].APIKey = repl.ReplaceAll(a.Providers[i].APIKey, "")
-		for _, fb := range a.Providers[i].APIKeyFallbacks {
-			if a.Providers[i].APIKey != "" {
+	providers := a.catalogProviders()
+	for i := range providers {
+		p := &providers[i]
+		p.BaseURL = repl.ReplaceAll(p.BaseURL, "")
+		p.APIKey = repl.ReplaceAll(p.APIKey, "")
+		for _, fb := range p.APIKeyFallbacks {
+			if p.APIKey != "" {
 				break
 			}
-			a.Providers[i].APIKey = repl.ReplaceAll(fb, "")
+			p.APIKey = repl.ReplaceAll(fb, "")
 		}
 	}
 	a.BootstrapKey = repl.ReplaceAll(a.BootstrapKey, "")
@@ -348,7 +353,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.Store.Dir == "" {
 		a.Store.Dir = DefaultDataDir
 	}
-	cat, err := catalog.New(a.Providers, a.Models, a.Abilities, a.Aliases, a.DecideModel)
+	cat, err := catalog.New(providers, a.Models, a.Abilities, a.Aliases, a.DecideModel)
 	if err != nil {
 		return err
 	}
@@ -671,6 +676,31 @@ type SearchConfig struct {
 	OutputPrice *pricing.Money `json:"output_price_usd_per_m,omitempty"`
 }
 
+// ProviderConfig is an upstream API in the gw app's config: the
+// catalogue's provider, with its time-outs as Caddy durations ("10s" or
+// nanoseconds), so that no package below caddymodule needs Caddy.
+type ProviderConfig struct {
+	catalog.Provider
+	// DialTimeout bounds connecting to the provider. Default: 10s.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// HeaderTimeout bounds the wait for the response headers (the first
+	// byte of an answer). Default: 120s.
+	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
+	// IdleTimeout bounds the gap between two chunks of a streamed answer.
+	// Default: 60s.
+	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
+}
+
+// catalogProviders returns the providers as the catalogue takes them.
+func (a *App) catalogProviders() []catalog.Provider {
+	out := make([]catalog.Provider, len(a.Providers))
+	for i, pc := range a.Providers {
+		out[i] = pc.Provider
+		out[i].DialTimeout, out[i].HeaderTimeout, out[i].IdleTimeout = time.Duration(pc.DialTimeout), time.Duration(pc.HeaderTimeout), time.Duration(pc.IdleTimeout)
+	}
+	return out
+}
+
 // AudioConfig is the configurable part of transcription and speech.
 type AudioConfig struct {
 	// AccurateUpTo is the clip length up to which gw-voice picks
@@ -759,12 +789,7 @@ const (
 
 // fetchHandler builds page reading: its guard's allow list and prices.
 func (a *App) fetchHandler() *fetch.Handler {
-	var allow []string
-	for _, h := range strings.Split(caddy.NewReplacer().ReplaceAll(a.FetchAllow, ""), ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			allow = append(allow, h)
-		}
-	}
+	allow := expandList(a.FetchAllow)
 	price, render := a.FetchPriceMicrocents, a.FetchRenderPriceMicrocents
 	if price <= 0 {
 		price = DefaultFetchPriceMicrocents
@@ -819,7 +844,7 @@ const DefaultAppActionPriceMicrocents = 1000
 
 // toolSet builds the tools server's tools: advisory prices from the
 // catalogue and the page reading and search prices, the connected apps of
-// a.Apps (name=url, comma-separated).
+// a.Apps.
 func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 	fetchH := a.fetchHandler()
 	guard := fetchH.Guard
@@ -840,8 +865,8 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 			p, ok := other[alias]
 			return p, ok
 		}}
-	appsList := caddy.NewReplacer().ReplaceAll(a.Apps, "")
-	if strings.TrimSpace(appsList) == "" {
+	appsList := expandList(a.Apps)
+	if len(appsList) == 0 {
 		return s, nil
 	}
 	price := a.AppActionPriceMicrocents
@@ -849,8 +874,8 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 		price = DefaultAppActionPriceMicrocents
 	}
 	var list []tools.App
-	for _, item := range strings.Split(appsList, ",") {
-		name, url, ok := strings.Cut(strings.TrimSpace(item), "=")
+	for _, item := range appsList {
+		name, url, ok := strings.Cut(item, "=")
 		if !ok || name == "" || !strings.HasPrefix(url, "http") {
 			return nil, fmt.Errorf("apps: %q is not name=url", item)
 		}

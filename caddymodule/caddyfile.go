@@ -18,7 +18,12 @@ func init() {
 	httpcaddyfile.RegisterGlobalOption("gw", parseGlobal)
 }
 
-// parseGlobal reads the global `gw` option into the gw app:
+// parseGlobal reads the global `gw` option into the gw app. A config has
+// one gw app, so a second `gw` block is refused. Every amount is in US
+// dollars (USD/M: per million tokens); a plan price (a flat price of one
+// call, page, search or action) must be a whole number of millionths of a
+// dollar, the unit its JSON field holds. Each option once unless marked
+// repeatable:
 //
 //	gw {
 //		store sqlite [<dir>]
@@ -28,35 +33,52 @@ func init() {
 //		bootstrap_key <secret>
 //		alt_prefix <path>
 //		decide_model <model id>
-//		billing_url <url>               # upgrade_url of the tools' premium_locked and payment_required errors
-//		provider <name> {
+//		billing_url <url>
+//		cache_ttl <duration>
+//		second_opinion_concurrency <n>
+//		fetch_allow <host[:port]>...          # an argument may hold several, comma-separated
+//		fetch_timeout <duration>
+//		fetch_price <USD>
+//		fetch_render_price <USD>
+//		apps <name>=<url>...                  # an argument may hold several, comma-separated
+//		app_action_price <USD>
+//		mcp_allowed_hosts <host[:port]>...
+//		provider <name> {                     # repeatable
 //			format openai|anthropic
 //			base_url <url>
-//			api_key <key>
+//			api_key <key> [<fallback key>...]
 //			responses
 //			dial_timeout <duration>
 //			header_timeout <duration>
 //			idle_timeout <duration>
 //		}
-//		model <id> {
+//		model <id> {                          # repeatable
 //			provider <name>
 //			lane fast|standard|reasoning
 //			capabilities <vision|tools|json>...
 //			context_window <tokens>
-//			price <input USD/M> <output USD/M> [<cached input USD/M>]
+//			price <input USD/M> <output USD/M> [<cached input USD/M> [<cache write USD/M>]]
 //		}
-//		ability <gw-alias> {
+//		ability <gw-alias> {                  # repeatable
 //			provider <name>
 //			model <provider model id>
 //			display_name <text>
-//			price_microcents <integer>
-//			voice <id> [<name> [<gender> [<description> [<languages>...]]]]   # speech aliases
-//			voices <id>...                  # gw-voice-speak-hd: the gw-voice-speak voices it takes
-//			category <class>...             # image aliases: Standard, Plus, Pro, Ultra
-//			previews                        # image aliases: the model streams partial images
-//			image_price <quality> <size>=<USD>...   # image aliases: USD per image
-//			token_price <text in USD/M> <image in USD/M> <image out USD/M>   # image aliases
-//			preview_tokens <n>              # image aliases: output tokens per preview (default 100)
+//			price <USD>
+//			voice <id> [<name> [<gender> [<description> [<languages>...]]]]   # repeatable
+//			voices <id>...
+//			category <class>...
+//			previews
+//			image_price <quality> <size>=<USD>...   # repeatable
+//			token_price <text in USD/M> <image in USD/M> <image out USD/M>
+//			preview_tokens <n>
+//		}
+//		alias <name> <target>                 # repeatable
+//		beta <name> neutral|refused|priced <input percent> [<output percent>]   # repeatable, each name once
+//		search {
+//			provider <name>
+//			model <provider model id>
+//			price_per_search <USD>
+//			token_price <input USD/M> <output USD/M>
 //		}
 //		audio {
 //			accurate_up_to <duration>
@@ -65,10 +87,10 @@ func init() {
 //			first_audio_timeout <duration>
 //			gap_timeout <duration>
 //		}
-//		alias <name> <target>
-//		beta <name> neutral|refused|priced <input percent> [<output percent>]
-//		cache_ttl <duration>
-//		second_opinion_concurrency <n>
+//		images {
+//			generate_timeout <duration>
+//			edit_timeout <duration>
+//		}
 //		money {
 //			free_monthly_credit <USD>
 //			ceiling <base USD> [<per month USD> [<spend percent> [<max USD>]]] | off
@@ -83,9 +105,12 @@ func init() {
 //			min_body_rate <bytes per second>
 //			body_grace <duration>
 //		}
-//		mcp_allowed_hosts <host[:port]>...
 //	}
 func parseGlobal(d *caddyfile.Dispenser, existing any) (any, error) {
+	if existing != nil {
+		d.Next()
+		return nil, d.Err("gw already specified: a config has one global gw block")
+	}
 	app := new(App)
 	if err := app.UnmarshalCaddyfile(d); err != nil {
 		return nil, err
@@ -99,9 +124,205 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "store":
+	return parseBlock(d, "gw", globalOptions(a))
+}
+
+// option reads one option of a block, the dispenser on its name.
+type option struct {
+	read func(d *caddyfile.Dispenser) error
+	// repeat says the option may be given more than once (each line adds
+	// one named thing).
+	repeat bool
+}
+
+// options is a block's table: its option names and their readers.
+type options map[string]option
+
+// parseBlock reads the block at the dispenser's nesting with table,
+// refusing an unknown option and an option given twice that is not
+// repeatable.
+func parseBlock(d *caddyfile.Dispenser, block string, table options) error {
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		opt, ok := table[name]
+		if !ok {
+			return d.Errf("unknown %s option %q", block, name)
+		}
+		if seen[name] && !opt.repeat {
+			return d.Errf("%s already specified", name)
+		}
+		seen[name] = true
+		if err := opt.read(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blockOption reads a nested block of table into place, then runs done.
+func blockOption(block string, table options, done func(d *caddyfile.Dispenser) error) option {
+	return option{read: func(d *caddyfile.Dispenser) error {
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		if err := parseBlock(d, block, table); err != nil {
+			return err
+		}
+		if done != nil {
+			return done(d)
+		}
+		return nil
+	}}
+}
+
+// textOption reads the option's one argument into dst.
+func textOption(dst *string) option {
+	return option{read: func(d *caddyfile.Dispenser) error { return oneArg(d, dst) }}
+}
+
+// flagOption takes no argument and sets dst.
+func flagOption(dst *bool) option {
+	return option{read: func(d *caddyfile.Dispenser) error {
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		*dst = true
+		return nil
+	}}
+}
+
+// listOption reads one or more arguments into dst.
+func listOption(dst *[]string) option {
+	return option{read: func(d *caddyfile.Dispenser) error {
+		*dst = d.RemainingArgs()
+		if len(*dst) == 0 {
+			return d.ArgErr()
+		}
+		return nil
+	}}
+}
+
+// commaListOption reads one or more arguments into dst, each split at its
+// commas. A placeholder stays one element and is split once expanded (see
+// expandList).
+func commaListOption(dst *[]string) option {
+	return option{read: func(d *caddyfile.Dispenser) error {
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return d.ArgErr()
+		}
+		*dst = splitCommas(args)
+		return nil
+	}}
+}
+
+// splitCommas splits each item at its commas, dropping blanks.
+func splitCommas(items []string) []string {
+	var out []string
+	for _, item := range items {
+		for _, s := range strings.Split(item, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// expandList expands the placeholders of a list field at load and splits
+// each value at its commas, so one element such as {env.GW_APPS} can
+// hold several.
+func expandList(items []string) []string {
+	r := caddy.NewReplacer()
+	expanded := make([]string, len(items))
+	for i, item := range items {
+		expanded[i] = r.ReplaceAll(item, "")
+	}
+	return splitCommas(expanded)
+}
+
+// valueOption reads the option's one argument with parse into dst; want
+// says what a good argument is when parse refuses it.
+func valueOption[T any](dst *T, want string, parse func(string) (T, bool)) option {
+	return option{read: func(d *caddyfile.Dispenser) error {
+		opt := d.Val()
+		var v string
+		if err := oneArg(d, &v); err != nil {
+			return err
+		}
+		x, ok := parse(v)
+		if !ok {
+			return d.Errf("%s: want %s, got %q", opt, want, v)
+		}
+		*dst = x
+		return nil
+	}}
+}
+
+// durationOption reads the option's one argument as a duration greater
+// than zero: the one way the Caddyfile reads a duration.
+func durationOption(dst *caddy.Duration) option {
+	return valueOption(dst, "a duration greater than zero, such as 30s", func(s string) (caddy.Duration, bool) {
+		dur, err := caddy.ParseDuration(s)
+		return caddy.Duration(dur), err == nil && dur > 0
+	})
+}
+
+// wholeOption reads the option's one argument as a whole number of at
+// least least (0 or 1).
+func wholeOption[T int | int64](dst *T, least int64) option {
+	want := "a whole number"
+	if least > 0 {
+		want = "a positive whole number"
+	}
+	return valueOption(dst, want, func(s string) (T, bool) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		return T(n), err == nil && n >= least && int64(T(n)) == n
+	})
+}
+
+// planPriceOption reads the option's one argument, an amount of US
+// dollars that is a whole number of millionths of a dollar, into dst in
+// millionths of a dollar.
+func planPriceOption(dst *int64) option {
+	return valueOption(dst, "US dollars in whole millionths (such as 0.0025)", func(s string) (int64, bool) {
+		m, err := pricing.ParseUSD(s)
+		return m.Microcents(), err == nil && m >= 0 && m%pricing.NanoPerMicro == 0
+	})
+}
+
+// usdOption reads the option's arguments as amounts of US dollars (0 or
+// more), from the first of dst on; it wants at least least of them.
+func usdOption(least int, usage string, dst ...*pricing.Money) option {
+	return option{read: func(d *caddyfile.Dispenser) error {
+		opt, args := d.Val(), d.RemainingArgs()
+		if len(args) < least || len(args) > len(dst) {
+			return d.Errf("%s: want %s", opt, usage)
+		}
+		for i, s := range args {
+			v, err := pricing.ParseUSD(s)
+			if err != nil || v < 0 {
+				return d.Errf("%s: %q: %v", opt, s, pricing.ErrBadAmount)
+			}
+			*dst[i] = v
+		}
+		return nil
+	}}
+}
+
+// oneArg reads the option's one argument into v.
+func oneArg(d *caddyfile.Dispenser, v *string) error {
+	if !d.Args(v) || d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// globalOptions is the table of the gw block, reading into a.
+func globalOptions(a *App) options {
+	return options{
+		"store": {read: func(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
@@ -115,396 +336,121 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-		case "database_url":
-			if err := oneArg(d, &a.Store.DatabaseURL); err != nil {
-				return err
-			}
-		case "redis_url":
-			if err := oneArg(d, &a.RedisURL); err != nil {
-				return err
-			}
-		case "redis_cache_url":
-			if err := oneArg(d, &a.RedisCacheURL); err != nil {
-				return err
-			}
-		case "bootstrap_key", "alt_prefix", "decide_model":
-			opt := d.Val()
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return err
-			}
-			switch opt {
-			case "bootstrap_key":
-				a.BootstrapKey = v
-			case "alt_prefix":
-				a.AltPrefix = v
-			case "decide_model":
-				a.DecideModel = v
-			}
-		case "provider":
-			p, err := parseProvider(d)
-			if err != nil {
-				return err
-			}
-			a.Providers = append(a.Providers, p)
-		case "model":
-			m, err := parseModel(d)
-			if err != nil {
-				return err
-			}
-			a.Models = append(a.Models, m)
-		case "ability":
-			ab, err := parseAbility(d)
-			if err != nil {
-				return err
-			}
-			a.Abilities = append(a.Abilities, ab)
-		case "second_opinion_concurrency":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return err
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return d.Errf("second_opinion_concurrency: want a positive whole number, got %q", v)
-			}
-			a.SecondOpinionConcurrency = n
-		case "cache_ttl":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return err
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur < 0 {
-				return d.Errf("cache_ttl: want a duration, got %q", v)
-			}
-			a.CacheTTL = caddy.Duration(dur)
-		case "money":
-			if err := parseMoney(d, &a.Money); err != nil {
-				return err
-			}
-		case "limits":
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				switch d.Val() {
-				case "body_grace":
-					var v string
-					if err := oneArg(d, &v); err != nil {
-						return err
-					}
-					dur, err := caddy.ParseDuration(v)
-					if err != nil || dur <= 0 {
-						return d.Errf("body_grace: want a duration, got %q", v)
-					}
-					a.Limits.BodyGrace = caddy.Duration(dur)
-				case "chat_requests_per_minute", "decide_requests_per_minute", "count_tokens_per_minute", "max_in_flight",
-					"mcp_requests_per_minute", "mcp_max_in_flight", "min_body_rate":
-					opt := d.Val()
-					n, err := wholeNumber(d)
-					if err != nil {
-						return err
-					}
-					switch opt {
-					case "chat_requests_per_minute":
-						a.Limits.ChatRequestsPerMinute = n
-					case "decide_requests_per_minute":
-						a.Limits.DecideRequestsPerMinute = n
-					case "count_tokens_per_minute":
-						a.Limits.CountTokensPerMinute = n
-					case "mcp_requests_per_minute":
-						a.Limits.MCPRequestsPerMinute = n
-					case "mcp_max_in_flight":
-						a.Limits.MCPMaxInFlight = int(n)
-					case "min_body_rate":
-						a.Limits.MinBodyRate = n
-					default:
-						a.Limits.MaxInFlight = int(n)
-					}
-				default:
-					return d.Errf("unknown limits option %q", d.Val())
-				}
-			}
-		case "search":
-			sc := &SearchConfig{}
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				switch opt := d.Val(); opt {
-				case "provider", "model":
-					var v string
-					if err := oneArg(d, &v); err != nil {
-						return err
-					}
-					if opt == "provider" {
-						sc.Provider = v
-					} else {
-						sc.Model = v
-					}
-				case "price_per_search_microcents":
-					n, err := wholeNumber(d)
-					if err != nil {
-						return err
-					}
-					sc.PricePerSearchMicrocents = n
-				case "token_price":
-					args := d.RemainingArgs()
-					if len(args) != 2 {
-						return d.Err("token_price: want <input USD/M> <output USD/M>")
-					}
-					in, err1 := pricing.ParseUSD(args[0])
-					out, err2 := pricing.ParseUSD(args[1])
-					if err1 != nil || err2 != nil || in < 0 || out < 0 {
-						return d.Errf("token_price: %v", pricing.ErrBadAmount)
-					}
-					sc.InputPrice, sc.OutputPrice = &in, &out
-				default:
-					return d.Errf("unknown search option %q", opt)
-				}
-			}
-			if sc.Provider == "" {
-				return d.Err("search: provider is required")
-			}
-			a.Search = sc
-		case "audio":
-			ac, err := parseAudio(d)
-			if err != nil {
-				return err
-			}
-			a.Audio = ac
-		case "images":
-			ic := &ImagesConfig{}
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				opt := d.Val()
-				target := map[string]*caddy.Duration{"generate_timeout": &ic.GenerateTimeout, "edit_timeout": &ic.EditTimeout}[opt]
-				if target == nil {
-					return d.Errf("unknown images option %q", opt)
-				}
-				var v string
-				if err := oneArg(d, &v); err != nil {
-					return err
-				}
-				dur, err := caddy.ParseDuration(v)
-				if err != nil || dur <= 0 {
-					return d.Errf("%s: want a duration, got %q", opt, v)
-				}
-				*target = caddy.Duration(dur)
-			}
-			a.Images = ic
-		case "fetch_timeout":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return err
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return d.Errf("fetch_timeout: want a duration, got %q", v)
-			}
-			a.FetchTimeout = caddy.Duration(dur)
-		case "fetch_allow":
-			if err := oneArg(d, &a.FetchAllow); err != nil {
-				return err
-			}
-		case "fetch_price_microcents", "fetch_render_price_microcents":
-			opt := d.Val()
-			n, err := wholeNumber(d)
-			if err != nil {
-				return err
-			}
-			if opt == "fetch_price_microcents" {
-				a.FetchPriceMicrocents = n
-			} else {
-				a.FetchRenderPriceMicrocents = n
-			}
-		case "billing_url":
-			if err := oneArg(d, &a.BillingURL); err != nil {
-				return err
-			}
-		case "apps":
-			if err := oneArg(d, &a.Apps); err != nil {
-				return err
-			}
-		case "app_action_price_microcents":
-			n, err := wholeNumber(d)
-			if err != nil {
-				return err
-			}
-			a.AppActionPriceMicrocents = n
-		case "mcp_allowed_hosts":
-			a.MCPAllowedHosts = append(a.MCPAllowedHosts, d.RemainingArgs()...)
-			if len(a.MCPAllowedHosts) == 0 {
-				return d.ArgErr()
-			}
-		case "beta":
-			if err := parseBeta(d, &a.Betas); err != nil {
-				return err
-			}
-		case "alias":
+			return nil
+		}},
+		"database_url":    textOption(&a.Store.DatabaseURL),
+		"redis_url":       textOption(&a.RedisURL),
+		"redis_cache_url": textOption(&a.RedisCacheURL),
+		"bootstrap_key":   textOption(&a.BootstrapKey),
+		"alt_prefix":      textOption(&a.AltPrefix),
+		"alias": {repeat: true, read: func(d *caddyfile.Dispenser) error {
 			var al catalog.Alias
 			if !d.Args(&al.Name, &al.Target) || d.NextArg() {
 				return d.ArgErr()
 			}
 			a.Aliases = append(a.Aliases, al)
-		default:
-			return d.Errf("unknown gw option %q", d.Val())
+			return nil
+		}},
+		"decide_model":               textOption(&a.DecideModel),
+		"billing_url":                textOption(&a.BillingURL),
+		"cache_ttl":                  durationOption(&a.CacheTTL),
+		"second_opinion_concurrency": wholeOption(&a.SecondOpinionConcurrency, 1),
+		"search": func() option {
+			sc := &SearchConfig{}
+			return blockOption("search", searchOptions(sc), func(d *caddyfile.Dispenser) error {
+				if sc.Provider == "" {
+					return d.Err("search: provider is required")
+				}
+				a.Search = sc
+				return nil
+			})
+		}(),
+		"fetch_allow":        commaListOption(&a.FetchAllow),
+		"fetch_timeout":      durationOption(&a.FetchTimeout),
+		"fetch_price":        planPriceOption(&a.FetchPriceMicrocents),
+		"fetch_render_price": planPriceOption(&a.FetchRenderPriceMicrocents),
+		"audio": func() option {
+			ac := &AudioConfig{}
+			return blockOption("audio", audioOptions(ac), func(*caddyfile.Dispenser) error { a.Audio = ac; return nil })
+		}(),
+		"apps":              commaListOption(&a.Apps),
+		"app_action_price":  planPriceOption(&a.AppActionPriceMicrocents),
+		"mcp_allowed_hosts": listOption(&a.MCPAllowedHosts),
+		"beta":              {repeat: true, read: func(d *caddyfile.Dispenser) error { return parseBeta(d, &a.Betas) }},
+		"images": func() option {
+			ic := &ImagesConfig{}
+			return blockOption("images", imagesOptions(ic), func(*caddyfile.Dispenser) error { a.Images = ic; return nil })
+		}(),
+		"provider": namedOption(&a.Providers, "provider", func(p *ProviderConfig) *string { return &p.Name }, providerOptions),
+		"model":    namedOption(&a.Models, "model", func(m *catalog.Model) *string { return &m.ID }, modelOptions),
+		"ability":  namedOption(&a.Abilities, "ability", func(ab *catalog.Ability) *string { return &ab.Alias }, abilityOptions),
+		"money":    blockOption("money", moneyOptions(&a.Money), nil),
+		"limits":   blockOption("limits", limitsOptions(&a.Limits), nil),
+	}
+}
+
+// namedOption reads a repeatable `<option> <name> { ... }`: one thing of
+// list a line, its name at name, its block read with the table of table.
+func namedOption[T any](list *[]T, block string, name func(*T) *string, table func(*T) options) option {
+	return option{repeat: true, read: func(d *caddyfile.Dispenser) error {
+		var v T
+		if err := oneArg(d, name(&v)); err != nil {
+			return err
 		}
-	}
-	return nil
+		if err := parseBlock(d, block, table(&v)); err != nil {
+			return err
+		}
+		*list = append(*list, v)
+		return nil
+	}}
 }
 
-// wholeNumber reads the option's one argument as a whole number (0 or
-// more), naming the option in its error.
-func wholeNumber(d *caddyfile.Dispenser) (int64, error) {
-	opt := d.Val()
-	var v string
-	if err := oneArg(d, &v); err != nil {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, d.Errf("%s: want a whole number, got %q", opt, v)
-	}
-	return n, nil
-}
-
-func oneArg(d *caddyfile.Dispenser, v *string) error {
-	if !d.Args(v) || d.NextArg() {
-		return d.ArgErr()
-	}
-	return nil
-}
-
-func parseProvider(d *caddyfile.Dispenser) (catalog.Provider, error) {
-	var p catalog.Provider
-	if err := oneArgOpenBlock(d, &p.Name); err != nil {
-		return p, err
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		opt := d.Val()
-		switch opt {
-		case "api_key":
+// providerOptions is the table of a provider block.
+func providerOptions(p *ProviderConfig) options {
+	return options{
+		"format":   textOption(&p.Format),
+		"base_url": textOption(&p.BaseURL),
+		"api_key": {read: func(d *caddyfile.Dispenser) error {
 			keys := d.RemainingArgs()
 			if len(keys) == 0 {
-				return p, d.ArgErr()
+				return d.ArgErr()
 			}
 			p.APIKey, p.APIKeyFallbacks = keys[0], keys[1:]
-		case "format", "base_url":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return p, err
-			}
-			switch opt {
-			case "format":
-				p.Format = v
-			case "base_url":
-				p.BaseURL = v
-			}
-		case "responses":
-			if d.NextArg() {
-				return p, d.ArgErr()
-			}
-			p.Responses = true
-		case "dial_timeout", "header_timeout", "idle_timeout":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return p, err
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil {
-				return p, d.Errf("%s: %v", opt, err)
-			}
-			switch opt {
-			case "dial_timeout":
-				p.DialTimeout = caddy.Duration(dur)
-			case "header_timeout":
-				p.HeaderTimeout = caddy.Duration(dur)
-			case "idle_timeout":
-				p.IdleTimeout = caddy.Duration(dur)
-			}
-		default:
-			return p, d.Errf("unknown provider option %q", opt)
-		}
+			return nil
+		}},
+		"responses":      flagOption(&p.Responses),
+		"dial_timeout":   durationOption(&p.DialTimeout),
+		"header_timeout": durationOption(&p.HeaderTimeout),
+		"idle_timeout":   durationOption(&p.IdleTimeout),
 	}
-	return p, nil
 }
 
-func parseModel(d *caddyfile.Dispenser) (catalog.Model, error) {
-	var m catalog.Model
-	if err := oneArgOpenBlock(d, &m.ID); err != nil {
-		return m, err
+// modelOptions is the table of a model block.
+func modelOptions(m *catalog.Model) options {
+	return options{
+		"provider":       textOption(&m.Provider),
+		"lane":           textOption(&m.Lane),
+		"capabilities":   listOption(&m.Capabilities),
+		"context_window": wholeOption(&m.ContextWindow, 1),
+		"price": usdOption(2, "<input USD/M> <output USD/M> [<cached input USD/M> [<cache write USD/M>]]",
+			&m.InputPrice, &m.OutputPrice, &m.CachedPrice, &m.CacheWritePrice),
 	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		opt := d.Val()
-		switch opt {
-		case "provider":
-			if err := oneArg(d, &m.Provider); err != nil {
-				return m, err
-			}
-		case "lane":
-			if err := oneArg(d, &m.Lane); err != nil {
-				return m, err
-			}
-		case "capabilities":
-			m.Capabilities = d.RemainingArgs()
-			if len(m.Capabilities) == 0 {
-				return m, d.ArgErr()
-			}
-		case "context_window":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return m, err
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return m, d.Errf("context_window: want a positive number of tokens, got %q", v)
-			}
-			m.ContextWindow = n
-		case "price":
-			args := d.RemainingArgs()
-			if len(args) < 2 || len(args) > 4 {
-				return m, d.Err("price: want <input USD/M> <output USD/M> [<cached input USD/M> [<cache write USD/M>]]")
-			}
-			dst := []*pricing.Money{&m.InputPrice, &m.OutputPrice, &m.CachedPrice, &m.CacheWritePrice}
-			for i, s := range args {
-				v, err := pricing.ParseUSD(s)
-				if err != nil || v < 0 {
-					return m, d.Errf("price: %q: %v", s, pricing.ErrBadAmount)
-				}
-				*dst[i] = v
-			}
-		default:
-			return m, d.Errf("unknown model option %q", opt)
-		}
-	}
-	return m, nil
 }
 
-func parseAbility(d *caddyfile.Dispenser) (catalog.Ability, error) {
-	var a catalog.Ability
-	if err := oneArgOpenBlock(d, &a.Alias); err != nil {
-		return a, err
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		opt := d.Val()
-		switch opt {
-		case "provider":
-			if err := oneArg(d, &a.Provider); err != nil {
-				return a, err
-			}
-		case "model":
-			if err := oneArg(d, &a.Model); err != nil {
-				return a, err
-			}
-		case "display_name":
-			if err := oneArg(d, &a.DisplayName); err != nil {
-				return a, err
-			}
-		case "price_microcents":
-			n, err := wholeNumber(d)
-			if err != nil {
-				return a, err
-			}
-			a.PriceMicrocents = &n
-		case "voice":
+// abilityOptions is the table of an ability block.
+func abilityOptions(a *catalog.Ability) options {
+	return options{
+		"provider":     textOption(&a.Provider),
+		"model":        textOption(&a.Model),
+		"display_name": textOption(&a.DisplayName),
+		"price": {read: func(d *caddyfile.Dispenser) error {
+			a.PriceMicrocents = new(int64)
+			return planPriceOption(a.PriceMicrocents).read(d)
+		}},
+		"voice": {repeat: true, read: func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) == 0 {
-				return a, d.Err("voice: want <id> [<name> [<gender> [<description> [<languages>...]]]]")
+				return d.Err("voice: want <id> [<name> [<gender> [<description> [<languages>...]]]]")
 			}
 			v := catalog.Voice{ID: args[0]}
 			for i, f := range []*string{&v.Name, &v.Gender, &v.Description} {
@@ -516,60 +462,35 @@ func parseAbility(d *caddyfile.Dispenser) (catalog.Ability, error) {
 				v.Languages = args[4:]
 			}
 			a.Voices = append(a.Voices, v)
-		case "voices":
-			ids := d.RemainingArgs()
-			if len(ids) == 0 {
-				return a, d.ArgErr()
-			}
-			a.VoiceSubset = append(a.VoiceSubset, ids...)
-		case "category":
-			cats := d.RemainingArgs()
-			if len(cats) == 0 {
-				return a, d.ArgErr()
-			}
-			a.Categories = append(a.Categories, cats...)
-		case "previews":
-			if d.NextArg() {
-				return a, d.ArgErr()
-			}
-			a.Previews = true
-		case "image_price":
+			return nil
+		}},
+		"voices":   listOption(&a.VoiceSubset),
+		"category": listOption(&a.Categories),
+		"previews": flagOption(&a.Previews),
+		"image_price": {repeat: true, read: func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) < 2 {
-				return a, d.Err("image_price: want <quality> <size>=<USD>...")
+				return d.Err("image_price: want <quality> <size>=<USD>...")
 			}
 			for _, pair := range args[1:] {
 				size, price, err := parseSizePrice(pair)
 				if err != nil {
-					return a, d.Errf("image_price %s: %v", args[0], err)
+					return d.Errf("image_price %s: %v", args[0], err)
 				}
 				a.ImagePrices = append(a.ImagePrices, catalog.ImagePrice{Quality: args[0], Size: size, Price: price})
 			}
-		case "token_price":
-			args := d.RemainingArgs()
-			if len(args) != 3 {
-				return a, d.Err("token_price: want <text input USD/M> <image input USD/M> <image output USD/M>")
-			}
+			return nil
+		}},
+		"token_price": func() option {
 			tp := &catalog.ImageTokenPrices{}
-			for i, dst := range []*pricing.Money{&tp.TextInput, &tp.ImageInput, &tp.ImageOutput} {
-				v, err := pricing.ParseUSD(args[i])
-				if err != nil || v < 0 {
-					return a, d.Errf("token_price: %q: %v", args[i], pricing.ErrBadAmount)
-				}
-				*dst = v
-			}
-			a.TokenPrices = tp
-		case "preview_tokens":
-			n, err := wholeNumber(d)
-			if err != nil {
-				return a, err
-			}
-			a.PreviewTokens = n
-		default:
-			return a, d.Errf("unknown ability option %q", opt)
-		}
+			read := usdOption(3, "<text input USD/M> <image input USD/M> <image output USD/M>", &tp.TextInput, &tp.ImageInput, &tp.ImageOutput).read
+			return option{read: func(d *caddyfile.Dispenser) error {
+				a.TokenPrices = tp
+				return read(d)
+			}}
+		}(),
+		"preview_tokens": wholeOption(&a.PreviewTokens, 0),
 	}
-	return a, nil
 }
 
 // parseSizePrice reads one <size>=<USD> of an image_price line.
@@ -585,108 +506,89 @@ func parseSizePrice(pair string) (string, pricing.Money, error) {
 	return size, price, nil
 }
 
-func parseMoney(d *caddyfile.Dispenser, m *MoneyConfig) error {
-	usd := func(opt, s string) (pricing.Money, error) {
-		v, err := pricing.ParseUSD(s)
-		if err != nil || v < 0 {
-			return 0, d.Errf("%s: %q: %v", opt, s, pricing.ErrBadAmount)
-		}
-		return v, nil
+// searchOptions is the table of the search block.
+func searchOptions(sc *SearchConfig) options {
+	in, out := new(pricing.Money), new(pricing.Money)
+	tokens := usdOption(2, "<input USD/M> <output USD/M>", in, out).read
+	return options{
+		"provider":         textOption(&sc.Provider),
+		"model":            textOption(&sc.Model),
+		"price_per_search": planPriceOption(&sc.PricePerSearchMicrocents),
+		"token_price": {read: func(d *caddyfile.Dispenser) error {
+			sc.InputPrice, sc.OutputPrice = in, out
+			return tokens(d)
+		}},
 	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		opt := d.Val()
-		switch opt {
-		case "free_monthly_credit":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return err
-			}
-			amt, err := usd(opt, v)
-			if err != nil {
-				return err
-			}
-			m.FreeMonthlyCredit = amt
-		case "ceiling":
+}
+
+// audioOptions is the table of the audio block.
+func audioOptions(ac *AudioConfig) options {
+	return options{
+		"accurate_up_to":        durationOption(&ac.AccurateUpTo),
+		"verbose_model":         textOption(&ac.VerboseModel),
+		"transcription_timeout": durationOption(&ac.TranscriptionTimeout),
+		"first_audio_timeout":   durationOption(&ac.FirstAudioTimeout),
+		"gap_timeout":           durationOption(&ac.GapTimeout),
+	}
+}
+
+// imagesOptions is the table of the images block.
+func imagesOptions(ic *ImagesConfig) options {
+	return options{
+		"generate_timeout": durationOption(&ic.GenerateTimeout),
+		"edit_timeout":     durationOption(&ic.EditTimeout),
+	}
+}
+
+// moneyOptions is the table of the money block.
+func moneyOptions(m *MoneyConfig) options {
+	return options{
+		"free_monthly_credit": usdOption(1, "<USD>", &m.FreeMonthlyCredit),
+		"ceiling": {read: func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) == 0 || len(args) > 4 {
 				return d.Err("ceiling: want <base USD> [<per month USD> [<spend percent> [<max USD>]]] or off")
 			}
 			c := &CeilingConfig{}
-			if args[0] != "off" {
-				for i, s := range args {
-					var err error
-					switch i {
-					case 0:
-						c.Base, err = usd(opt, s)
-					case 1:
-						c.PerMonth, err = usd(opt, s)
-					case 2:
-						c.SpendPercent, err = strconv.ParseInt(s, 10, 64)
-						if err != nil || c.SpendPercent < 0 {
-							err = d.Errf("ceiling: spend percent %q: want a whole number", s)
-						}
-					case 3:
-						c.Max, err = usd(opt, s)
-					}
-					if err != nil {
-						return err
-					}
-				}
-			} else if len(args) > 1 {
-				return d.ArgErr()
-			}
 			m.Ceiling = c
-		default:
-			return d.Errf("unknown money option %q", opt)
-		}
+			if args[0] == "off" {
+				if len(args) > 1 {
+					return d.ArgErr()
+				}
+				return nil
+			}
+			for i, s := range args {
+				if i == 2 {
+					n, err := strconv.ParseInt(s, 10, 64)
+					if err != nil || n < 0 {
+						return d.Errf("ceiling: spend percent %q: want a whole number", s)
+					}
+					c.SpendPercent = n
+					continue
+				}
+				v, err := pricing.ParseUSD(s)
+				if err != nil || v < 0 {
+					return d.Errf("ceiling: %q: %v", s, pricing.ErrBadAmount)
+				}
+				*[]*pricing.Money{&c.Base, &c.PerMonth, nil, &c.Max}[i] = v
+			}
+			return nil
+		}},
 	}
-	return nil
 }
 
-// parseAudio reads the audio block:
-//
-//	audio {
-//		accurate_up_to <duration>
-//		verbose_model <provider model id>
-//		transcription_timeout <duration>
-//		first_audio_timeout <duration>
-//		gap_timeout <duration>
-//	}
-func parseAudio(d *caddyfile.Dispenser) (*AudioConfig, error) {
-	ac := &AudioConfig{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch opt := d.Val(); opt {
-		case "verbose_model":
-			if err := oneArg(d, &ac.VerboseModel); err != nil {
-				return nil, err
-			}
-		case "accurate_up_to", "transcription_timeout", "first_audio_timeout", "gap_timeout":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return nil, err
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return nil, d.Errf("%s: want a duration, got %q", opt, v)
-			}
-			*map[string]*caddy.Duration{"accurate_up_to": &ac.AccurateUpTo, "transcription_timeout": &ac.TranscriptionTimeout,
-				"first_audio_timeout": &ac.FirstAudioTimeout, "gap_timeout": &ac.GapTimeout}[opt] = caddy.Duration(dur)
-		default:
-			return nil, d.Errf("unknown audio option %q", opt)
-		}
+// limitsOptions is the table of the limits block.
+func limitsOptions(l *LimitsConfig) options {
+	return options{
+		"chat_requests_per_minute":   wholeOption(&l.ChatRequestsPerMinute, 0),
+		"decide_requests_per_minute": wholeOption(&l.DecideRequestsPerMinute, 0),
+		"count_tokens_per_minute":    wholeOption(&l.CountTokensPerMinute, 0),
+		"max_in_flight":              wholeOption(&l.MaxInFlight, 0),
+		"mcp_requests_per_minute":    wholeOption(&l.MCPRequestsPerMinute, 0),
+		"mcp_max_in_flight":          wholeOption(&l.MCPMaxInFlight, 0),
+		"min_body_rate":              wholeOption(&l.MinBodyRate, 0),
+		"body_grace":                 durationOption(&l.BodyGrace),
 	}
-	return ac, nil
-}
-
-// oneArgOpenBlock reads the single argument before a block.
-func oneArgOpenBlock(d *caddyfile.Dispenser, v *string) error {
-	if !d.Args(v) {
-		return d.ArgErr()
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return nil
 }
 
 // Interface guard

@@ -1,11 +1,14 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -51,7 +54,11 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"model price one arg", "gw {\n model m {\n price 1\n }\n}", "price: want"},
 		{"model price bad", "gw {\n model m {\n price 1 x\n }\n}", `price: "x"`},
 		{"model bad option", "gw {\n model m {\n colour x\n }\n}", `unknown model option "colour"`},
-		{"ability bad price", "gw {\n ability gw-image {\n price_microcents 1.5\n }\n}", "price_microcents"},
+		{"ability bad price", "gw {\n ability gw-image {\n price cheap\n }\n}", `price: want US dollars in whole millionths (such as 0.0025), got "cheap"`},
+		{"ability price below a millionth", "gw {\n ability gw-image {\n price 0.0000015\n }\n}", `price: want US dollars in whole millionths`},
+		{"ability negative price", "gw {\n ability gw-image {\n price -0.01\n }\n}", `price: want US dollars in whole millionths`},
+		{"fetch price below a millionth", "gw {\n fetch_price 0.0020001\n}", `fetch_price: want US dollars in whole millionths`},
+		{"search price two args", "gw {\n search {\n price_per_search 0.02 0.03\n }\n}", "wrong argument count"},
 		{"ability bad option", "gw {\n ability gw-image {\n colour x\n }\n}", `unknown ability option "colour"`},
 		{"money bad credit", "gw {\n money {\n free_monthly_credit lots\n }\n}", "free_monthly_credit"},
 		{"money bad ceiling", "gw {\n money {\n ceiling 1 2 x\n }\n}", "spend percent"},
@@ -85,6 +92,25 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"token price two args", "gw {\n ability gw-image {\n token_price 5 10\n }\n}", "token_price: want"},
 		{"token price bad", "gw {\n ability gw-image {\n token_price 5 10 x\n }\n}", `token_price: "x"`},
 		{"preview tokens bad", "gw {\n ability gw-image {\n preview_tokens many\n }\n}", "preview_tokens"},
+		{"zero cache ttl", "gw {\n cache_ttl 0s\n}", "cache_ttl: want a duration greater than zero"},
+		{"zero dial timeout", "gw {\n provider p {\n dial_timeout 0\n }\n}", "dial_timeout: want a duration greater than zero"},
+		{"fetch allow empty", "gw {\n fetch_allow\n}", "wrong argument count"},
+		{"apps empty", "gw {\n apps\n}", "wrong argument count"},
+		{"block with argument", "gw {\n limits x {\n max_in_flight 2\n }\n}", "wrong argument count"},
+		{"twice: text", "gw {\n bootstrap_key a\n bootstrap_key b\n}", "bootstrap_key already specified"},
+		{"twice: store", "gw {\n store sqlite a\n store sqlite b\n}", "store already specified"},
+		{"twice: duration", "gw {\n cache_ttl 1m\n cache_ttl 2m\n}", "cache_ttl already specified"},
+		{"twice: list", "gw {\n fetch_allow a\n fetch_allow b\n}", "fetch_allow already specified"},
+		{"twice: hosts", "gw {\n mcp_allowed_hosts a\n mcp_allowed_hosts b\n}", "mcp_allowed_hosts already specified"},
+		{"twice: block", "gw {\n money {\n }\n money {\n }\n}", "money already specified"},
+		{"twice: in money", "gw {\n money {\n ceiling off\n ceiling 1\n }\n}", "ceiling already specified"},
+		{"twice: in limits", "gw {\n limits {\n max_in_flight 1\n max_in_flight 2\n }\n}", "max_in_flight already specified"},
+		{"twice: in provider", "gw {\n provider p {\n format openai\n format anthropic\n }\n}", "format already specified"},
+		{"twice: in model", "gw {\n model m {\n price 1 2\n price 3 4\n }\n}", "price already specified"},
+		{"twice: in ability", "gw {\n ability gw-image {\n price 0.01\n price 0.02\n }\n}", "price already specified"},
+		{"twice: in audio", "gw {\n audio {\n gap_timeout 1s\n gap_timeout 2s\n }\n}", "gap_timeout already specified"},
+		{"twice: in images", "gw {\n images {\n edit_timeout 1s\n edit_timeout 2s\n }\n}", "edit_timeout already specified"},
+		{"twice: in search", "gw {\n search {\n provider a\n provider b\n }\n}", "provider already specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var app App
@@ -102,6 +128,49 @@ func TestCaddyfileErrors(t *testing.T) {
 	}
 }
 
+// TestCaddyfileRepeatable checks that the options naming one thing a line
+// may be given more than once, each line adding its thing.
+func TestCaddyfileRepeatable(t *testing.T) {
+	in := "gw {\n provider a {\n }\n provider b {\n }\n model m {\n }\n model n {\n }\n alias x m\n alias y n\n" +
+		" beta b-1 neutral\n beta b-2 refused\n ability gw-voice-speak {\n voice alloy\n voice echo\n" +
+		" image_price low 1024x1024=0.01\n image_price high 1024x1024=0.04\n }\n ability gw-image {\n }\n}"
+	var app App
+	if err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err != nil {
+		t.Fatal(err)
+	}
+	ab := app.Abilities[0]
+	if len(app.Providers) != 2 || len(app.Models) != 2 || len(app.Aliases) != 2 || len(app.Betas) != 2 ||
+		len(app.Abilities) != 2 || len(ab.Voices) != 2 || len(ab.ImagePrices) != 2 {
+		t.Fatalf("repeated lines lost: %+v", app)
+	}
+}
+
+// TestSecondGWBlock checks that a config with two global gw blocks is
+// refused rather than the second replacing the first.
+func TestSecondGWBlock(t *testing.T) {
+	in := "{\n\tgw {\n\t\tdecide_model a\n\t}\n\tgw {\n\t\tdecide_model b\n\t}\n}\n:8080 {\n\tgw\n}\n"
+	_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), nil)
+	if err == nil || !strings.Contains(err.Error(), "gw already specified") {
+		t.Fatalf("got error %v, want one containing %q", err, "gw already specified")
+	}
+}
+
+// TestExpandList checks that a list field's elements expand their
+// placeholders at load and split at commas, so one element read from the
+// environment can hold several values.
+func TestExpandList(t *testing.T) {
+	t.Setenv("GW_TEST_LIST", "wiki.internal, 10.0.0.5:8080,")
+	t.Setenv("GW_TEST_EMPTY", "")
+	got := expandList([]string{"a.example", "{env.GW_TEST_LIST}", "{env.GW_TEST_EMPTY}"})
+	want := []string{"a.example", "wiki.internal", "10.0.0.5:8080"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("expandList = %q, want %q", got, want)
+	}
+	if got := expandList([]string{"{env.GW_TEST_EMPTY}"}); len(got) != 0 {
+		t.Fatalf("an empty variable gave %q, want no element", got)
+	}
+}
+
 // FuzzSizePrice holds parseSizePrice to its contract on any text: a size
 // and a positive price, or an error.
 func FuzzSizePrice(f *testing.F) {
@@ -115,6 +184,44 @@ func FuzzSizePrice(f *testing.F) {
 		}
 		if size == "" || price <= 0 || !strings.HasPrefix(pair, size+"=") {
 			t.Fatalf("parseSizePrice(%q) = %q, %s", pair, size, price)
+		}
+	})
+}
+
+// FuzzGlobalOption holds the gw option's parser to its contract on any
+// text: an error, or an app whose JSON reads back to the same JSON.
+func FuzzGlobalOption(f *testing.F) {
+	for _, s := range []string{
+		"gw {\n store sqlite /tmp/x\n cache_ttl 1m\n fetch_allow a.example,b.example:8080 {env.X}\n apps t=https://t.example/mcp\n}",
+		"gw {\n provider p {\n format openai\n base_url http://x/v1\n api_key k1 k2\n dial_timeout 2s\n }\n model m {\n provider p\n price 1 2 0.5\n }\n}",
+		"gw {\n ability gw-image {\n price 0.01\n image_price low 1024x1024=0.011\n token_price 5 10 40\n voice alloy Alloy female\n }\n}",
+		"gw {\n money {\n ceiling 200 25 40 5000\n free_monthly_credit 5\n }\n limits {\n max_in_flight 2\n body_grace 5s\n }\n}",
+		"gw {\n search {\n provider s\n price_per_search 0.025\n token_price 0.4 1.6\n }\n beta b-1 priced 200 150\n alias a m\n}",
+		"gw {\n bootstrap_key a\n bootstrap_key b\n}",
+		"gw {\n audio {\n gap_timeout 0s\n }\n}",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		tokens, err := caddyfile.Tokenize([]byte(in), "Caddyfile")
+		if err != nil {
+			return
+		}
+		var app App
+		if err := app.UnmarshalCaddyfile(caddyfile.NewDispenser(tokens)); err != nil {
+			return
+		}
+		first, err := json.Marshal(&app)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		var again App
+		if err := json.Unmarshal(first, &again); err != nil {
+			t.Fatalf("the JSON of %q does not read back: %v\n%s", in, err, first)
+		}
+		second, _ := json.Marshal(&again)
+		if string(first) != string(second) {
+			t.Fatalf("the JSON of %q changes on reading back:\n%s\n%s", in, first, second)
 		}
 	})
 }

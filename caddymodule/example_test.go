@@ -34,7 +34,7 @@ func TestExampleCaddyfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := cfg.Apps.GW
-	cat, err := catalog.New(a.Providers, a.Models, a.Abilities, a.Aliases, a.DecideModel)
+	cat, err := catalog.New(a.catalogProviders(), a.Models, a.Abilities, a.Aliases, a.DecideModel)
 	if err != nil {
 		t.Fatalf("catalog: %v", err)
 	}

@@ -1,12 +1,17 @@
 package caddymodule
 
 import (
+	"bytes"
+	"errors"
+	"maps"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gw/caddy-gw/internal/routes"
 )
 
 func init() {
@@ -17,7 +22,12 @@ func init() {
 
 // Handler mounts every route of the gateway (the chat, model, ability and
 // MCP paths of the spec) on a site; any other path goes to the next
-// handler. It is configured by the `gw` app, so it takes no options.
+// handler. A path under the gateway's own prefixes that is not a route
+// (/v1/..., /images/..., /audio/...) goes to the next handler too, and
+// answers the gateway's JSON 404 only when that handler answers 404 or
+// nothing, so a file_server beside the gateway still serves
+// /images/logo.png. It is configured by the `gw` app, so it takes no
+// options.
 type Handler struct {
 	app   *App
 	hosts *siteHosts
@@ -52,10 +62,38 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		http.Error(w, "the gateway is not running", http.StatusServiceUnavailable)
 		return nil
 	}
-	if rt.ServeHTTP(w, h.hosts.withSiteHosts(r)) {
+	hr := h.hosts.withSiteHosts(r)
+	if rt.ServeHTTP(w, hr) {
 		return nil
 	}
-	return next.ServeHTTP(w, r)
+	if !routes.OwnPath(r.URL.Path) {
+		return next.ServeHTTP(w, r)
+	}
+	return serveOrNotFound(w, r, next, func() { rt.ServeNotFound(w, hr) })
+}
+
+// serveOrNotFound hands an own path that is not a route to next, and
+// answers the gateway's JSON 404 instead of what next answers when next
+// answers 404 (written or returned as an error) or writes nothing at all.
+// Any other answer of next goes out as next writes it.
+func serveOrNotFound(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, notFound func()) error {
+	header := w.Header().Clone()
+	rec := caddyhttp.NewResponseRecorder(w, new(bytes.Buffer), func(status int, _ http.Header) bool {
+		return status == http.StatusNotFound
+	})
+	err := next.ServeHTTP(rec, r)
+	var herr caddyhttp.HandlerError
+	switch {
+	case err != nil && !(errors.As(err, &herr) && herr.StatusCode == http.StatusNotFound && rec.Status() == 0):
+		return err
+	case rec.Status() != 0 && !rec.Buffered():
+		return nil // next answered
+	}
+	// next answered 404 or nothing: drop what it set and answer in JSON.
+	clear(w.Header())
+	maps.Copy(w.Header(), header)
+	notFound()
+	return nil
 }
 
 // UnmarshalCaddyfile reads the `gw` directive, which takes no arguments.

@@ -62,3 +62,56 @@ func TestHandlerOfUnstartedConfig(t *testing.T) {
 		t.Fatalf("status %d, want 503", rec.Code)
 	}
 }
+
+// An own path that is not a route goes to the next handler; what it
+// serves goes out as written, and a 404 (written or returned) or no
+// answer at all becomes the gateway's 404, without the next handler's
+// headers.
+func TestServeOrNotFound(t *testing.T) {
+	const gateway404 = `{"error":"gateway 404"}`
+	for _, tc := range []struct {
+		name       string
+		next       caddyhttp.HandlerFunc
+		status     int
+		body       string
+		wantErr    bool
+		wantHeader string
+	}{
+		{"served", func(w http.ResponseWriter, _ *http.Request) error {
+			w.Header().Set("X-Next", "1")
+			_, err := w.Write([]byte("file"))
+			return err
+		}, http.StatusOK, "file", false, "1"},
+		{"refused", func(w http.ResponseWriter, _ *http.Request) error {
+			w.WriteHeader(http.StatusForbidden)
+			return nil
+		}, http.StatusForbidden, "", false, ""},
+		{"written 404", func(w http.ResponseWriter, _ *http.Request) error {
+			w.Header().Set("X-Next", "1")
+			w.WriteHeader(http.StatusNotFound)
+			_, err := w.Write([]byte("Not Found"))
+			return err
+		}, http.StatusNotFound, gateway404, false, ""},
+		{"returned 404", func(http.ResponseWriter, *http.Request) error {
+			return caddyhttp.Error(http.StatusNotFound, nil)
+		}, http.StatusNotFound, gateway404, false, ""},
+		{"nothing", func(http.ResponseWriter, *http.Request) error { return nil }, http.StatusNotFound, gateway404, false, ""},
+		{"returned 500", func(http.ResponseWriter, *http.Request) error {
+			return caddyhttp.Error(http.StatusInternalServerError, nil)
+		}, http.StatusOK, "", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			notFound := func() {
+				rec.Header().Set("Content-Type", "application/json")
+				rec.WriteHeader(http.StatusNotFound)
+				rec.WriteString(gateway404)
+			}
+			err := serveOrNotFound(rec, httptest.NewRequest(http.MethodGet, "/images/logo.png", nil), tc.next, notFound)
+			if (err != nil) != tc.wantErr || rec.Code != tc.status || rec.Body.String() != tc.body || rec.Header().Get("X-Next") != tc.wantHeader {
+				t.Fatalf("got %v, %d %q (X-Next %q); want error %v, %d %q (X-Next %q)", err, rec.Code, rec.Body, rec.Header().Get("X-Next"),
+					tc.wantErr, tc.status, tc.body, tc.wantHeader)
+			}
+		})
+	}
+}

@@ -22,12 +22,12 @@ func TestMCPToolsListPrices(t *testing.T) {
 	app := sdk.NewServer(&sdk.Implementation{Name: "tracker", Version: "1"}, nil)
 	appSrv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return app }, nil))
 	t.Cleanup(appSrv.Close)
-	cfg := withGW(t, "\t\tfetch_price_microcents 3100\n\t\tapp_action_price_microcents 4200")
-	const searchLine = "price_per_search_microcents 25000"
+	cfg := withGW(t, "\t\tfetch_price 0.0031\n\t\tapp_action_price 0.0042")
+	const searchLine = "price_per_search 0.025"
 	if !strings.Contains(cfg, searchLine) {
 		t.Fatalf("Caddyfile.example has no %q", searchLine)
 	}
-	cfg = strings.Replace(cfg, searchLine, "price_per_search_microcents 27000", 1)
+	cfg = strings.Replace(cfg, searchLine, "price_per_search 0.027", 1)
 	g := startGateway(t, gwOptions{Caddyfile: cfg, Env: map[string]string{"GW_APPS": "tracker=" + appSrv.URL}})
 	paid := g.newAccountKey(t, map[string]any{"id": "lister", "plan": "paid", "cleared": true})
 	free := g.newAccountKey(t, map[string]any{"id": "browser", "plan": "free"})

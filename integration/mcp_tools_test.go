@@ -44,7 +44,7 @@ func TestMCPTools(t *testing.T) {
 
 	oa := fake.NewOpenAI()
 	t.Cleanup(oa.Close)
-	g := startGateway(t, gwOptions{BootstrapKey: "sk-bootstrap-tools-test-0123456789abcdef", Caddyfile: withGW(t, "\t\tapp_action_price_microcents 5000"),
+	g := startGateway(t, gwOptions{BootstrapKey: "sk-bootstrap-tools-test-0123456789abcdef", Caddyfile: withGW(t, "\t\tapp_action_price 0.005"),
 		Env: map[string]string{"GW_APPS": "tracker=" + appSrv.URL, "GW_OPENAI_BASE_URL": oa.URL, "GW_BILLING_URL": "https://billing.example/upgrade"}})
 	key := g.newAccountKey(t, map[string]any{"id": "toolsy", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
 	ctx := context.Background()

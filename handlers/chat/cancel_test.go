@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
@@ -40,7 +39,7 @@ func TestClientCancelIsNotAModelFailure(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	defer slow.Close()
-	cat, err := catalog.New([]catalog.Provider{{Name: "o", Format: "openai", BaseURL: slow.URL + "/v1", HeaderTimeout: caddy.Duration(time.Minute)}},
+	cat, err := catalog.New([]catalog.Provider{{Name: "o", Format: "openai", BaseURL: slow.URL + "/v1", HeaderTimeout: time.Minute}},
 		[]catalog.Model{{ID: "m-fast", Provider: "o", Lane: "fast"}, {ID: "m-std", Provider: "o", Lane: "standard"}}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
@@ -49,8 +48,8 @@ func TestServeFailures(t *testing.T) {
 	_ = st.CreateKey(ctx, store.Key{ID: "k", AccountID: "a", Hash: store.HashSecret(secret)})
 	cat, _ := catalog.New(nil, nil, nil, nil, "")
 	gw := &pipeline.Gateway{Store: st, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: st, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}
-	p := &catalog.Provider{Name: "s", Format: catalog.FormatOpenAI, BaseURL: up.URL + "/v1", DialTimeout: caddy.Duration(time.Second),
-		HeaderTimeout: caddy.Duration(time.Minute), IdleTimeout: caddy.Duration(time.Minute)}
+	p := &catalog.Provider{Name: "s", Format: catalog.FormatOpenAI, BaseURL: up.URL + "/v1", DialTimeout: time.Second,
+		HeaderTimeout: time.Minute, IdleTimeout: time.Minute}
 	h := &Handler{Upstream: upstream.New(), Provider: p, Model: "m", PerSearch: pricing.Micro(25_000)}
 	kind := money.Ability
 	ep := &pipeline.Endpoint{Name: "search", Family: gwerr.Ability, Billing: &kind, Handler: h.Serve}

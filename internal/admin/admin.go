@@ -112,7 +112,7 @@ type Account struct {
 	MonthlyCap  *pricing.Money `json:"monthly_cap_usd"`
 	Abilities   []string       `json:"abilities"`
 	CreatedAt   time.Time      `json:"created_at"`
-	Spend       Spend      `json:"spend"`
+	Spend       Spend          `json:"spend"`
 }
 
 // Spend is what an account spent today, this month and in all.

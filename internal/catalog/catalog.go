@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -77,9 +75,9 @@ var AbilityAliases = []struct{ ID, Capability string }{
 
 // Default time-outs of a provider.
 const (
-	DefaultDialTimeout   = caddy.Duration(10 * time.Second)
-	DefaultHeaderTimeout = caddy.Duration(120 * time.Second)
-	DefaultIdleTimeout   = caddy.Duration(60 * time.Second)
+	DefaultDialTimeout   = 10 * time.Second
+	DefaultHeaderTimeout = 120 * time.Second
+	DefaultIdleTimeout   = 60 * time.Second
 )
 
 // Provider is an upstream API.
@@ -101,14 +99,15 @@ type Provider struct {
 	// Responses is true when the provider serves a /responses endpoint;
 	// otherwise /v1/responses is translated to chat completions.
 	Responses bool `json:"responses,omitempty"`
-	// DialTimeout bounds connecting to the provider. Default: 10s.
-	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// DialTimeout bounds connecting to the provider. Default: 10s. In
+	// JSON it is the gw app's provider config that carries the time-outs.
+	DialTimeout time.Duration `json:"-"`
 	// HeaderTimeout bounds the wait for the response headers (the first
 	// byte of an answer). Default: 120s.
-	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
+	HeaderTimeout time.Duration `json:"-"`
 	// IdleTimeout bounds the gap between two chunks of a streamed answer.
 	// Default: 60s.
-	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
+	IdleTimeout time.Duration `json:"-"`
 }
 
 // Model is a backing chat model.
@@ -247,8 +246,8 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		}
 		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
 		for _, t := range []struct {
-			v   *caddy.Duration
-			def caddy.Duration
+			v   *time.Duration
+			def time.Duration
 		}{{&p.DialTimeout, DefaultDialTimeout}, {&p.HeaderTimeout, DefaultHeaderTimeout}, {&p.IdleTimeout, DefaultIdleTimeout}} {
 			if *t.v <= 0 {
 				*t.v = t.def

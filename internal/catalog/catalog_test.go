@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/caddyserver/caddy/v2"
 )
 
 func i64(n int64) *int64 { return &n }
@@ -18,7 +16,7 @@ func providers() []Provider {
 	return []Provider{
 		{Name: "openai", Format: FormatOpenAI, BaseURL: "https://api.openai.com/v1/"},
 		{Name: "anthropic", Format: FormatAnthropic, BaseURL: "https://api.anthropic.com",
-			DialTimeout: caddy.Duration(3 * time.Second), HeaderTimeout: caddy.Duration(30 * time.Second), IdleTimeout: caddy.Duration(15 * time.Second)},
+			DialTimeout: 3 * time.Second, HeaderTimeout: 30 * time.Second, IdleTimeout: 15 * time.Second},
 	}
 }
 
@@ -153,11 +151,11 @@ func TestNewDefaults(t *testing.T) {
 	if oa.DialTimeout != DefaultDialTimeout || oa.HeaderTimeout != DefaultHeaderTimeout || oa.IdleTimeout != DefaultIdleTimeout {
 		t.Errorf("openai timeouts = %v %v %v, want the defaults", oa.DialTimeout, oa.HeaderTimeout, oa.IdleTimeout)
 	}
-	if DefaultDialTimeout != caddy.Duration(10*time.Second) || DefaultHeaderTimeout != caddy.Duration(120*time.Second) || DefaultIdleTimeout != caddy.Duration(60*time.Second) {
+	if DefaultDialTimeout != 10*time.Second || DefaultHeaderTimeout != 120*time.Second || DefaultIdleTimeout != 60*time.Second {
 		t.Errorf("default timeouts changed: %v %v %v", DefaultDialTimeout, DefaultHeaderTimeout, DefaultIdleTimeout)
 	}
 	an := c.Providers["anthropic"]
-	if an.DialTimeout != caddy.Duration(3*time.Second) || an.HeaderTimeout != caddy.Duration(30*time.Second) || an.IdleTimeout != caddy.Duration(15*time.Second) {
+	if an.DialTimeout != 3*time.Second || an.HeaderTimeout != 30*time.Second || an.IdleTimeout != 15*time.Second {
 		t.Errorf("anthropic timeouts = %v %v %v, want the configured ones", an.DialTimeout, an.HeaderTimeout, an.IdleTimeout)
 	}
 	// A negative timeout is replaced too.

@@ -259,8 +259,9 @@ func (rt *Router) Invoke(r *http.Request) (*pipeline.Recorded, *gwerr.Error) {
 	return rt.gw.Invoke(r, ep)
 }
 
-// ServeHTTP serves a gateway path and reports true, or reports false for a
-// path that is not the gateway's, so the caller can hand it on.
+// ServeHTTP serves a route, or one of the spec's fixed answers to a
+// mistaken path, and reports true; for any other path it reports false,
+// so the caller can hand it on (see ServeNotFound).
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) bool {
 	p := r.URL.Path
 	if ep, ok := rt.table[p]; ok {
@@ -275,9 +276,24 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) bool {
 		ep = rt.doubleV1
 	case p == rt.altPrefix || strings.HasPrefix(p, rt.altPrefix+"/"):
 		ep = rt.altOther
+	default:
+		return false
+	}
+	rt.gw.Serve(w, r, ep)
+	return true
+}
+
+// ServeNotFound answers a path under the gateway's own prefixes that is
+// not a route 404 in a JSON error shape an SDK reads (the messages shape
+// for a messages path), naming the base address the client most likely
+// meant, and reports true; for any other path it reports false. The
+// caller asks it only when no other handler of the site serves the path.
+func (rt *Router) ServeNotFound(w http.ResponseWriter, r *http.Request) bool {
+	var ep *pipeline.Endpoint
+	switch p := r.URL.Path; {
 	case messagesPath(p):
 		ep = rt.messagesNotFound
-	case ownPath(p):
+	case OwnPath(p):
 		ep = rt.notFound
 	default:
 		return false
@@ -286,13 +302,15 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// ownPrefixes are the path prefixes the gateway owns besides its routes:
-// every path under them that is not a route answers 404 in a JSON error
-// shape an SDK reads, never an empty answer from the next handler.
+// ownPrefixes are the path prefixes the gateway answers besides its
+// routes: a path under them that is not a route and that no other handler
+// of the site serves answers 404 in a JSON error shape an SDK reads, never
+// an empty answer.
 var ownPrefixes = []string{"/v1", "/chat", "/completions", "/embeddings", "/responses", "/messages", "/mcp", "/audio", "/images"}
 
-// ownPath reports a path under one of ownPrefixes.
-func ownPath(p string) bool {
+// OwnPath reports a path under one of the gateway's own prefixes (/v1,
+// /chat, /audio, /images, /messages, /mcp and the rest of ownPrefixes).
+func OwnPath(p string) bool {
 	for _, prefix := range ownPrefixes {
 		if p == prefix || strings.HasPrefix(p, prefix+"/") || strings.HasPrefix(p, prefix+"-") {
 			return true

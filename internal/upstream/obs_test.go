@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/obs"
 )
@@ -102,7 +100,7 @@ func TestConnectFailureReported(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	p := &catalog.Provider{Name: "gone", Format: catalog.FormatOpenAI, BaseURL: "http://" + addr,
-		DialTimeout: caddy.Duration(time.Second), HeaderTimeout: caddy.Duration(time.Second)}
+		DialTimeout: time.Second, HeaderTimeout: time.Second}
 	var f failures
 	if _, err := New().Do(obs.With(context.Background(), f.record()), Request{Provider: p, Path: "/x"}); err == nil {
 		t.Fatal("a call to a closed port succeeded")

@@ -142,7 +142,7 @@ func New() *Client {
 }
 
 func (c *Client) transport(p *catalog.Provider) *http.Transport {
-	key := transportKey{p.Name, p.BaseURL, time.Duration(p.DialTimeout), time.Duration(p.HeaderTimeout)}
+	key := transportKey{p.Name, p.BaseURL, p.DialTimeout, p.HeaderTimeout}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := c.transports[key]; ok {
@@ -252,7 +252,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	}
 	rec.Waited(time.Since(began))
 	rec.Served(p.Name)
-	ib := newIdleBody(resp.Body, time.Duration(p.IdleTimeout), cancel)
+	ib := newIdleBody(resp.Body, p.IdleTimeout, cancel)
 	ib.parent, ib.rec, ib.provider, ib.span, ib.status = parent, rec, p.Name, span, resp.StatusCode
 	resp.Body = ib
 	return resp, nil

@@ -12,15 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 )
 
 func provider(format, url string) *catalog.Provider {
 	return &catalog.Provider{Name: "p", Format: format, BaseURL: url, APIKey: "upstream-secret",
-		DialTimeout: caddy.Duration(time.Second), HeaderTimeout: caddy.Duration(5 * time.Second), IdleTimeout: caddy.Duration(5 * time.Second)}
+		DialTimeout: time.Second, HeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
 }
 
 func TestHeaders(t *testing.T) {
@@ -160,14 +158,14 @@ func TestUnreachableAndTimeouts(t *testing.T) {
 	defer srv.Close()
 	defer close(release) // runs first: the handlers return, then Close can finish
 	p := provider("openai", srv.URL)
-	p.HeaderTimeout = caddy.Duration(50 * time.Millisecond)
+	p.HeaderTimeout = 50 * time.Millisecond
 	_, err = New().Do(context.Background(), Request{Provider: p, Path: "/slow-headers"})
 	if g := gwerr.As(err); g.Kind != gwerr.Timeout || !Retryable(err) {
 		t.Fatalf("header time-out: %v", err)
 	}
 
 	p = provider("openai", srv.URL)
-	p.IdleTimeout = caddy.Duration(50 * time.Millisecond)
+	p.IdleTimeout = 50 * time.Millisecond
 	resp, err := New().Do(context.Background(), Request{Provider: p, Path: "/stream"})
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +240,7 @@ func TestClientPerTimeouts(t *testing.T) {
 		t.Fatal("the same provider got two transports")
 	}
 	p2 := *p
-	p2.HeaderTimeout = caddy.Duration(time.Minute)
+	p2.HeaderTimeout = time.Minute
 	b := c.transport(&p2)
 	if b == a || b.ResponseHeaderTimeout != time.Minute {
 		t.Fatal("a changed header time-out kept the old transport")
