@@ -468,7 +468,7 @@ func (a *App) Start() error {
 	if ls, ok := backend.(tools.LinkStore); ok && toolSet.Apps != nil {
 		toolSet.Apps.Links = tools.StoredLinks{Store: ls}
 	}
-	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics,
+	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics, Annotate: annotate,
 		Money: &money.Gate{Store: st, Locks: locks, Policy: a.policy, OnOverrun: a.logOverrun}, Limits: limiter,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight,
 		BodyRate: bodyrate.Limits{Grace: time.Duration(a.Limits.BodyGrace), MinRate: a.Limits.MinBodyRate}}

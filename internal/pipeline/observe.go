@@ -7,10 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/obs"
@@ -136,14 +134,12 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(genAI(o.family, o.rec.Provider(), alias, model, tokens, len(c.bills) > 0)...)
 	}
-	extra, _ := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
-	// set puts one value on the access log entry (as gw_<name>) and in
-	// the placeholders (as {http.vars.gw.<name>}).
+	// set puts one value on the access log entry and in the placeholders
+	// (through the host's Annotate).
 	set := func(name string, v any) {
-		if extra != nil {
-			extra.Set(zap.Any("gw_"+name, v))
+		if g.Annotate != nil {
+			g.Annotate(ctx, name, v)
 		}
-		caddyhttp.SetVar(ctx, "gw."+name, v)
 	}
 	set("request_id", c.RequestID)
 	if c.Account.ID != "" {

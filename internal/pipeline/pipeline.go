@@ -6,6 +6,7 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -113,8 +114,12 @@ type Gateway struct {
 	Catalog *catalog.Catalog
 	Logger  *zap.Logger
 	Metrics *Metrics
-	Money   *money.Gate
-	Limits  limits.Limiter
+	// Annotate, when set, puts one of a finished call's values (request_id,
+	// account, key_id, alias, model, cost_usd, input_tokens, output_tokens)
+	// on the host server's access log entry and in its placeholders.
+	Annotate func(ctx context.Context, name string, v any)
+	Money    *money.Gate
+	Limits   limits.Limiter
 	// InFlight counts each account's billed calls in flight; nil: no
 	// bound. MaxInFlight is the bound (limits.DefaultMaxInFlight when 0).
 	InFlight    *limits.InFlight
