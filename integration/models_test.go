@@ -56,12 +56,12 @@ func parseExample(t testing.TB, text string) exampleCatalog {
 					v = u
 				}
 				a.DisplayName = v
-			case "price_microcents":
-				n, err := strconv.ParseInt(m[2], 10, 64)
+			case "price": // USD per unit
+				v, err := pricing.ParseUSD(m[2])
 				if err != nil {
-					t.Fatalf("Caddyfile.example: ability %s: price_microcents %q", ability, m[2])
+					t.Fatalf("Caddyfile.example: ability %s: price %q", ability, m[2])
 				}
-				a.PriceMicrocents = n
+				a.PriceMicrocents = v.Microcents()
 			case "image_price": // <quality> <size>=<USD>...: the row shows the lowest
 				for _, pair := range strings.Fields(m[2])[1:] {
 					_, amount, _ := strings.Cut(pair, "=")
