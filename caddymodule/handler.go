@@ -11,7 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-gw/caddy-gw/internal/routes"
+	"github.com/caddy-gw/caddy-gw/routes"
 )
 
 func init() {

@@ -9,7 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
-	"github.com/caddy-gw/caddy-gw/internal/routes"
+	"github.com/caddy-gw/caddy-gw/routes"
 )
 
 // unstarted is an App as Provision leaves it: not started yet.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-gw/caddy-gw/internal/routes"
+	"github.com/caddy-gw/caddy-gw/routes"
 )
 
 // family is a route family of the spec's "Errors, Shapes" with the exact

@@ -12,7 +12,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 )
 
 // RoutingName is the routing server's name.
@@ -40,7 +40,7 @@ type Invoker interface {
 type Routing struct {
 	Sessions  Sessions
 	Invoker   Invoker
-	Decisions router.DecisionStore
+	Decisions lanes.DecisionStore
 	// AllowedHosts are the origins besides loopback names that browsers
 	// may call the server from (mcp_allowed_hosts).
 	AllowedHosts []string

@@ -26,7 +26,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
-	"github.com/caddy-gw/caddy-gw/internal/routes"
+	"github.com/caddy-gw/caddy-gw/routes"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -177,7 +177,7 @@ func (t Betas) forCall(h http.Header) (*callBetas, error) {
 // candidates speaks the messages format they may be forwarded, and are
 // checked (nil: none sent); otherwise they mean nothing upstream and are
 // dropped unread.
-func (h *Handler) betasFor(c *http.Request, cat *catalog.Catalog, rt *router.Route) (*callBetas, error) {
+func (h *Handler) betasFor(c *http.Request, cat *catalog.Catalog, rt *lanes.Route) (*callBetas, error) {
 	for _, m := range rt.Candidates {
 		if takesBetas(cat.Providers[m.Provider]) {
 			return h.betas().forCall(c.Header)

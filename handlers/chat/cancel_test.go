@@ -16,7 +16,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
@@ -53,12 +53,12 @@ func TestClientCancelIsNotAModelFailure(t *testing.T) {
 	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true}); err != nil {
 		t.Fatal(err)
 	}
-	health := router.NewHealth()
-	h := &Handler{Router: &router.Router{Catalog: cat, Health: health}, Upstream: upstream.New()}
+	health := lanes.NewHealth()
+	h := &Handler{Router: &lanes.Router{Catalog: cat, Health: health}, Upstream: upstream.New()}
 	gw := &pipeline.Gateway{Store: db, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: db, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}
 	chatSpend := money.Chat
 	ep := &pipeline.Endpoint{Name: "chat", Family: gwerr.Chat, Billing: &chatSpend}
-	for i := range router.DefaultFailThreshold + 1 {
+	for i := range lanes.DefaultFailThreshold + 1 {
 		cctx, cancel := context.WithCancel(ctx)
 		r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"gw-fast","stream":true,"messages":[{"role":"user","content":"hi"}]}`)).WithContext(cctx)
 		c := &pipeline.Call{W: httptest.NewRecorder(), R: r, Endpoint: ep, RequestID: "r", Account: store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true}, Gateway: gw}

@@ -25,7 +25,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -57,9 +57,9 @@ const (
 
 // Handler serves the chat endpoints.
 type Handler struct {
-	Router    *router.Router
+	Router    *lanes.Router
 	Upstream  *upstream.Client
-	Decisions router.DecisionStore
+	Decisions lanes.DecisionStore
 	// Cache, when set, answers repeated non-streaming temperature-0
 	// requests of one account.
 	Cache *Cache
@@ -86,7 +86,7 @@ type call struct {
 	format  Format
 	body    []byte
 	req     *request
-	route   *router.Route
+	route   *lanes.Route
 	betas   *callBetas // nil: none to forward
 	started time.Time
 	// cacheable: the answer goes into the cache.
@@ -196,7 +196,7 @@ func selfInflicted(err error, req *request) bool {
 // call escalates beyond the model it asked for: m's lane or m itself must
 // be on the key's list, or the key asked for gw-auto (which reaches every
 // lane on its own).
-func escalationAllowed(allowlist []string, rt *router.Route, m *catalog.Model) bool {
+func escalationAllowed(allowlist []string, rt *lanes.Route, m *catalog.Model) bool {
 	return rt.Requested == catalog.AliasAuto || catalog.Allowed(allowlist, catalog.LaneAlias(m.Lane)) ||
 		catalog.Allowed(allowlist, catalog.PinnedPrefix+m.ID)
 }
@@ -433,7 +433,7 @@ func (cl *call) record(m *catalog.Model, escalated bool, cost pricing.Money) {
 	for i, c := range cl.route.Candidates {
 		ids[i] = c.ID
 	}
-	cl.h.Decisions.Put(router.Decision{ID: cl.RequestID, AccountID: cl.Account.ID, Time: cl.started, Requested: cl.route.Requested,
+	cl.h.Decisions.Put(lanes.Decision{ID: cl.RequestID, AccountID: cl.Account.ID, Time: cl.started, Requested: cl.route.Requested,
 		Kind: cl.route.Kind, Lane: cl.route.Lane, Vision: cl.req.needs.Vision, Tools: cl.req.needs.Tools, Prompt: cl.req.needs.PromptTokens,
 		Candidates: ids, Chosen: m.ID, Escalated: escalated, Cost: cost, Latency: time.Since(cl.started)})
 }
@@ -610,7 +610,7 @@ func sameFormat(body []byte, f Format, model string, stream bool) (out []byte, o
 		add("model", string(jsonbody.AppendString(nil, model)))
 	}
 	if !bounded {
-		add(limits[0], strconv.Itoa(router.DefaultMaxTokens))
+		add(limits[0], strconv.Itoa(lanes.DefaultMaxTokens))
 	}
 	if usage {
 		add("stream_options", `{"include_usage":true}`)
@@ -621,7 +621,7 @@ func sameFormat(body []byte, f Format, model string, stream bool) (out []byte, o
 	return append(out, body[brace:]...), true
 }
 
-// boundOutput sets the upstream's output limit to router.DefaultMaxTokens
+// boundOutput sets the upstream's output limit to lanes.DefaultMaxTokens
 // when the request has none, so that the reservation (which assumes that
 // limit) is an upper bound of what the call can cost. A limit sent as null
 // is none (providers read it as absent): it is dropped and replaced.
@@ -641,7 +641,7 @@ func boundOutput(body []byte, f Format) ([]byte, error) {
 	if bounded {
 		return body, nil
 	}
-	return sjson.SetBytes(body, limits[0], router.DefaultMaxTokens)
+	return sjson.SetBytes(body, limits[0], lanes.DefaultMaxTokens)
 }
 
 // responseFor turns an upstream answer of format from into the client's

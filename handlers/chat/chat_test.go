@@ -17,7 +17,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -161,13 +161,13 @@ func TestStoreFalseAndAnswers(t *testing.T) {
 		t.Fatalf("%s %v", out, err)
 	}
 	m := &catalog.Model{ID: "m", InputPrice: pricing.USD(1), OutputPrice: pricing.USD(2)}
-	one := pricing.Cost(false, router.EstimateLines(m, router.Needs{PromptTokens: 1000, MaxTokens: 100})...)
-	three := pricing.Cost(false, router.EstimateLines(m, router.Needs{PromptTokens: 1000, MaxTokens: 100, Answers: 3})...)
+	one := pricing.Cost(false, lanes.EstimateLines(m, lanes.Needs{PromptTokens: 1000, MaxTokens: 100})...)
+	three := pricing.Cost(false, lanes.EstimateLines(m, lanes.Needs{PromptTokens: 1000, MaxTokens: 100, Answers: 3})...)
 	if one != pricing.Micro(1200) || three != pricing.Micro(1600) {
 		t.Fatalf("estimates %v and %v", one, three)
 	}
 	m.CacheWritePrice = pricing.USD(3) // dearer than input: the prompt is reserved at it
-	if got := pricing.Cost(false, router.EstimateLines(m, router.Needs{PromptTokens: 1000, MaxTokens: 100})...); got != pricing.Micro(3200) {
+	if got := pricing.Cost(false, lanes.EstimateLines(m, lanes.Needs{PromptTokens: 1000, MaxTokens: 100})...); got != pricing.Micro(3200) {
 		t.Fatalf("estimate with a cache write price %v", got)
 	}
 	// Cache writes are billed at their own price, cache reads at the input
@@ -466,13 +466,13 @@ func TestEscalationRules(t *testing.T) {
 		{[]string{"gw-fast", "s"}, "gw-fast", std, true},
 		{[]string{"gw-auto"}, "gw-auto", std, true},
 	} {
-		if got := escalationAllowed(tc.allow, &router.Route{Requested: tc.requested}, tc.m); got != tc.want {
+		if got := escalationAllowed(tc.allow, &lanes.Route{Requested: tc.requested}, tc.m); got != tc.want {
 			t.Errorf("%v %s → %s: %v, want %v", tc.allow, tc.requested, tc.m.ID, got, tc.want)
 		}
 	}
 	timeout := gwerr.New(gwerr.Timeout, "slow")
-	big := &request{needs: router.Needs{MaxTokens: LargeOutputTokens + 1}}
-	if !selfInflicted(timeout, big) || selfInflicted(timeout, &request{needs: router.Needs{MaxTokens: 100}}) ||
+	big := &request{needs: lanes.Needs{MaxTokens: LargeOutputTokens + 1}}
+	if !selfInflicted(timeout, big) || selfInflicted(timeout, &request{needs: lanes.Needs{MaxTokens: 100}}) ||
 		selfInflicted(gwerr.New(gwerr.Upstream, "x"), big) || selfInflicted(timeout, &request{stream: true, needs: big.needs}) {
 		t.Fatal("selfInflicted")
 	}
@@ -578,7 +578,7 @@ func TestNullOutputLimitBounded(t *testing.T) {
 		{ChatCompletions, Messages, `{"max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
 	} {
 		out, _, err := requestFor([]byte(tc.body), tc.from, tc.to, "m1", false)
-		if err != nil || gjson.GetBytes(out, tc.field).Int() != router.DefaultMaxTokens {
+		if err != nil || gjson.GetBytes(out, tc.field).Int() != lanes.DefaultMaxTokens {
 			t.Errorf("%s → %s: %s %v", tc.body, tc.field, out, err)
 		}
 		for _, f := range tc.to.spec().outputLimit {
@@ -758,7 +758,7 @@ func (f *flushLog) Flush() { f.at = append(f.at, f.Body.Len()) }
 func TestRelayFlushesBeforeSettling(t *testing.T) {
 	f := &flushLog{ResponseRecorder: httptest.NewRecorder()}
 	tr := &passthrough{format: ChatCompletions}
-	s := &relay{call: &call{Call: &pipeline.Call{}, format: ChatCompletions, route: &router.Route{Requested: "m"}}, m: &catalog.Model{ID: "m"}, tr: tr, w: sse.NewWriter(f)}
+	s := &relay{call: &call{Call: &pipeline.Call{}, format: ChatCompletions, route: &lanes.Route{Requested: "m"}}, m: &catalog.Model{ID: "m"}, tr: tr, w: sse.NewWriter(f)}
 	var evs []sse.Event
 	for _, d := range []string{
 		`{"choices":[{"index":0,"delta":{"role":"assistant"}}],"usage":null}`,

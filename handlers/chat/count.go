@@ -16,7 +16,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
@@ -78,11 +78,11 @@ const looseFormat = ChatCompletions
 
 // parseNeedsLoose reads what routing needs from a count_tokens body, which
 // has no max_tokens.
-func parseNeedsLoose(body []byte) router.Needs {
+func parseNeedsLoose(body []byte) lanes.Needs {
 	if req, err := parse(body, looseFormat); err == nil {
 		return req.needs
 	}
-	return router.Needs{}
+	return lanes.Needs{}
 }
 
 func setRaw(b []byte, path, raw string) ([]byte, error) {

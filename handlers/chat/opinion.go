@@ -9,7 +9,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -118,7 +118,7 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 		return nil, 0, err // every slot filled up since the request came in
 	}
 	defer release()
-	rt, err := cl.h.Router.Route(catalog.LaneAlias(checkerLane(cl.route.Lane)), router.Needs{PromptTokens: cl.req.needs.PromptTokens})
+	rt, err := cl.h.Router.Route(catalog.LaneAlias(checkerLane(cl.route.Lane)), lanes.Needs{PromptTokens: cl.req.needs.PromptTokens})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -136,7 +136,7 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	est := pricing.Cost(cl.Account.PAYG, router.EstimateLines(m, router.Needs{PromptTokens: len(body) / charsPerToken, PromptBound: len(body), MaxTokens: secondOpinionMaxTokens})...)
+	est := pricing.Cost(cl.Account.PAYG, lanes.EstimateLines(m, lanes.Needs{PromptTokens: len(body) / charsPerToken, PromptBound: len(body), MaxTokens: secondOpinionMaxTokens})...)
 	if err := cl.Reserve(est); err != nil {
 		return nil, 0, err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 )
 
 // charsPerToken turns a body's length into the rough token estimate used
@@ -29,7 +29,7 @@ type request struct {
 	stops bool
 	// images is how many image parts the prompt holds.
 	images int
-	needs  router.Needs
+	needs  lanes.Needs
 }
 
 // parse validates a client body of format f and reads what routing,
@@ -198,7 +198,7 @@ const MaxAnswers = 128
 const MaxOutputTokens = 1_000_000
 
 // readOutputLimit reads the output limit v, the member field: 0 when absent or null
-// (the gateway then sends its own, router.DefaultMaxTokens), else a whole
+// (the gateway then sends its own, lanes.DefaultMaxTokens), else a whole
 // number from 1 to MaxOutputTokens, or a 400 naming the field.
 func readOutputLimit(v gjson.Result, field string) (int, error) {
 	if !v.Exists() || v.Type == gjson.Null {
@@ -225,10 +225,10 @@ const (
 // fail after the provider made (and billed) it. It names the field that
 // multiplies the size: n, else top_logprobs (without either, the largest
 // output limit fits).
-func fitsWhole(n *router.Needs, logprobs bool, top int64) error {
+func fitsWhole(n *lanes.Needs, logprobs bool, top int64) error {
 	answers, limit := int64(max(n.Answers, 1)), int64(n.MaxTokens)
 	if limit <= 0 {
-		limit = router.DefaultMaxTokens
+		limit = lanes.DefaultMaxTokens
 	}
 	perToken := int64(answerBytesPerToken)
 	if logprobs {

@@ -8,7 +8,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -54,7 +54,7 @@ var tightenable = []string{gwerr.CodeCreditExhausted, gwerr.CodeDailyCap, gwerr.
 // pays for the count; concurrent calls still never reserve past what is
 // left (Reserve checks again under the account's lock).
 func (cl *call) reserve(m *catalog.Model) (limit int, err error) {
-	refused := cl.Reserve(pricing.Cost(cl.Account.PAYG, router.EstimateLines(m, cl.req.needs)...))
+	refused := cl.Reserve(pricing.Cost(cl.Account.PAYG, lanes.EstimateLines(m, cl.req.needs)...))
 	if refused == nil || !slices.Contains(tightenable, gwerr.As(refused).Code) {
 		return 0, refused
 	}
@@ -82,7 +82,7 @@ func (cl *call) reserve(m *catalog.Model) (limit int, err error) {
 		}
 		err = cl.Reserve(est)
 		if err == nil {
-			if cl.req.needs.MaxTokens > 0 || out >= router.DefaultMaxTokens {
+			if cl.req.needs.MaxTokens > 0 || out >= lanes.DefaultMaxTokens {
 				return 0, nil
 			}
 			return out, nil
@@ -104,7 +104,7 @@ func minOutput(m *catalog.Model) int {
 
 // fit prices a call to m with a prompt of prompt tokens into room: the
 // estimate with the client's output limit, or with the most output up to
-// router.DefaultMaxTokens (at least minOutput) that room covers when the
+// lanes.DefaultMaxTokens (at least minOutput) that room covers when the
 // client set none (out). ok is false when it does not fit. It prices at
 // the dearer of m's rates and the lane's when the call may be billed at
 // the lane's price (lane billing).
@@ -133,7 +133,7 @@ func (cl *call) fit(m *catalog.Model, prompt int64, room pricing.Money) (est pri
 		return 0, 0, false
 	}
 	// The most output that fits: cost grows with out, so a binary search.
-	lo, hi := floor, router.DefaultMaxTokens
+	lo, hi := floor, lanes.DefaultMaxTokens
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
 		if cost(mid) <= room {

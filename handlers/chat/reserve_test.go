@@ -14,7 +14,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
-	"github.com/caddy-gw/caddy-gw/internal/router"
+	"github.com/caddy-gw/caddy-gw/internal/lanes"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
@@ -97,7 +97,7 @@ func TestFit(t *testing.T) {
 		{promptCost + 1000*perOut + perOut - 1, 1000, true},
 		{promptCost + MinOutputTokens*perOut, MinOutputTokens, true},
 		{promptCost + MinOutputTokens*perOut - 1, 0, false},
-		{pricing.USD(1), router.DefaultMaxTokens, true},
+		{pricing.USD(1), lanes.DefaultMaxTokens, true},
 	} {
 		est, out, ok := cl.fit(f.m, prompt, tc.room)
 		if ok != tc.fitted || out != tc.out || ok && (est > tc.room || est != promptCost+pricing.Money(out)*perOut) {
@@ -123,7 +123,7 @@ func BenchmarkReserve(b *testing.B) {
 	b.Run("worst-case-only", func(b *testing.B) {
 		cl := f.call(b, "rich", reserveBody)
 		for b.Loop() {
-			if err := cl.Reserve(pricing.Cost(false, router.EstimateLines(f.m, cl.req.needs)...)); err != nil {
+			if err := cl.Reserve(pricing.Cost(false, lanes.EstimateLines(f.m, cl.req.needs)...)); err != nil {
 				b.Fatal(err)
 			}
 			cl.Release()

@@ -1,9 +1,9 @@
-// Package router turns the `model` of a chat request into the backing
+// Package lanes turns the `model` of a chat request into the backing
 // models to try, in order: a pinned or bare model id is itself; a lane alias
 // is the lane's cheapest healthy model that has what the request needs,
 // then stronger lanes for escalation; gw-auto first classifies the task to
 // pick the lane. Every decision is kept as a Decision for flux_explain.
-package router
+package lanes
 
 import (
 	"cmp"
