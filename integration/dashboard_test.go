@@ -111,10 +111,9 @@ type prometheus struct {
 	out *logBuffer
 }
 
-// startPrometheus starts Debian's prometheus binary scraping the gateway's
-// admin /metrics, with its storage in a temporary folder, and waits until
-// it is ready. Without the binary the test is skipped, or fails under CI.
-func startPrometheus(t *testing.T, g *gateway) *prometheus {
+// prometheusBin finds Debian's prometheus binary. Without it the test is
+// skipped, or fails under CI, which installs it.
+func prometheusBin(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -123,6 +122,14 @@ func startPrometheus(t *testing.T, g *gateway) *prometheus {
 		}
 		t.Fatal("no prometheus binary on this machine, want Debian's prometheus package")
 	}
+	return bin
+}
+
+// startPrometheus starts the prometheus binary bin scraping the gateway's
+// admin /metrics, with its storage in a temporary folder, and waits until
+// it is ready.
+func startPrometheus(t *testing.T, bin string, g *gateway) *prometheus {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`global:
   scrape_interval: %[1]s
@@ -246,9 +253,10 @@ func (p *prometheus) waitValue(t *testing.T, expr string, want float64) {
 // and a refusal: each panel's query is valid and shows data.
 func TestDashboard(t *testing.T) {
 	t.Parallel()
+	bin := prometheusBin(t)
 	queries := dashboardQueries(t)
 	e := newChatEnv(t, cacheCaddyfile(t))
-	prom := startPrometheus(t, e.gateway)
+	prom := startPrometheus(t, bin, e.gateway)
 	prom.waitValue(t, `up{job="gw"}`, 1)
 
 	key := e.account(t, "dashboard", map[string]any{"balance_usd": "50.00"})
