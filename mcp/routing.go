@@ -11,8 +11,8 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
-	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/lanes"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 )
 
 // RoutingName is the routing server's name.

@@ -26,11 +26,11 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
-	"github.com/caddy-gw/caddy-gw/routes"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
+	"github.com/caddy-gw/caddy-gw/routes"
 )
 
 // served is a route table with the audio handler over a Faulty store, and
