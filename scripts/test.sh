@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Builds bin/caddy from xcaddy.json, then vets, statically checks and tests
-# every package.
+# Builds bin/caddy from xcaddy.json, then checks formatting, vets,
+# statically checks and tests every package.
 # Extra arguments go to `go test` (for example: scripts/test.sh -run TestX -v).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 go run ./cmd/gwbuild
+# gofmt changes nothing.
+unformatted=$(gofmt -l $(find . -name '*.go' -not -path './.cache/*'))
+if [[ -n $unformatted ]]; then
+	echo "gofmt would change: $unformatted" >&2
+	exit 1
+fi
 go vet ./...
 # staticcheck at a pinned version, through the module proxy.
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
