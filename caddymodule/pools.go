@@ -19,7 +19,6 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/postgres"
-	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/mcp"
 	"github.com/caddy-gw/caddy-gw/mcp/tools"
@@ -96,16 +95,11 @@ func (a *App) openStore() (store.Store, error) {
 		}
 		a.storeKey = "sqlite:" + dir
 		v, _, err := stores.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
-			db, err := sqlite.Open(dir)
-			if err != nil {
-				return nil, err
-			}
 			// Only this process writes the embedded store: keys, accounts
 			// and totals are kept in memory, charges made durable in a
 			// group-committed charge log beside it.
-			c, err := cached.New(db, dir)
+			c, err := cached.Open(dir)
 			if err != nil {
-				db.Close()
 				return nil, err
 			}
 			c.OnError = func(err error) { a.logger.Error("charge log", zap.Error(err)) }

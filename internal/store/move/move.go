@@ -54,13 +54,8 @@ func Copy(ctx context.Context, dir, url string) (Counts, error) {
 	}
 	defer lock.Release()
 	// Apply what the charge log holds (a stop without draining).
-	db, err := sqlite.Open(dir)
+	c, err := cached.Open(dir)
 	if err != nil {
-		return nil, err
-	}
-	c, err := cached.New(db, dir)
-	if err != nil {
-		db.Close()
 		return nil, err
 	}
 	if err := c.Close(); err != nil {
