@@ -365,3 +365,75 @@ func TestObservabilitySpeechCut(t *testing.T) {
 		}
 	}
 }
+
+// TestObservabilityAbilityFailures: an ability's answer that fails after
+// the provider's 2xx (no image, a stream's error event, an unfinished
+// search, a cut transcript, speech with no audio) is a failed attempt of
+// its family, a cut; speech that stalls past its first-audio clock is a
+// timeout. Only the image stream's preview, delivered before the error,
+// is charged.
+func TestObservabilityAbilityFailures(t *testing.T) {
+	t.Parallel()
+	cfg := exampleCaddyfile(t)
+	const marker = "verbose_model whisper-1"
+	if !strings.Contains(cfg, marker) {
+		t.Fatalf("Caddyfile.example has no %q line to add test time-outs to", marker)
+	}
+	cfg = strings.Replace(cfg, marker, marker+"\n\t\t\tfirst_audio_timeout 1s", 1)
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	g := startGateway(t, gwOptions{Caddyfile: cfg, Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL,
+		"GW_ANTHROPIC_BASE_URL": an.URL, "GW_SEARCH_BASE_URL": oa.URL}})
+	key := g.newAccountKey(t, map[string]any{"id": "observed-abilities", "plan": "paid", "cleared": true, "balance_usd": "10.00"})
+	wav, wavType := multipartBody(t, "x.wav", fixture(t, "tone.wav"), "model", "gw-voice")
+	stalled := make(chan struct{})
+	defer close(stalled)
+	var streamID string
+	for _, tc := range []struct {
+		name, path, body, contentType string
+		script                        fake.Script
+		status                        int
+		metric                        string
+	}{
+		{"no image", "/v1/images/generations", `{"prompt":"p"}`, "", fake.Script{Images: -1}, 502,
+			`gw_upstream_errors_total{family="images",provider="openai",reason="cut"}`},
+		{"image stream error event", "/v1/images/generations", `{"prompt":"p","stream":true,"partial_images":1}`, "",
+			fake.Script{MidStreamError: true}, 200, `gw_upstream_errors_total{family="images",provider="openai",reason="cut"}`},
+		{"unfinished search", "/v1/search", `{"query":"q"}`, "",
+			fake.Script{Text: "cut", Finish: "length", Usage: fake.Usage{Input: 5, Output: 5}}, 502,
+			`gw_upstream_errors_total{family="search",provider="search",reason="cut"}`},
+		{"transcript cut", "/v1/audio/transcriptions", wav, wavType, fake.Script{MidStreamError: true}, 502,
+			`gw_upstream_errors_total{family="audio",provider="openai",reason="cut"}`},
+		{"speech without audio", "/v1/audio/speech", `{"model":"gw-voice-speak","voice":"alloy","input":"x"}`, "",
+			fake.Script{EmptyAudio: true}, 502, `gw_upstream_errors_total{family="audio",provider="openai",reason="cut"}`},
+		{"speech stalled", "/v1/audio/speech", `{"model":"gw-voice-speak","voice":"alloy","input":"x"}`, "",
+			fake.Script{EmptyAudio: true, Gate: stalled}, 504, `gw_upstream_errors_total{family="audio",provider="openai",reason="timeout"}`},
+	} {
+		before := scrape(t, g)
+		oa.Push(tc.script)
+		ct := tc.contentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		r := g.do(t, http.MethodPost, tc.path, tc.body, append(bearer(key), "Content-Type", ct)...)
+		if r.Status != tc.status {
+			t.Fatalf("%s: %d %s, want %d", tc.name, r.Status, r.Body, tc.status)
+		}
+		if tc.status == http.StatusOK {
+			streamID = r.Header.Get("X-Gw-Request-Id")
+		}
+		after := scrape(t, g)
+		if d := after[tc.metric] - before[tc.metric]; d != 1 {
+			t.Errorf("%s: %s moved by %v, want 1", tc.name, tc.metric, d)
+		}
+		for name, v := range after {
+			if strings.HasPrefix(name, "gw_upstream_errors_total") && name != tc.metric && v != before[name] {
+				t.Errorf("%s: %s moved too (%v → %v)", tc.name, name, before[name], v)
+			}
+		}
+	}
+	if l := ledgerOf(t, g, "observed-abilities"); len(l) != 1 || l[streamID] == 0 {
+		t.Errorf("ledger %v, want the streamed image (%s) alone", l, streamID)
+	}
+}

@@ -130,11 +130,13 @@ func (h *Handler) Speech(c *pipeline.Call) error {
 	clock.Stop()
 	if n == 0 {
 		if stalled.Load() {
+			upstream.Stalled(resp.Body)
 			return capabilityUnavailable(true, "no audio came back in time")
 		}
 		if c.R.Context().Err() != nil {
 			return gwerr.New(gwerr.Unavailable, "request cancelled")
 		}
+		upstream.Broke(resp.Body)
 		if rerr == io.EOF {
 			return capabilityUnavailable(false, "no audio came back")
 		}
@@ -175,6 +177,11 @@ func (h *Handler) Speech(c *pipeline.Call) error {
 	// The provider stalled past the gap or broke off: the stream ends
 	// early, and the client must see it cut rather than complete.
 	if c.R.Context().Err() == nil {
+		if stalled.Load() {
+			upstream.Stalled(resp.Body)
+		} else {
+			upstream.Broke(resp.Body)
+		}
 		c.Abort()
 	}
 	return nil

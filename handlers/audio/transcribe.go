@@ -147,10 +147,12 @@ func (h *Handler) Transcribe(c *pipeline.Call) error {
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxTranscriptBytes))
 	if err != nil {
+		upstream.Failed(ctx, resp.Body)
 		return transcriptionFailure(ctx, err)
 	}
 	out, err := t.answer(raw)
 	if err != nil {
+		upstream.Failed(ctx, resp.Body)
 		return err
 	}
 	// The settlement bills what the provider heard when it says so, never

@@ -415,6 +415,7 @@ func (h *Handler) Generate(c *pipeline.Call) error {
 func charge(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, ab *catalog.Ability) (*made, pricing.Money, error) {
 	out, n, err := read(ctx, body, r.n)
 	if err != nil {
+		upstream.Failed(ctx, body)
 		return nil, 0, err
 	}
 	cost := r.bill(c, ab, n, 0, gjson.ParseBytes(out.usage), out.quality, out.size)
@@ -544,6 +545,7 @@ func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r
 			if ctx.Err() != nil && c.R.Context().Err() != nil {
 				return nil // the client left
 			}
+			upstream.Failed(ctx, body)
 			return fail("the image could not be made", gwerr.CodeCapabilityUnavailable)
 		}
 		if sse.IsDone(ev) {
@@ -589,6 +591,7 @@ func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r
 				return nil
 			}
 		case EventError:
+			upstream.Broke(body)
 			if !settle(delivered, 0) {
 				return fail("the images could not be billed", "settlement_unavailable")
 			}

@@ -114,18 +114,22 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		return fail(CodeUpstreamError, "search failed")
 	}
 	defer resp.Body.Close()
+	broke := func(code, msg string) error {
+		upstream.Failed(ctx, resp.Body)
+		return fail(code, msg)
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswer))
 	if err != nil || !jsonbody.Valid(b) {
-		return fail(CodeUpstreamIncomplete, "search did not finish")
+		return broke(CodeUpstreamIncomplete, "search did not finish")
 	}
 	out := read(b)
 	switch {
 	case out.status != "completed":
-		return fail(CodeUpstreamIncomplete, "search did not finish")
+		return broke(CodeUpstreamIncomplete, "search did not finish")
 	case strings.TrimSpace(out.answer) == "":
-		return fail(CodeUpstreamEmpty, "search found no answer")
+		return broke(CodeUpstreamEmpty, "search found no answer")
 	case !out.hasUsage || !out.usage.Valid():
-		return fail(CodeUsageUnavailable, "search ran but could not be priced")
+		return broke(CodeUsageUnavailable, "search ran but could not be priced")
 	}
 	cost := h.cost(c.Account.PAYG, out.searches, out.usage)
 	if _, err := c.Charge(pipeline.Bill{Units: max(out.searches, 1), Unit: UnitSearch, Model: h.Model, Cost: cost, Receipt: true,

@@ -97,6 +97,15 @@ func (u *Upstream) transcription(w http.ResponseWriter, r *http.Request, body []
 		writeJSON(w, s.Status, openAIErrorBody{Error: openAIScriptError(s, s.Status, model)})
 		return
 	}
+	if s.MidStreamError {
+		// Half an answer, then the connection is cut.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "64")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"text":"`)
+		_ = http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	}
 	if s.AudioSeconds == 0 {
 		if f, err := files[0].Open(); err == nil {
 			audio, _ := io.ReadAll(f)

@@ -184,7 +184,8 @@ type Script struct {
 	// Audio is what POST /v1/audio/speech answers, sent in Chunks pieces
 	// (each flushed); empty means DefaultSpeechAudio. With Gate the
 	// stream blocks after the first piece; with MidStreamError the
-	// connection is cut after it; EmptyAudio answers 200 with no bytes
+	// connection is cut after it (a transcription's answer: after its
+	// first bytes); EmptyAudio answers 200 with no bytes
 	// (with a Gate: the headers, then nothing until the Gate opens).
 	Audio      []byte
 	EmptyAudio bool

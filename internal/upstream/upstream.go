@@ -523,21 +523,46 @@ func (b *idleBody) Read(p []byte) (int, error) {
 
 // Broke reports the answer body of Do as failed after it began (an error
 // event, an early end, an answer that cannot be read), once per attempt
-// however often it is reported, a broken read included.
-func Broke(body io.ReadCloser) {
+// however often it is reported, a broken read included. Nothing is
+// reported once the call's context is done (the client left).
+func Broke(body io.Reader) {
 	if b, ok := body.(*idleBody); ok {
 		b.reportCut(obs.ReasonCut)
 	}
 }
 
+// Stalled reports the answer body of Do as ended by the caller's own
+// clock: the provider sent too little in time. It is reported though that
+// clock cancelled the call's context.
+func Stalled(body io.Reader) {
+	if b, ok := body.(*idleBody); ok {
+		b.report(obs.ReasonTimeout, true)
+	}
+}
+
+// Failed reports the answer body of Do, read under ctx, as failed after
+// it began: a timeout when ctx ran out of time, nothing when ctx was
+// cancelled (the client left), otherwise a cut.
+func Failed(ctx context.Context, body io.Reader) {
+	switch err := ctx.Err(); {
+	case errors.Is(err, context.DeadlineExceeded):
+		Stalled(body)
+	case err == nil:
+		Broke(body)
+	}
+}
+
 // reportCut reports, once, an answer that broke off (for reason) while
 // the client still waited for it.
-func (b *idleBody) reportCut(reason string) {
+func (b *idleBody) reportCut(reason string) { b.report(reason, false) }
+
+// report reports, once, an answer that failed for reason; unless always,
+// only while the call's context is live.
+func (b *idleBody) report(reason string, always bool) {
 	b.mu.Lock()
-	report := !b.cut && !b.closed && b.rec != nil && b.parent.Err() == nil
-	b.cut = true
+	report := !b.cut && !b.closed && b.rec != nil && (always || b.parent.Err() == nil)
 	if report {
-		b.reason = reason
+		b.cut, b.reason = true, reason
 	}
 	b.mu.Unlock()
 	if !report {
