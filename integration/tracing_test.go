@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // otlpReceiver is a local OTLP/HTTP trace receiver: it keeps the spans
@@ -93,12 +94,11 @@ func attrs(s *tracepb.Span) map[string]string {
 	return m
 }
 
-// TestTracing: with Caddy's tracing directive on, an escalated chat call's
-// span carries the GenAI attributes (the provider and model that answered,
-// the alias asked for, the tokens billed), and each upstream attempt is a
-// child span of it: the failed one with its status and reason.
-func TestTracing(t *testing.T) {
-	t.Parallel()
+// tracedGateway is a gateway on Caddyfile.example with Caddy's tracing
+// directive on, exporting every span to a local OTLP receiver, against the
+// fake providers (its OpenAI one returned).
+func tracedGateway(t *testing.T) (*gateway, *otlpReceiver, *fake.Upstream) {
+	t.Helper()
 	rcv := &otlpReceiver{arrived: make(chan struct{}, 1)}
 	srv := httptest.NewServer(rcv)
 	t.Cleanup(srv.Close)
@@ -115,6 +115,16 @@ func TestTracing(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
 		"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_TRACES_SAMPLER": "always_on",
 	}})
+	return g, rcv, oa
+}
+
+// TestTracing: with Caddy's tracing directive on, an escalated chat call's
+// span carries the GenAI attributes (the provider and model that answered,
+// the alias asked for, the tokens billed), and each upstream attempt is a
+// child span of it: the failed one with its status and reason.
+func TestTracing(t *testing.T) {
+	t.Parallel()
+	g, rcv, oa := tracedGateway(t)
 	key := g.newAccountKey(t, map[string]any{"id": "traced", "plan": "paid", "cleared": true, "balance_usd": "5.00"})
 	oa.Push(fake.Script{Status: http.StatusInternalServerError}, fake.Script{Text: "Escalated.", Usage: fake.Usage{Input: 70, Output: 7}})
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -171,5 +181,64 @@ func TestTracing(t *testing.T) {
 	}
 	if failed != 1 || served != 1 {
 		t.Errorf("%d failed and %d served attempts, want 1 and 1", failed, served)
+	}
+}
+
+// TestToolsCallObserved: a tools-server call that makes a billed call
+// inside it (image_generate) reports that call's bill on its own access
+// log entry and span (the model, alias, cost, provider), with the
+// attempt a child of its span, while the metrics count the money once,
+// under the family of the inner call.
+func TestToolsCallObserved(t *testing.T) {
+	t.Parallel()
+	g, rcv, _ := tracedGateway(t)
+	key := g.newAccountKey(t, map[string]any{"id": "traced-tools", "plan": "paid", "cleared": true, "balance_usd": "5.00"})
+	const traceID = "5cf92f3577b34da6a3ce929d0e0e4737"
+	r := mcpPost(t, g, "/mcp-tools/", key, "", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"image_generate","arguments":{"prompt":"a fox"}}}`,
+		"traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"isError":false`) {
+		t.Fatalf("image_generate: %d %s", r.Status, r.Body)
+	}
+	ledger := g.ledger(t, "traced-tools")
+	if len(ledger) != 1 || ledger[0].Endpoint != "images" {
+		t.Fatalf("ledger %+v, want the one image", ledger)
+	}
+	l := ledger[0]
+	id := r.Header.Get("X-Gw-Request-Id")
+	le := accessLog(t, g, []string{id})[id]
+	if le.Account != "traced-tools" || le.Model != "gpt-image-1" || le.Alias != "gw-image" || le.Cost != l.Cost {
+		t.Errorf("tools call's access log fields %+v, want the inner image's (model gpt-image-1, alias gw-image, cost %s)", le, l.Cost)
+	}
+	spans := rcv.traceSpans(t, traceID, 2)
+	var call, attempt *tracepb.Span
+	for _, s := range spans {
+		switch {
+		case s.Name == "gw":
+			call = s
+		case strings.HasPrefix(s.Name, "upstream "):
+			attempt = s
+		}
+	}
+	if call == nil || attempt == nil {
+		t.Fatalf("spans %v: want the call's span and its attempt", spans)
+	}
+	got := attrs(call)
+	for k, v := range map[string]string{"gen_ai.operation.name": "mcp", "gen_ai.provider.name": "openai",
+		"gen_ai.request.model": "gw-image", "gen_ai.response.model": "gpt-image-1"} {
+		if got[k] != v {
+			t.Errorf("call span %s = %q, want %q", k, got[k], v)
+		}
+	}
+	if string(attempt.ParentSpanId) != string(call.SpanId) {
+		t.Error("the inner call's attempt is not a child of the tools call's span")
+	}
+	m := scrape(t, g)
+	if want := float64(mustUSD(t, l.Cost)) / float64(pricing.NanoPerUSD); m[`gw_cost_usd_total{family="images",model="gpt-image-1"}`] != want {
+		t.Errorf("images cost %v, want %v", m[`gw_cost_usd_total{family="images",model="gpt-image-1"}`], want)
+	}
+	for name := range m {
+		if strings.HasPrefix(name, `gw_cost_usd_total{family="mcp"`) {
+			t.Errorf("%s counted: the inner call's money twice", name)
+		}
 	}
 }

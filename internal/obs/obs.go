@@ -60,9 +60,10 @@ func (r *Record) Upstream() time.Duration {
 	return time.Duration(r.upstream.Load())
 }
 
-// Served notes that provider answered an attempt with a success.
+// Served notes that provider answered an attempt with a success, for this
+// call and the calls it runs inside.
 func (r *Record) Served(provider string) {
-	if r != nil {
+	for ; r != nil; r = r.Parent {
 		r.served.Store(provider)
 	}
 }

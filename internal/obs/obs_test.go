@@ -25,8 +25,8 @@ func TestRecord(t *testing.T) {
 		t.Errorf("failures %v, want [p/cut]", failed)
 	}
 	inner.Served("p")
-	if inner.Provider() != "p" || outer.Provider() != "" {
-		t.Errorf("providers %q and %q, want p and none", inner.Provider(), outer.Provider())
+	if inner.Provider() != "p" || outer.Provider() != "p" {
+		t.Errorf("providers %q and %q, want p for both (the outer call waited on it)", inner.Provider(), outer.Provider())
 	}
 	var none *Record = From(context.Background())
 	none.Waited(time.Second)

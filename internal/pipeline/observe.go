@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,8 +62,10 @@ type observation struct {
 	start  time.Time
 	rec    *obs.Record
 	// nested: the call runs inside another call of the gateway (Invoke),
-	// whose own answer and log entry report it.
+	// whose own answer and log entry report it; outer is that call when
+	// it was served by the pipeline.
 	nested bool
+	outer  *Call
 }
 
 // serverTiming is the Server-Timing value at this moment.
@@ -82,10 +85,13 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	d := time.Since(o.start)
 	m := g.Metrics
 	status := sw.status
+	c.innerMu.Lock()
+	all := append(slices.Clip(c.bills), c.inner...)
+	c.innerMu.Unlock()
 	var total pricing.Money
 	var tokens Tokens
 	var model, alias string
-	for _, b := range c.bills {
+	for _, b := range all {
 		total += b.Cost
 		tokens.Input += b.Tokens.Input
 		tokens.Output += b.Tokens.Output
@@ -118,7 +124,10 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 			m.Refusals.WithLabelValues(o.family, code).Inc()
 		}
 		if !sw.firstByte.IsZero() && strings.HasPrefix(sw.Header().Get("Content-Type"), "text/event-stream") {
-			ttftModel := model
+			ttftModel := ""
+			if len(c.bills) > 0 {
+				ttftModel = c.bills[0].Model
+			}
 			if ttftModel == "" {
 				ttftModel = sw.Header().Get(HeaderRoutedModel)
 			}
@@ -128,11 +137,16 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 		}
 	}
 	if o.nested {
+		if o.outer != nil {
+			o.outer.innerMu.Lock()
+			o.outer.inner = append(o.outer.inner, all...)
+			o.outer.innerMu.Unlock()
+		}
 		return
 	}
 	ctx := c.R.Context()
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(genAI(o.family, o.rec.Provider(), alias, model, tokens, len(c.bills) > 0)...)
+		span.SetAttributes(genAI(o.family, o.rec.Provider(), alias, model, tokens, len(all) > 0)...)
 	}
 	// set puts one value on the access log entry and in the placeholders
 	// (through the host's Annotate).
@@ -146,7 +160,7 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 		set("account", c.Account.ID)
 		set("key_id", c.Key.ID)
 	}
-	if len(c.bills) > 0 {
+	if len(all) > 0 {
 		if alias == "" {
 			alias = model
 		}

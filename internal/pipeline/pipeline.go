@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -106,7 +107,16 @@ type Call struct {
 	hold       *money.Hold
 	bills      []Bill
 	cacheHit   bool
+	// inner are the bills of the calls made inside this one (Invoke),
+	// reported on this call's log entry and span but counted in the
+	// metrics under their own family.
+	innerMu sync.Mutex
+	inner   []Bill
 }
+
+// callKey carries the *Call a request is served in, for the calls made
+// inside it.
+type callKey struct{}
 
 // Gateway holds what every request needs.
 type Gateway struct {
@@ -149,9 +159,11 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, refuse func(*statusWriter, *gwerr.Error)) {
 	outer := obs.From(r.Context())
 	o := &observation{family: familyOf(ep, r.URL.Path), start: time.Now(), nested: outer != nil}
+	o.outer, _ = r.Context().Value(callKey{}).(*Call)
 	o.rec = &obs.Record{Parent: outer, Failed: func(provider, reason string) { g.Metrics.upstreamFailed(o.family, provider, reason) }}
-	r = r.WithContext(obs.With(r.Context(), o.rec))
-	c := &Call{W: w, R: r, Endpoint: ep, Gateway: g, RequestID: NewRequestID(ep.RequestIDPrefix)}
+	c := &Call{W: w, Endpoint: ep, Gateway: g, RequestID: NewRequestID(ep.RequestIDPrefix)}
+	r = r.WithContext(context.WithValue(obs.With(r.Context(), o.rec), callKey{}, c))
+	c.R = r
 	w.Header().Set(HeaderRequestID, c.RequestID)
 	body := bodyrate.Wrap(w, r, g.BodyRate)
 	sw := &statusWriter{ResponseWriter: w, obs: o}
