@@ -204,6 +204,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, id := range cat.Unpriced {
+		a.logger.Warn("model has no price: it is served to no account until it has one (0 is a price)", zap.String("model", id))
+	}
 	if err := a.Betas.Validate(); err != nil {
 		return err
 	}

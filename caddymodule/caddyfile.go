@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -47,6 +48,7 @@ func init() {
 //			format openai|anthropic
 //			base_url <url>
 //			api_key <key> [<fallback key>...]
+//			auth bearer|api-key|none
 //			responses
 //			dial_timeout <duration>
 //			header_timeout <duration>
@@ -410,6 +412,15 @@ func providerOptions(p *ProviderConfig) options {
 	return options{
 		"format":   textOption(&p.Format),
 		"base_url": textOption(&p.BaseURL),
+		"auth": {read: func(d *caddyfile.Dispenser) error {
+			if err := oneArg(d, &p.Auth); err != nil {
+				return err
+			}
+			if !slices.Contains(catalog.Auths, p.Auth) {
+				return d.Errf("auth: want one of %s, got %q", strings.Join(catalog.Auths, ", "), p.Auth)
+			}
+			return nil
+		}},
 		"api_key": {read: func(d *caddyfile.Dispenser) error {
 			keys := d.RemainingArgs()
 			if len(keys) == 0 {
@@ -425,16 +436,28 @@ func providerOptions(p *ProviderConfig) options {
 	}
 }
 
-// modelOptions is the table of a model block.
+// modelOptions is the table of a model block. A model is unpriced until
+// its price line.
 func modelOptions(m *catalog.Model) options {
+	m.Unpriced = true
 	return options{
 		"provider":       textOption(&m.Provider),
 		"lane":           textOption(&m.Lane),
 		"capabilities":   listOption(&m.Capabilities),
 		"context_window": wholeOption(&m.ContextWindow, 1),
-		"price": usdOption(2, "<input USD/M> <output USD/M> [<cached input USD/M> [<cache write USD/M>]]",
-			&m.InputPrice, &m.OutputPrice, &m.CachedPrice, &m.CacheWritePrice),
+		"price": priced(&m.Unpriced, usdOption(2, "<input USD/M> <output USD/M> [<cached input USD/M> [<cache write USD/M>]]",
+			&m.InputPrice, &m.OutputPrice, &m.CachedPrice, &m.CacheWritePrice)),
 	}
+}
+
+// priced is o, which also clears *unpriced.
+func priced(unpriced *bool, o option) option {
+	read := o.read
+	o.read = func(d *caddyfile.Dispenser) error {
+		*unpriced = false
+		return read(d)
+	}
+	return o
 }
 
 // abilityOptions is the table of an ability block.

@@ -49,6 +49,8 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"bootstrap two args", "gw {\n bootstrap_key a b\n}", "wrong argument count"},
 		{"provider no name", "gw {\n provider {\n format openai\n }\n}", "wrong argument count"},
 		{"provider bad option", "gw {\n provider p {\n colour x\n }\n}", `unknown provider option "colour"`},
+		{"provider bad auth", "gw {\n provider p {\n auth basic\n }\n}", `auth: want one of bearer, api-key, none, got "basic"`},
+		{"provider auth two args", "gw {\n provider p {\n auth api-key none\n }\n}", "wrong argument count"},
 		{"provider bad timeout", "gw {\n provider p {\n dial_timeout soon\n }\n}", "dial_timeout"},
 		{"model bad window", "gw {\n model m {\n context_window -3\n }\n}", "context_window"},
 		{"model price one arg", "gw {\n model m {\n price 1\n }\n}", "price: want"},

@@ -263,6 +263,10 @@ type Upstream struct {
 	// APIKey, when set, is the only key accepted (OpenAI bearer token,
 	// Anthropic x-api-key); when empty any non-empty key is accepted.
 	APIKey string
+	// Auth, on an OpenAI fake, is where it reads the key: "" a bearer
+	// token (OpenAI), "api-key" the api-key header (Azure OpenAI), "none"
+	// nowhere (a self-hosted server started without a key).
+	Auth string
 	// Models is what the OpenAI fake lists at GET /v1/models.
 	Models []string
 	// Choose, when set, picks the script of a request from its body

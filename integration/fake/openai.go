@@ -74,6 +74,17 @@ func serveOpenAI(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 }
 
 func (u *Upstream) openAIAuth(w http.ResponseWriter, r *http.Request) bool {
+	switch u.Auth {
+	case "none":
+		return true
+	case "api-key":
+		if key := r.Header.Get("api-key"); key == "" || (u.APIKey != "" && key != u.APIKey) {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"code": "401",
+				"message": "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}})
+			return false
+		}
+		return true
+	}
 	auth := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(auth, "Bearer ")
 	key = strings.TrimSpace(key)

@@ -3,10 +3,13 @@
 package catalog
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -73,6 +76,20 @@ var AbilityAliases = []struct{ ID, Capability string }{
 	{"gw-voice-speak", CapSpeech}, {"gw-voice-speak-hd", CapSpeech},
 }
 
+// Ways a provider reads the gateway's key (Provider.Auth).
+const (
+	// AuthBearer sends the key as "Authorization: Bearer <key>" (the
+	// chat-completions style's own).
+	AuthBearer = "bearer"
+	// AuthAPIKey sends it in an api-key header (Azure OpenAI's v1 API).
+	AuthAPIKey = "api-key"
+	// AuthNone sends no key (self-hosted OpenAI-compatible servers).
+	AuthNone = "none"
+)
+
+// Auths are the values Provider.Auth may take.
+var Auths = []string{AuthBearer, AuthAPIKey, AuthNone}
+
 // Default time-outs of a provider.
 const (
 	DefaultDialTimeout   = 10 * time.Second
@@ -96,6 +113,10 @@ type Provider struct {
 	// APIKeyFallbacks are tried in order when APIKey expands to nothing
 	// (the search provider falls back to {env.OPENAI_API_KEY}).
 	APIKeyFallbacks []string `json:"api_key_fallbacks,omitempty"`
+	// Auth is how the provider reads the key: "bearer", "api-key" or
+	// "none" (Auths). Default: the format's own, a bearer token for
+	// "openai" and the x-api-key header for "anthropic".
+	Auth string `json:"auth,omitempty"`
 	// Responses is true when the provider serves a /responses endpoint;
 	// otherwise /v1/responses is translated to chat completions.
 	Responses bool `json:"responses,omitempty"`
@@ -132,6 +153,23 @@ type Model struct {
 	// provider's prompt cache (messages-style cache_creation_input_tokens),
 	// in US dollars per million. Default: the input price.
 	CacheWritePrice pricing.Money `json:"cache_write_price_usd_per_m,omitempty"`
+	// Unpriced: the operator gave the model no price (a self-hosted model
+	// has no list price). It is served to no account and listed nowhere
+	// until it has one; 0 is a price, so a free model says so. In JSON a
+	// model with neither an input nor an output price is unpriced too.
+	Unpriced bool `json:"unpriced,omitempty"`
+}
+
+// UnmarshalJSON reads a model; one with neither price is Unpriced.
+func (m *Model) UnmarshalJSON(b []byte) error {
+	type plain Model
+	if err := json.Unmarshal(b, (*plain)(m)); err != nil {
+		return err
+	}
+	if !gjson.GetBytes(b, "input_price_usd_per_m").Exists() && !gjson.GetBytes(b, "output_price_usd_per_m").Exists() {
+		m.Unpriced = true
+	}
+	return nil
 }
 
 // CachedRate is the price of cached input: CachedPrice, or the input
@@ -221,6 +259,8 @@ type Catalog struct {
 	Providers map[string]*Provider
 	Models    []*Model // in config order
 	byID      map[string]*Model
+	// Unpriced are the ids of the models left out for want of a price.
+	Unpriced []string
 	Abilities map[string]*Ability
 	Aliases   []Alias
 	// DecideModel is the backing model of gw-decide ("" when unset).
@@ -240,6 +280,9 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		}
 		if p.BaseURL == "" {
 			return nil, fmt.Errorf("provider %s: base_url is required", p.Name)
+		}
+		if p.Auth != "" && !slices.Contains(Auths, p.Auth) {
+			return nil, fmt.Errorf("provider %s: auth must be one of %v", p.Name, Auths)
 		}
 		if _, dup := c.Providers[p.Name]; dup {
 			return nil, fmt.Errorf("provider %s: defined twice", p.Name)
@@ -266,8 +309,12 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		if !slices.Contains(Lanes, m.Lane) {
 			return nil, fmt.Errorf("model %s: lane must be one of %v", m.ID, Lanes)
 		}
-		if _, dup := c.byID[m.ID]; dup {
+		if _, dup := c.byID[m.ID]; dup || slices.Contains(c.Unpriced, m.ID) {
 			return nil, fmt.Errorf("model %s: defined twice", m.ID)
+		}
+		if m.Unpriced {
+			c.Unpriced = append(c.Unpriced, m.ID)
+			continue
 		}
 		c.byID[m.ID] = &m
 		c.Models = append(c.Models, &m)

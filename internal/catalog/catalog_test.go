@@ -63,6 +63,8 @@ func TestNewValidation(t *testing.T) {
 		{"bad format", func(p *parts) { p.providers[0].Format = "grpc" }, `provider openai: format must be "openai" or "anthropic"`},
 		{"empty format", func(p *parts) { p.providers[1].Format = "" }, `provider anthropic: format must be`},
 		{"no base url", func(p *parts) { p.providers[0].BaseURL = "" }, "provider openai: base_url is required"},
+		{"bad auth", func(p *parts) { p.providers[0].Auth = "basic" }, "provider openai: auth must be one of [bearer api-key none]"},
+		{"unpriced twice", func(p *parts) { p.models[0].Unpriced = true; p.models = append(p.models, p.models[0]) }, "model mini: defined twice"},
 		{"duplicate provider", func(p *parts) { p.providers = append(p.providers, p.providers[0]) }, "provider openai: defined twice"},
 		{"model without id", func(p *parts) { p.models[1].ID = "" }, "model 1: id is required"},
 		{"unknown provider", func(p *parts) { p.models[0].Provider = "nope" }, `model mini: unknown provider "nope"`},
@@ -467,5 +469,37 @@ func TestDecideTarget(t *testing.T) {
 		if _, _, err := mustNew(t, decide).DecideTarget(); err == nil || err.Error() != want {
 			t.Errorf("%q: %v, want %s", decide, err, want)
 		}
+	}
+}
+
+// TestUnpriced: a model the operator gave no price is left out of the
+// catalogue (named in Unpriced); in JSON a model with neither price is
+// unpriced, while 0 is a price.
+func TestUnpriced(t *testing.T) {
+	for _, tc := range []struct {
+		json     string
+		unpriced bool
+	}{
+		{`{"id":"m","provider":"openai","lane":"fast"}`, true},
+		{`{"id":"m","provider":"openai","lane":"fast","input_price_usd_per_m":"0","output_price_usd_per_m":"0"}`, false},
+		{`{"id":"m","provider":"openai","lane":"fast","output_price_usd_per_m":"1.5"}`, false},
+		{`{"id":"m","provider":"openai","lane":"fast","input_price_usd_per_m":"0","unpriced":true}`, true},
+	} {
+		var m Model
+		if err := json.Unmarshal([]byte(tc.json), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Unpriced != tc.unpriced {
+			t.Errorf("%s: unpriced %v, want %v", tc.json, m.Unpriced, tc.unpriced)
+		}
+	}
+	ms := models()
+	ms[0].Unpriced = true
+	c, err := New(providers(), ms, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Model(ms[0].ID); ok || len(c.Models) != len(ms)-1 || len(c.Unpriced) != 1 || c.Unpriced[0] != ms[0].ID {
+		t.Fatalf("models %d, unpriced %v: want %s left out", len(c.Models), c.Unpriced, ms[0].ID)
 	}
 }

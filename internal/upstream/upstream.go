@@ -226,7 +226,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 		contentType = "application/json"
 	}
 	req.Header.Set("Content-Type", contentType)
-	headersOf(p)(req.Header, p, r)
+	setHeaders(req.Header, p, r)
 	rec := obs.From(parent)
 	span := startAttempt(parent, p, r.Path)
 	began := time.Now()
@@ -311,35 +311,54 @@ func failReason(ctx context.Context, err error, status int) string {
 // headerFunc sets the headers a provider reads of every call r to it.
 type headerFunc func(h http.Header, p *catalog.Provider, r Request)
 
-// providerHeaders set what each catalogue format of provider reads of
-// every call: its key, and the messages style's version and betas.
-var providerHeaders = map[string]headerFunc{
-	catalog.FormatOpenAI:    bearerHeaders,
-	catalog.FormatAnthropic: messagesHeaders,
+// providerFormat is what each catalogue format of provider reads of every
+// call: the key, in the header of its own way (auth) unless the provider
+// names another, and the other headers of its format.
+type providerFormat struct {
+	auth    string
+	headers headerFunc
 }
 
-// headersOf is p's row of providerHeaders; a provider of a format not
-// listed (only a catalogue made by hand) gets the bearer key.
-func headersOf(p *catalog.Provider) headerFunc {
-	if set, ok := providerHeaders[p.Format]; ok {
-		return set
-	}
-	return bearerHeaders
+// providerFormats are the rows of providerFormat by catalogue format.
+var providerFormats = map[string]providerFormat{
+	catalog.FormatOpenAI:    {auth: catalog.AuthBearer},
+	catalog.FormatAnthropic: {auth: authXAPIKey, headers: messagesHeaders},
 }
 
-// bearerHeaders sends the key as a bearer token (chat-completions style).
-func bearerHeaders(h http.Header, p *catalog.Provider, _ Request) {
-	if p.APIKey != "" {
-		h.Set("Authorization", "Bearer "+p.APIKey)
+// authXAPIKey is the messages style's own way to send the key.
+const authXAPIKey = "x-api-key"
+
+// keyHeaders send a key in the way of their auth.
+var keyHeaders = map[string]func(h http.Header, key string){
+	catalog.AuthBearer: func(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) },
+	catalog.AuthAPIKey: func(h http.Header, key string) { h.Set("api-key", key) },
+	authXAPIKey:        func(h http.Header, key string) { h.Set("x-api-key", key) },
+	catalog.AuthNone:   func(http.Header, string) {},
+}
+
+// setHeaders sets what p reads of every call r: its key in the way of
+// its auth (the format's own by default; a bearer token for a format not
+// listed, only in a catalogue made by hand) and its format's headers.
+func setHeaders(h http.Header, p *catalog.Provider, r Request) {
+	f, ok := providerFormats[p.Format]
+	if !ok {
+		f.auth = catalog.AuthBearer
+	}
+	auth := p.Auth
+	if auth == "" {
+		auth = f.auth
+	}
+	if set := keyHeaders[auth]; set != nil && p.APIKey != "" {
+		set(h, p.APIKey)
+	}
+	if f.headers != nil {
+		f.headers(h, p, r)
 	}
 }
 
-// messagesHeaders sends the key in x-api-key, the client's version (or
-// DefaultVersion) and the call's checked betas (messages style).
-func messagesHeaders(h http.Header, p *catalog.Provider, r Request) {
-	if p.APIKey != "" {
-		h.Set("x-api-key", p.APIKey)
-	}
+// messagesHeaders sends the client's version (or DefaultVersion) and the
+// call's checked betas (messages style).
+func messagesHeaders(h http.Header, _ *catalog.Provider, r Request) {
 	h.Set(headerVersion, DefaultVersion)
 	if r.Client != nil {
 		if v := first(r.Client.Header, headerVersion, headerAltVer); v != "" {

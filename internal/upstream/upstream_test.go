@@ -77,6 +77,48 @@ func TestHeaders(t *testing.T) {
 	}
 }
 
+// TestAuth: each provider auth sends the key in its own header, or none.
+func TestAuth(t *testing.T) {
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	c := New()
+	for _, tc := range []struct {
+		format, auth, header, value string
+	}{
+		{"openai", "", "Authorization", "Bearer upstream-secret"},
+		{"openai", catalog.AuthBearer, "Authorization", "Bearer upstream-secret"},
+		{"openai", catalog.AuthAPIKey, "api-key", "upstream-secret"},
+		{"openai", catalog.AuthNone, "", ""},
+		{"anthropic", "", "x-api-key", "upstream-secret"},
+		{"anthropic", catalog.AuthBearer, "Authorization", "Bearer upstream-secret"},
+		{"anthropic", catalog.AuthNone, "", ""},
+	} {
+		p := provider(tc.format, srv.URL)
+		p.Auth = tc.auth
+		resp, err := c.Do(context.Background(), Request{Provider: p, Path: "/x", Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, h := range []string{"Authorization", "api-key", "x-api-key"} {
+			want := ""
+			if h == tc.header {
+				want = tc.value
+			}
+			if got.Get(h) != want {
+				t.Errorf("%s auth %q: %s %q, want %q", tc.format, tc.auth, h, got.Get(h), want)
+			}
+		}
+		if tc.format == "anthropic" && got.Get("anthropic-version") != DefaultVersion {
+			t.Errorf("%s auth %q: no anthropic-version", tc.format, tc.auth)
+		}
+	}
+}
+
 func TestStatusErrors(t *testing.T) {
 	for _, tc := range []struct {
 		status     int
