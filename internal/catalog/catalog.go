@@ -260,7 +260,7 @@ type Catalog struct {
 	Models    []*Model // in config order
 	byID      map[string]*Model
 	// Unpriced are the ids of the models left out for want of a price.
-	Unpriced []string
+	Unpriced  []string
 	Abilities map[string]*Ability
 	Aliases   []Alias
 	// DecideModel is the backing model of gw-decide ("" when unset).
