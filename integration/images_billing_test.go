@@ -76,7 +76,7 @@ func waitLedgerEntry(t testing.TB, g *gateway, account, id string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no ledger entry under %s within 10 s", id)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polling the ledger, an observable state
 	}
 }
 

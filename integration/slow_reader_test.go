@@ -51,7 +51,7 @@ func TestSlowReaderStillBilled(t *testing.T) {
 	}
 	// The slow client: it stops reading for twice the idle time-out, while
 	// the gateway fills the socket and blocks writing.
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the behaviour under test: a client silent past the idle time-out
 	rest, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
