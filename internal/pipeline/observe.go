@@ -53,6 +53,18 @@ func familyOf(ep *Endpoint, path string) string {
 	return ep.Name
 }
 
+// Annotation is what a finished call reports to its host's access log
+// entry and placeholders: the request id, and the account and key id of a
+// call with a key; the alias, model and cost of a billed call (Billed);
+// the input and output tokens of one billed by the token (Tokens).
+type Annotation struct {
+	RequestID, Account, KeyID string
+	Billed                    bool
+	Alias, Model, Cost        string
+	Tokens                    bool
+	InputTokens, OutputTokens int64
+}
+
 // tokenKinds label the kinds of Tokens, in the order of its fields.
 var tokenKinds = [...]string{"input", "output", "cache_read", "cache_write"}
 
@@ -148,30 +160,20 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(genAI(o.family, o.rec.Provider(), alias, model, tokens, len(all) > 0)...)
 	}
-	// set puts one value on the access log entry and in the placeholders
-	// (through the host's Annotate).
-	set := func(name string, v any) {
-		if g.Annotate != nil {
-			g.Annotate(ctx, name, v)
-		}
+	if g.Annotate == nil {
+		return
 	}
-	set("request_id", c.RequestID)
-	if c.Account.ID != "" {
-		set("account", c.Account.ID)
-		set("key_id", c.Key.ID)
-	}
+	a := Annotation{RequestID: c.RequestID, Account: c.Account.ID, KeyID: c.Key.ID}
 	if len(all) > 0 {
 		if alias == "" {
 			alias = model
 		}
-		set("alias", alias)
-		set("model", model)
-		set("cost_usd", total.String())
+		a.Billed, a.Alias, a.Model, a.Cost = true, alias, model, total.String()
 		if tokens != (Tokens{}) {
-			set("input_tokens", tokens.AllInput())
-			set("output_tokens", tokens.Output)
+			a.Tokens, a.InputTokens, a.OutputTokens = true, tokens.AllInput(), tokens.Output
 		}
 	}
+	g.Annotate(ctx, &a)
 }
 
 // genAI is the OpenTelemetry GenAI attributes of a call of family: the

@@ -124,10 +124,9 @@ type Gateway struct {
 	Catalog *catalog.Catalog
 	Logger  *zap.Logger
 	Metrics *Metrics
-	// Annotate, when set, puts one of a finished call's values (request_id,
-	// account, key_id, alias, model, cost_usd, input_tokens, output_tokens)
-	// on the host server's access log entry and in its placeholders.
-	Annotate func(ctx context.Context, name string, v any)
+	// Annotate, when set, puts a finished call's values on the host
+	// server's access log entry and in its placeholders.
+	Annotate func(ctx context.Context, a *Annotation)
 	Money    *money.Gate
 	Limits   limits.Limiter
 	// InFlight counts each account's billed calls in flight; nil: no

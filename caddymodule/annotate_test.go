@@ -1,0 +1,67 @@
+package caddymodule
+
+import (
+	"context"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+)
+
+// annotated is a request context as Caddy's server makes it: extra log
+// fields and variables.
+func annotated() (context.Context, *caddyhttp.ExtraLogFields) {
+	extra := new(caddyhttp.ExtraLogFields)
+	ctx := context.WithValue(context.Background(), caddyhttp.ExtraLogFieldsCtxKey, extra)
+	ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, map[string]any{})
+	return ctx, extra
+}
+
+var billedCall = &pipeline.Annotation{RequestID: "req-1", Account: "acct", KeyID: "key_1", Billed: true,
+	Alias: "gw-auto", Model: "gpt-4.1-mini", Cost: "0.000123", Tokens: true, InputTokens: 120, OutputTokens: 7}
+
+// TestAnnotate: a billed call's values are in the placeholders
+// ({http.vars.gw.<name>}) and the access log's gw_<name> fields; an
+// unbilled, keyless call has only its request id.
+func TestAnnotate(t *testing.T) {
+	ctx, _ := annotated()
+	annotate(ctx, billedCall)
+	want := map[string]any{"request_id": "req-1", "account": "acct", "key_id": "key_1", "alias": "gw-auto",
+		"model": "gpt-4.1-mini", "cost_usd": "0.000123", "input_tokens": int64(120), "output_tokens": int64(7)}
+	vars := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
+	for name, v := range want {
+		if got := vars["gw."+name]; got != v {
+			t.Errorf("gw.%s = %v (%T), want %v (%T)", name, got, got, v, v)
+		}
+	}
+	if len(vars) != len(want) {
+		t.Errorf("vars %v, want the %d of a billed call", vars, len(want))
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	if err := (*logFields)(billedCall).MarshalLogObject(enc); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range want {
+		if got := enc.Fields["gw_"+name]; got != v {
+			t.Errorf("gw_%s = %v (%T), want %v (%T)", name, got, got, v, v)
+		}
+	}
+	if len(enc.Fields) != len(want) {
+		t.Errorf("log fields %v, want the %d of a billed call", enc.Fields, len(want))
+	}
+	ctx, _ = annotated()
+	annotate(ctx, &pipeline.Annotation{RequestID: "req-2"})
+	if vars := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); len(vars) != 1 || vars["gw.request_id"] != "req-2" {
+		t.Errorf("vars %v, want the request id alone", vars)
+	}
+}
+
+func BenchmarkAnnotate(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, _ := annotated()
+		annotate(ctx, billedCall)
+	}
+}
