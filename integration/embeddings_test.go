@@ -248,6 +248,18 @@ func TestEmbeddings(t *testing.T) {
 		}
 	})
 
+	t.Run("the provider's refusal is the chat family's 400 and costs nothing", func(t *testing.T) {
+		before, requests := len(e.ledger(t, account)), len(e.OA.Requests())
+		r := e.do(t, http.MethodPost, "/v1/embeddings", `{"model":"text-embedding-ada-002","input":"a","dimensions":8}`, bearer(key)...)
+		expectError(t, r, http.StatusBadRequest, `{"error":{"message":"<string>","type":"invalid_request_error","param":"dimensions","code":null}}`, "req-")
+		if n := len(e.OA.Requests()); n != requests+1 {
+			t.Errorf("the provider received %d requests, want 1", n-requests)
+		}
+		if n := len(e.ledger(t, account)); n != before {
+			t.Errorf("ledger grew by %d entries", n-before)
+		}
+	})
+
 	t.Run("the cache answers an identical request for nothing", func(t *testing.T) {
 		body := `{"model":"gw-embed","input":["cache me","and me"],"encoding_format":"base64"}`
 		otherKey := e.account(t, "embed-other", nil)
@@ -410,4 +422,29 @@ func TestEmbeddingsRefusals(t *testing.T) {
 			t.Errorf("rows %v, want %v", rows, want)
 		}
 	})
+}
+
+// TestEmbeddingsRateBudget: embeddings take the chat budget
+// (chat_requests_per_minute), shared with the chat routes: past it a 429
+// in the chat family's shape with Retry-After, before any upstream call.
+func TestEmbeddingsRateBudget(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, withGW(t, "\t\tlimits {\n\t\t\tchat_requests_per_minute 2\n\t\t}"))
+	key := e.account(t, "embed-budget", nil)
+	if r := e.do(t, http.MethodPost, "/v1/embeddings", `{"input":"one"}`, bearer(key)...); r.Status != http.StatusOK {
+		t.Fatalf("first call: %d %s", r.Status, r.Body)
+	}
+	path, body := rawChat(chatClient, openaiBackend.model, false)
+	if r := e.do(t, http.MethodPost, path, body, bearer(key)...); r.Status != http.StatusOK {
+		t.Fatalf("a chat call: %d %s", r.Status, r.Body)
+	}
+	requests := len(e.OA.Requests())
+	r := e.do(t, http.MethodPost, "/v1/embeddings", `{"input":"three"}`, bearer(key)...)
+	expectError(t, r, http.StatusTooManyRequests, `{"error":{"message":"<string>","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}}`, "req-")
+	if r.Header.Get("Retry-After") == "" {
+		t.Errorf("no Retry-After")
+	}
+	if n := len(e.OA.Requests()); n != requests {
+		t.Errorf("a refused call reached the provider")
+	}
 }
