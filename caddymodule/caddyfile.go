@@ -448,7 +448,10 @@ func modelOptions(m *catalog.Model) options {
 func embeddingOptions(m *catalog.EmbeddingModel) options {
 	return options{
 		"provider": textOption(&m.Provider),
-		"price":    usdOption(1, "<input USD/M>", &m.InputPrice),
+		"price": {read: func(d *caddyfile.Dispenser) error {
+			m.InputPrice = new(pricing.Money)
+			return usdOption(1, "<input USD/M>", m.InputPrice).read(d)
+		}},
 	}
 }
 

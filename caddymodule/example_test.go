@@ -44,7 +44,7 @@ func TestExampleCaddyfile(t *testing.T) {
 	}
 	for id, price := range map[string]string{"text-embedding-3-small": "0.02", "text-embedding-3-large": "0.13", "text-embedding-ada-002": "0.10"} {
 		m, ok := cat.Embedding(catalog.PinnedPrefix + id)
-		if want, _ := pricing.ParseUSD(price); !ok || m.InputPrice != want {
+		if want, _ := pricing.ParseUSD(price); !ok || m.Rate() != want {
 			t.Errorf("embedding %s: %+v, want the list price %s USD/M", id, m, price)
 		}
 	}

@@ -151,7 +151,7 @@ func reported(answer []byte) (int64, bool) {
 // cost prices tokens of input on m for an account (payg: with the
 // pay-as-you-go markup).
 func cost(payg bool, m *catalog.EmbeddingModel, tokens int64) pricing.Money {
-	return pricing.Cost(payg, pricing.Line{Units: tokens, Rate: pricing.PerMillion(m.InputPrice)})
+	return pricing.Cost(payg, pricing.Line{Units: tokens, Rate: pricing.PerMillion(m.Rate())})
 }
 
 // receipt sets the receipt headers the chat endpoints send: the model

@@ -7,6 +7,15 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
+// Rate is the model's input price (0 when it has none, which AddEmbeddings
+// refuses).
+func (m *EmbeddingModel) Rate() pricing.Money {
+	if m.InputPrice == nil {
+		return 0
+	}
+	return *m.InputPrice
+}
+
 // AliasEmbed is the alias of the catalogue's default embedding model.
 const AliasEmbed = "gw-embed"
 
@@ -18,8 +27,10 @@ type EmbeddingModel struct {
 	ID string `json:"id"`
 	// Provider names the chat-completions-style Provider serving the model.
 	Provider string `json:"provider"`
-	// InputPrice is the list price in US dollars per million input tokens.
-	InputPrice pricing.Money `json:"input_price_usd_per_m"`
+	// InputPrice is the list price in US dollars per million input
+	// tokens. It is required (0 is a price): a model without one is never
+	// served free by omission.
+	InputPrice *pricing.Money `json:"input_price_usd_per_m"`
 }
 
 // AddEmbeddings validates the embedding models and adds them to the
@@ -40,7 +51,10 @@ func (c *Catalog) AddEmbeddings(models []EmbeddingModel, def string) error {
 		if p.Format != FormatOpenAI {
 			return fmt.Errorf("embedding %s: provider %q is not chat-completions-style (format %q)", m.ID, p.Name, FormatOpenAI)
 		}
-		if m.InputPrice < 0 {
+		if m.InputPrice == nil {
+			return fmt.Errorf("embedding %s: price is required (0 is a price)", m.ID)
+		}
+		if *m.InputPrice < 0 {
 			return fmt.Errorf("embedding %s: the price must not be negative", m.ID)
 		}
 		if _, dup := c.embedByID[m.ID]; dup {

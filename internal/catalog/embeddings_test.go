@@ -9,10 +9,12 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
+func price(m pricing.Money) *pricing.Money { return &m }
+
 func embeddingModels() []EmbeddingModel {
 	return []EmbeddingModel{
-		{ID: "embed-small", Provider: "openai", InputPrice: pricing.Micro(20_000)},
-		{ID: "embed-large", Provider: "openai", InputPrice: pricing.Micro(130_000)},
+		{ID: "embed-small", Provider: "openai", InputPrice: price(pricing.Micro(20_000))},
+		{ID: "embed-large", Provider: "openai", InputPrice: price(pricing.Micro(130_000))},
 	}
 }
 
@@ -24,14 +26,15 @@ func TestAddEmbeddingsValidation(t *testing.T) {
 		want   string
 	}{
 		{"no id", []EmbeddingModel{{Provider: "openai"}}, "", "embedding 0: id is required"},
+		{"no price", []EmbeddingModel{{ID: "e", Provider: "openai"}}, "", "embedding e: price is required (0 is a price)"},
 		{"unknown provider", []EmbeddingModel{{ID: "e", Provider: "nope"}}, "", `embedding e: unknown provider "nope"`},
 		{"messages-style provider", []EmbeddingModel{{ID: "e", Provider: "anthropic"}}, "", `embedding e: provider "anthropic" is not chat-completions-style`},
-		{"negative price", []EmbeddingModel{{ID: "e", Provider: "openai", InputPrice: -1}}, "", "embedding e: the price must not be negative"},
-		{"twice", []EmbeddingModel{{ID: "e", Provider: "openai"}, {ID: "e", Provider: "openai"}}, "", "embedding e: defined twice"},
-		{"a chat model's id", []EmbeddingModel{{ID: "mini", Provider: "openai"}}, "", "embedding mini: the id is taken"},
-		{"an alias's id", []EmbeddingModel{{ID: "quick", Provider: "openai"}}, "", "embedding quick: the id is taken"},
-		{"the alias itself", []EmbeddingModel{{ID: AliasEmbed, Provider: "openai"}}, "", "embedding gw-embed: the id is taken"},
-		{"a pinned id", []EmbeddingModel{{ID: "gw-pinned-e", Provider: "openai"}}, "", "embedding gw-pinned-e: the id is taken"},
+		{"negative price", []EmbeddingModel{{ID: "e", Provider: "openai", InputPrice: price(-1)}}, "", "embedding e: the price must not be negative"},
+		{"twice", []EmbeddingModel{{ID: "e", Provider: "openai", InputPrice: price(0)}, {ID: "e", Provider: "openai", InputPrice: price(0)}}, "", "embedding e: defined twice"},
+		{"a chat model's id", []EmbeddingModel{{ID: "mini", Provider: "openai", InputPrice: price(0)}}, "", "embedding mini: the id is taken"},
+		{"an alias's id", []EmbeddingModel{{ID: "quick", Provider: "openai", InputPrice: price(0)}}, "", "embedding quick: the id is taken"},
+		{"the alias itself", []EmbeddingModel{{ID: AliasEmbed, Provider: "openai", InputPrice: price(0)}}, "", "embedding gw-embed: the id is taken"},
+		{"a pinned id", []EmbeddingModel{{ID: "gw-pinned-e", Provider: "openai", InputPrice: price(0)}}, "", "embedding gw-pinned-e: the id is taken"},
 		{"unknown default", embeddingModels(), "embed-huge", `embed_model "embed-huge": no such embedding model`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
