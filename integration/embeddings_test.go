@@ -378,6 +378,8 @@ func TestEmbeddingsRefusals(t *testing.T) {
 		{"user not a string", `{"model":"gw-embed","input":"a","user":1}`, key, 400, fmt.Sprintf(invalid, "user")},
 		{"an unknown member", `{"model":"gw-embed","input":"a","temperature":0}`, key, 400, fmt.Sprintf(invalid, "temperature")},
 		{"not JSON", `{"model":"gw-embed","input":`, key, 400, fmt.Sprintf(invalid, "body")},
+		{"a body over 16 MiB", `{"model":"gw-embed","input":"` + strings.Repeat("a", 16<<20) + `"}`, key, 413,
+			`{"error":{"message":"<string>","type":"invalid_request_error","param":null,"code":"request_too_large"}}`},
 		{"unknown model", `{"model":"text-embedding-4","input":"a"}`, key, 400, notFound},
 		{"a chat model", `{"model":"gw-pinned-gpt-4.1-mini","input":"a"}`, key, 400, notFound},
 		{"a chat alias", `{"model":"gw-auto","input":"a"}`, key, 400, notFound},
