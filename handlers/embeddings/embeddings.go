@@ -34,6 +34,9 @@ const (
 	// MaxResponse is the largest provider answer read: MaxInputs vectors
 	// of 3,072 dimensions written as JSON numbers fit.
 	MaxResponse = 128 << 20
+	// MaxCached is the largest answer kept in the cache: a larger one
+	// would crowd out the account's and everyone's other answers.
+	MaxCached = 4 << 20
 )
 
 // PathEmbeddings is the provider's embeddings endpoint, after a
@@ -118,7 +121,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	receipt(c.W.Header(), m.ID, requested, routed, charge)
 	c.W.Header().Set(chat.HeaderRoutedModel, m.ID)
 	write(c.W, answer)
-	if h.Cache != nil {
+	if h.Cache != nil && len(answer) <= MaxCached {
 		h.Cache.Put(c.Account.ID, chat.CacheEmbeddings, body, chat.Hit{Body: answer, Model: m.ID})
 	}
 	return nil
