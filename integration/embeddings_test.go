@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -288,6 +289,26 @@ func TestEmbeddings(t *testing.T) {
 			t.Errorf("another account: %d, X-Gw-Cache %q; want a miss", r.Status, r.Header.Get("X-Gw-Cache"))
 		} else {
 			ids = append(ids, r.Header.Get("X-Gw-Request-Id"))
+		}
+	})
+
+	t.Run("an answer over 4 MiB is not cached", func(t *testing.T) {
+		// 150 vectors of 3,072 numbers: about 5 MiB.
+		texts := make([]string, 150)
+		for i := range texts {
+			texts[i] = fmt.Sprintf("text %d", i)
+		}
+		b, _ := json.Marshal(map[string]any{"model": "gw-pinned-text-embedding-3-large", "input": texts})
+		requests := len(e.OA.Requests())
+		for i := range 2 {
+			r := e.do(t, http.MethodPost, "/v1/embeddings", string(b), bearer(key)...)
+			if r.Status != http.StatusOK || r.Header.Get("X-Gw-Cache") != "" || len(r.Body) <= 4<<20 {
+				t.Fatalf("call %d: %d, X-Gw-Cache %q, %d bytes; want a miss of over 4 MiB", i, r.Status, r.Header.Get("X-Gw-Cache"), len(r.Body))
+			}
+			ids = append(ids, r.Header.Get("X-Gw-Request-Id"))
+		}
+		if n := len(e.OA.Requests()); n != requests+2 {
+			t.Errorf("the provider received %d requests, want 2", n-requests)
 		}
 	})
 
