@@ -176,7 +176,8 @@ func tokenList(list gjson.Result, param string) (int64, error) {
 }
 
 // wholeNumber reads v as a whole number written without a fraction or an
-// exponent (1, not 1.0 or 1e0), as the provider takes it.
+// exponent (1, not 1.0 or 1e0), as the provider takes it, of at most
+// maxDigits characters, so that it fits an int64.
 func wholeNumber(v gjson.Result) (int64, bool) {
 	if v.Type != gjson.Number {
 		return 0, false
@@ -186,11 +187,14 @@ func wholeNumber(v gjson.Result) (int64, bool) {
 			return 0, false
 		}
 	}
-	if len(v.Raw) > 18 {
+	if len(v.Raw) > maxDigits {
 		return 0, false
 	}
 	return v.Int(), true
 }
+
+// maxDigits bounds the characters of a whole number wholeNumber reads.
+const maxDigits = 18
 
 // maxShown bounds how much of a client's member name a message repeats.
 const maxShown = 64
