@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
+	"github.com/caddy-gw/caddy-gw/handlers/embeddings"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/bodyrate"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
@@ -41,6 +42,11 @@ type App struct {
 	Providers []ProviderConfig `json:"providers,omitempty"`
 	// Models is the catalogue of backing chat models.
 	Models []catalog.Model `json:"models,omitempty"`
+	// Embeddings is the catalogue of backing embedding models.
+	Embeddings []catalog.EmbeddingModel `json:"embeddings,omitempty"`
+	// EmbedModel is the embedding model gw-embed serves. Default: the
+	// first of Embeddings.
+	EmbedModel string `json:"embed_model,omitempty"`
 	// Abilities map the ability aliases (gw-image, gw-voice, ...) to
 	// provider models.
 	Abilities []catalog.Ability `json:"abilities,omitempty"`
@@ -207,6 +213,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	for _, id := range cat.Unpriced {
 		a.logger.Warn("model has no price: it is served to no account until it has one (0 is a price)", zap.String("model", id))
 	}
+	if err := cat.AddEmbeddings(a.Embeddings, a.EmbedModel); err != nil {
+		return err
+	}
 	if err := a.Betas.Validate(); err != nil {
 		return err
 	}
@@ -233,7 +242,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
-		Tools: &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
+		Embeddings: &embeddings.Handler{Upstream: upstreams, Cache: chatHandler.Cache},
+		Tools:      &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
 	if opts.Images, err = a.imagesHandler(cat); err != nil {
 		return err
 	}
@@ -309,6 +319,7 @@ func (a *App) Start() error {
 		opts.Fetch.Shared = sh.cache
 		if a.CacheTTL > 0 {
 			opts.Chat.Cache = chat.NewSharedCache(time.Duration(a.CacheTTL), sh.cache)
+			opts.Embeddings.Cache = opts.Chat.Cache
 		}
 	}
 	backend := store.Store(st)

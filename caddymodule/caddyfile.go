@@ -61,6 +61,11 @@ func init() {
 //			context_window <tokens>
 //			price <input USD/M> <output USD/M> [<cached input USD/M> [<cache write USD/M>]]
 //		}
+//		embedding <id> {                      # repeatable
+//			provider <name>
+//			price <input USD/M>
+//		}
+//		embed_model <embedding id>
 //		ability <gw-alias> {                  # repeatable
 //			provider <name>
 //			model <provider model id>
@@ -383,11 +388,13 @@ func globalOptions(a *App) options {
 			ic := &ImagesConfig{}
 			return blockOption("images", imagesOptions(ic), func(*caddyfile.Dispenser) error { a.Images = ic; return nil })
 		}(),
-		"provider": namedOption(&a.Providers, "provider", func(p *ProviderConfig) *string { return &p.Name }, providerOptions),
-		"model":    namedOption(&a.Models, "model", func(m *catalog.Model) *string { return &m.ID }, modelOptions),
-		"ability":  namedOption(&a.Abilities, "ability", func(ab *catalog.Ability) *string { return &ab.Alias }, abilityOptions),
-		"money":    blockOption("money", moneyOptions(&a.Money), nil),
-		"limits":   blockOption("limits", limitsOptions(&a.Limits), nil),
+		"provider":    namedOption(&a.Providers, "provider", func(p *ProviderConfig) *string { return &p.Name }, providerOptions),
+		"model":       namedOption(&a.Models, "model", func(m *catalog.Model) *string { return &m.ID }, modelOptions),
+		"embedding":   namedOption(&a.Embeddings, "embedding", func(m *catalog.EmbeddingModel) *string { return &m.ID }, embeddingOptions),
+		"embed_model": textOption(&a.EmbedModel),
+		"ability":     namedOption(&a.Abilities, "ability", func(ab *catalog.Ability) *string { return &ab.Alias }, abilityOptions),
+		"money":       blockOption("money", moneyOptions(&a.Money), nil),
+		"limits":      blockOption("limits", limitsOptions(&a.Limits), nil),
 	}
 }
 
@@ -458,6 +465,17 @@ func priced(unpriced *bool, o option) option {
 		return read(d)
 	}
 	return o
+}
+
+// embeddingOptions is the table of an embedding block.
+func embeddingOptions(m *catalog.EmbeddingModel) options {
+	return options{
+		"provider": textOption(&m.Provider),
+		"price": {read: func(d *caddyfile.Dispenser) error {
+			m.InputPrice = new(pricing.Money)
+			return usdOption(1, "<input USD/M>", m.InputPrice).read(d)
+		}},
+	}
 }
 
 // abilityOptions is the table of an ability block.

@@ -56,6 +56,13 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"model price one arg", "gw {\n model m {\n price 1\n }\n}", "price: want"},
 		{"model price bad", "gw {\n model m {\n price 1 x\n }\n}", `price: "x"`},
 		{"model bad option", "gw {\n model m {\n colour x\n }\n}", `unknown model option "colour"`},
+		{"embedding no id", "gw {\n embedding {\n provider p\n }\n}", "wrong argument count"},
+		{"embedding price two args", "gw {\n embedding e {\n price 0.02 0.01\n }\n}", "price: want <input USD/M>"},
+		{"embedding price bad", "gw {\n embedding e {\n price cheap\n }\n}", `price: "cheap"`},
+		{"embedding negative price", "gw {\n embedding e {\n price -0.02\n }\n}", `price: "-0.02"`},
+		{"embedding bad option", "gw {\n embedding e {\n lane fast\n }\n}", `unknown embedding option "lane"`},
+		{"twice: in embedding", "gw {\n embedding e {\n provider a\n provider b\n }\n}", "provider already specified"},
+		{"twice: embed model", "gw {\n embed_model a\n embed_model b\n}", "embed_model already specified"},
 		{"ability bad price", "gw {\n ability gw-image {\n price cheap\n }\n}", `price: want US dollars in whole millionths (such as 0.0025), got "cheap"`},
 		{"ability price below a millionth", "gw {\n ability gw-image {\n price 0.0000015\n }\n}", `price: want US dollars in whole millionths`},
 		{"ability negative price", "gw {\n ability gw-image {\n price -0.01\n }\n}", `price: want US dollars in whole millionths`},
@@ -135,14 +142,15 @@ func TestCaddyfileErrors(t *testing.T) {
 func TestCaddyfileRepeatable(t *testing.T) {
 	in := "gw {\n provider a {\n }\n provider b {\n }\n model m {\n }\n model n {\n }\n alias x m\n alias y n\n" +
 		" beta b-1 neutral\n beta b-2 refused\n ability gw-voice-speak {\n voice alloy\n voice echo\n" +
-		" image_price low 1024x1024=0.01\n image_price high 1024x1024=0.04\n }\n ability gw-image {\n }\n}"
+		" image_price low 1024x1024=0.01\n image_price high 1024x1024=0.04\n }\n ability gw-image {\n }\n" +
+		" embedding e {\n }\n embedding f {\n }\n}"
 	var app App
 	if err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err != nil {
 		t.Fatal(err)
 	}
 	ab := app.Abilities[0]
 	if len(app.Providers) != 2 || len(app.Models) != 2 || len(app.Aliases) != 2 || len(app.Betas) != 2 ||
-		len(app.Abilities) != 2 || len(ab.Voices) != 2 || len(ab.ImagePrices) != 2 {
+		len(app.Abilities) != 2 || len(ab.Voices) != 2 || len(ab.ImagePrices) != 2 || len(app.Embeddings) != 2 {
 		t.Fatalf("repeated lines lost: %+v", app)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // TestExampleCaddyfile checks that Caddyfile.example adapts, that its
@@ -37,6 +38,18 @@ func TestExampleCaddyfile(t *testing.T) {
 	cat, err := catalog.New(a.catalogProviders(), a.Models, a.Abilities, a.Aliases, a.DecideModel)
 	if err != nil {
 		t.Fatalf("catalog: %v", err)
+	}
+	if err := cat.AddEmbeddings(a.Embeddings, a.EmbedModel); err != nil {
+		t.Fatalf("embeddings: %v", err)
+	}
+	for id, price := range map[string]string{"text-embedding-3-small": "0.02", "text-embedding-3-large": "0.13", "text-embedding-ada-002": "0.10"} {
+		m, ok := cat.Embedding(catalog.PinnedPrefix + id)
+		if want, _ := pricing.ParseUSD(price); !ok || m.Rate() != want {
+			t.Errorf("embedding %s: %+v, want the list price %s USD/M", id, m, price)
+		}
+	}
+	if m, ok := cat.Embedding(catalog.AliasEmbed); !ok || m.ID != "text-embedding-3-small" {
+		t.Errorf("gw-embed serves %+v, want text-embedding-3-small", m)
 	}
 	for _, lane := range catalog.Lanes {
 		formats := map[string]bool{}

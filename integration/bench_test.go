@@ -254,6 +254,7 @@ http://%s {
 		// does the same work for both.
 		chatStream = `,"stream":true,"stream_options":{"include_usage":true}`
 		msgsStream = `,"stream":true`
+		embedBench = `"input":["The printer is jammed again.","Paper tray two is empty."],"encoding_format":"base64"`
 	)
 	gwURL := g.BaseURL + "/v1/chat/completions"
 	body := func(model, rest string) []byte { return []byte(`{"model":"` + model + `",` + rest + `}`) }
@@ -301,6 +302,15 @@ http://%s {
 			gw:   benchTarget{url: g.BaseURL + "/v1/decide", header: gwHeader, body: []byte(decideBenchBody), want: `"noul"`},
 			base: benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader,
 				body: body("gpt-4.1-mini", chatMsgs), want: benchText},
+		},
+		{
+			// Embeddings: two texts, base64 vectors, through the money
+			// gate, against the same request to the bare proxy.
+			name: "embeddings",
+			gw: benchTarget{url: g.BaseURL + "/v1/embeddings", header: gwHeader, body: body("gw-embed", embedBench),
+				want: `"object":"embedding"`},
+			base: benchTarget{url: "http://" + baseOA + "/v1/embeddings", header: oaHeader, body: body("text-embedding-3-small", embedBench),
+				want: `"object":"embedding"`},
 		},
 		{
 			name: "translated-stream",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,8 +18,9 @@ import (
 // exampleCatalog is what Caddyfile.example declares: its backing models and
 // its ability aliases with their row values.
 type exampleCatalog struct {
-	Models    []string
-	Abilities map[string]exampleAbility
+	Models     []string
+	Embeddings []string
+	Abilities  map[string]exampleAbility
 }
 
 type exampleAbility struct {
@@ -29,10 +31,11 @@ type exampleAbility struct {
 var (
 	reModelBlock   = regexp.MustCompile(`^\s*model\s+(\S+)\s*\{\s*$`)
 	reAbilityBlock = regexp.MustCompile(`^\s*ability\s+(\S+)\s*\{\s*$`)
+	reEmbedBlock   = regexp.MustCompile(`^\s*embedding\s+(\S+)\s*\{\s*$`)
 	reOption       = regexp.MustCompile(`^\s*(\S+)\s+(.+?)\s*$`)
 )
 
-// parseExample reads the model and ability blocks of a Caddyfile's global
+// parseExample reads the model, embedding and ability blocks of a Caddyfile's global
 // gw option.
 func parseExample(t testing.TB, text string) exampleCatalog {
 	t.Helper()
@@ -79,13 +82,16 @@ func parseExample(t testing.TB, text string) exampleCatalog {
 		}
 		if m := reModelBlock.FindStringSubmatch(line); m != nil {
 			c.Models = append(c.Models, m[1])
+		} else if m := reEmbedBlock.FindStringSubmatch(line); m != nil {
+			c.Embeddings = append(c.Embeddings, m[1])
 		} else if m := reAbilityBlock.FindStringSubmatch(line); m != nil {
 			ability = m[1]
 			c.Abilities[ability] = exampleAbility{}
 		}
 	}
-	if len(c.Models) == 0 || len(c.Abilities) == 0 {
-		t.Fatalf("Caddyfile.example: found %d models and %d abilities; the parser is out of date", len(c.Models), len(c.Abilities))
+	if len(c.Models) == 0 || len(c.Abilities) == 0 || len(c.Embeddings) == 0 {
+		t.Fatalf("Caddyfile.example: found %d models, %d embedding models and %d abilities; the parser is out of date",
+			len(c.Models), len(c.Embeddings), len(c.Abilities))
 	}
 	return c
 }
@@ -118,6 +124,12 @@ func expectedIDs(c exampleCatalog) []string {
 		ids = append(ids, id)
 	}
 	for _, m := range c.Models {
+		ids = append(ids, "gw-pinned-"+m)
+	}
+	if len(c.Embeddings) > 0 {
+		ids = append(ids, "gw-embed")
+	}
+	for _, m := range c.Embeddings {
 		ids = append(ids, "gw-pinned-"+m)
 	}
 	return ids
@@ -223,13 +235,16 @@ func checkRows(t *testing.T, rows map[string]map[string]any, example exampleCata
 			t.Run(id, func(t *testing.T) { matchJSON(t, b, string(want)) })
 			continue
 		}
-		entitlement := "open"
+		entitlement, capability := "open", "chat"
 		if id == "gw-decide" {
 			entitlement = paid
 		}
+		if id == "gw-embed" || slices.Contains(example.Embeddings, strings.TrimPrefix(id, "gw-pinned-")) {
+			capability = "embedding"
+		}
 		want, _ := json.Marshal(map[string]any{
 			"id": id, "object": "model", "created": anyNumber, "owned_by": anyString,
-			"capability": "chat", "entitlement": entitlement,
+			"capability": capability, "entitlement": entitlement,
 		})
 		t.Run(id, func(t *testing.T) { matchJSON(t, b, string(want)) })
 	}

@@ -55,8 +55,8 @@ func TestNodesAppLinks(t *testing.T) {
 	}
 }
 
-// The chat and page-reading caches are shared: an answer cached on one
-// node is a hit on another (not billed again).
+// The chat, embeddings and page-reading caches are shared: an answer
+// cached on one node is a hit on another (not billed again).
 func TestNodesSharedCaches(t *testing.T) {
 	t.Parallel()
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -72,13 +72,19 @@ func TestNodesSharedCaches(t *testing.T) {
 	if first.Status != 200 || second.Status != 200 || second.Header.Get("X-Gw-Cache") != "hit" || string(first.Body) != string(second.Body) {
 		t.Fatalf("chat on the second node: %d %q %s", second.Status, second.Header.Get("X-Gw-Cache"), second.Body)
 	}
+	embed := `{"model":"gw-embed","input":["cache me","across nodes"]}`
+	first = e.nodes[0].do(t, http.MethodPost, "/v1/embeddings", embed, bearer(key)...)
+	second = e.nodes[1].do(t, http.MethodPost, "/v1/embeddings", embed, bearer(key)...)
+	if first.Status != 200 || second.Status != 200 || second.Header.Get("X-Gw-Cache") != "hit" || string(first.Body) != string(second.Body) {
+		t.Fatalf("embeddings on the second node: %d %q %s", second.Status, second.Header.Get("X-Gw-Cache"), second.Body)
+	}
 	read := `{"url":"` + site.URL + `/article"}`
 	for i, g := range e.nodes {
 		if r := g.do(t, http.MethodPost, "/v1/fetch", read, bearer(key)...); r.Status != 200 {
 			t.Fatalf("read on node %d: %d %s", i, r.Status, r.Body)
 		}
 	}
-	if l := e.nodes[1].ledger(t, "cacher"); len(l) != 2 {
-		t.Fatalf("ledger %+v: want the first chat call and the first read only", l)
+	if l := e.nodes[1].ledger(t, "cacher"); len(l) != 3 {
+		t.Fatalf("ledger %+v: want the first chat call, the first embeddings call and the first read only", l)
 	}
 }

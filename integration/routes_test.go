@@ -141,10 +141,11 @@ func expectAnswer(t testing.TB, r response, rt route) {
 
 // Answers of built chat routes to `{}`.
 const (
-	chatMissing      = `{"error":{"message":"<string>","type":"invalid_request_error","param":"messages","code":null}}`
-	responsesMissing = `{"error":{"message":"<string>","type":"invalid_request_error","param":"input","code":null}}`
-	messagesMissing  = `{"type":"error","error":{"type":"invalid_request_error","message":"<string>"}}`
-	searchMissing    = `{"error":{"message":"<string>","type":"invalid_request_error","param":"query"}}`
+	chatMissing       = `{"error":{"message":"<string>","type":"invalid_request_error","param":"messages","code":null}}`
+	responsesMissing  = `{"error":{"message":"<string>","type":"invalid_request_error","param":"input","code":null}}`
+	embeddingsMissing = responsesMissing
+	messagesMissing   = `{"type":"error","error":{"type":"invalid_request_error","message":"<string>"}}`
+	searchMissing     = `{"error":{"message":"<string>","type":"invalid_request_error","param":"query"}}`
 	// Transcription reads multipart (a JSON body has no file); speech
 	// wants its input.
 	transcriptionMissing = `{"error":{"message":"<string>","type":"invalid_request_error","param":"file"}}`
@@ -169,6 +170,7 @@ func (rt route) answer() (int, string) {
 var routeTable = []route{
 	{path: "/v1/chat/completions", method: "POST", fam: famChat, built: chatMissing},
 	{path: "/v1/responses", method: "POST", fam: famChat, built: responsesMissing},
+	{path: "/v1/embeddings", method: "POST", fam: famChat, built: embeddingsMissing},
 	{path: "/v1/models", method: "GET", fam: famChat, lists: true},
 	{path: "/models", method: "GET", fam: famChat, lists: true},
 	{path: "/v1/usage", method: "GET", fam: famChat, report: true},
@@ -298,7 +300,8 @@ func TestRoutes(t *testing.T) {
 			r = g.do(t, c.method, c.path, c.body, "Authorization", "Basic "+boot)
 			expectFamilyError(t, r, http.StatusUnauthorized, c.fam.unauth, c.fam)
 		}
-		// Where x-api-key is read, it is enough.
+		// Where x-api-key is read, it is enough: embeddings read it too.
+		expectFamilyError(t, g.do(t, "POST", "/v1/embeddings", `{}`, apiKey(boot)...), http.StatusBadRequest, embeddingsMissing, famChat)
 		for _, rt := range routeTable {
 			if rt.fam.name == "voices" || rt.fam.name == "mcp" || rt.fam.name == "chat" && !rt.lists {
 				continue

@@ -12,6 +12,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/audio"
 	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
+	"github.com/caddy-gw/caddy-gw/handlers/embeddings"
 	"github.com/caddy-gw/caddy-gw/handlers/fetch"
 	"github.com/caddy-gw/caddy-gw/handlers/images"
 	"github.com/caddy-gw/caddy-gw/handlers/models"
@@ -33,6 +34,7 @@ const (
 	PathChat          = "/v1/chat/completions"
 	PathResponses     = "/v1/responses"
 	PathModels        = "/v1/models"
+	PathEmbeddings    = "/v1/embeddings"
 	PathMessages      = "/v1/messages" // under the alt prefix
 	PathCountTokens   = "/v1/messages/count_tokens"
 	PathTranscription = "/v1/audio/transcriptions"
@@ -90,6 +92,9 @@ type Options struct {
 	CountTokensBudgets []limits.Budget
 	// Chat serves the chat endpoints; nil leaves them answering 501.
 	Chat *chat.Handler
+	// Embeddings serves the embeddings endpoint; nil leaves it answering
+	// 501. Its calls take the chat budgets and are billed as chat.
+	Embeddings *embeddings.Handler
 	// Decide serves decision mode; nil leaves it answering 501.
 	Decide *decide.Handler
 	// MCPBudgets are rate budgets every request to either MCP server
@@ -178,6 +183,12 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if opt.Tools != nil {
 		toolsEP.Handler = opt.Tools.Serve
 	}
+	// Embeddings take the key as Bearer or x-api-key, as the clients of
+	// embedding models (retrieval libraries) send either.
+	embeddingsEP := &pipeline.Endpoint{Name: "embeddings", Methods: post, Family: gwerr.Chat, Billing: &chatSpend, Budgets: opt.ChatBudgets}
+	if opt.Embeddings != nil {
+		embeddingsEP.Handler = opt.Embeddings.Serve
+	}
 	countTokens := &pipeline.Endpoint{Name: "messages", Methods: post, Family: gwerr.Messages, Budgets: opt.CountTokensBudgets}
 	var chatCompletions, responses, msgs, count pipeline.Handler
 	if h := opt.Chat; h != nil {
@@ -185,10 +196,11 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	}
 	countTokens.Handler = count
 	t := map[string]*pipeline.Endpoint{
-		PathChat:      chatRoute(chatCompletions),
-		PathResponses: chatRoute(responses),
-		PathModels:    {Name: "models", Methods: get, Family: gwerr.Chat, Handler: models.Handler},
-		PathUsage:     {Name: "usage", Methods: get, Family: gwerr.Chat, Handler: usage.Handler},
+		PathChat:       chatRoute(chatCompletions),
+		PathResponses:  chatRoute(responses),
+		PathEmbeddings: embeddingsEP,
+		PathModels:     {Name: "models", Methods: get, Family: gwerr.Chat, Handler: models.Handler},
+		PathUsage:      {Name: "usage", Methods: get, Family: gwerr.Chat, Handler: usage.Handler},
 
 		altPrefix + PathMessages:    messages(msgs),
 		altPrefix + PathCountTokens: countTokens,

@@ -56,6 +56,11 @@ func NewCache(ttl time.Duration, maxBytes uint64) *Cache {
 	})}
 }
 
+// CacheEmbeddings keys the embeddings endpoint's answers in the cache,
+// apart from every chat format's (it is no wire format: it has no row of
+// formats).
+const CacheEmbeddings Format = 1 << 8
+
 func cacheKey(account string, f Format, body []byte) [32]byte {
 	h := sha256.New()
 	var n [8]byte

@@ -131,6 +131,11 @@ var (
 // prose does.
 const CountChunk = 512
 
+// TextTokens counts s with the o200k tokenizer (0 when it is
+// unavailable): the gateway's own count of a text's tokens, for the
+// endpoints that reserve by it.
+func TextTokens(s string) int { return countTokens(s) }
+
 // countTokens counts s with the o200k tokenizer (0 when it is unavailable).
 func countTokens(s string) int {
 	if s == "" {

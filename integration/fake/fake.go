@@ -30,6 +30,9 @@
 //     gpt-4o transcription models refuse verbose_json and timestamp
 //     granularities as the real API does, and a file whose name has no
 //     supported extension is refused.
+//   - POST /v1/embeddings: an embeddings list, one vector per input
+//     (Embedding), as numbers or with encoding_format base64 as
+//     little-endian float32 bytes; dimensions shortens the vectors.
 //   - POST /v1/audio/speech (JSON): Script.Audio as a binary stream, in
 //     Script.Chunks flushed pieces.
 //
@@ -189,6 +192,9 @@ type Script struct {
 	// (with a Gate: the headers, then nothing until the Gate opens).
 	Audio      []byte
 	EmptyAudio bool
+	// EmbeddingTokens is the prompt_tokens an embeddings answer reports;
+	// 0: the fake's own count (EmbeddingTokens of the input).
+	EmbeddingTokens int
 	// AudioSeconds is the duration a transcription reports (Text is the
 	// transcript); 0: the length heard in an uploaded WAV.
 	AudioSeconds float64

@@ -501,7 +501,9 @@ func TestOpenAIValidation(t *testing.T) {
 		{"bad role", openAIHeaders(), "/chat/completions", `{"model":"m","messages":[{"role":"human","content":"x"}]}`, 400, "messages[0].role"},
 		{"stream_options without stream", openAIHeaders(), "/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}`, 400, "stream_options"},
 		{"responses without model", openAIHeaders(), "/responses", `{"input":"hi"}`, 400, "model"},
-		{"unknown path", openAIHeaders(), "/embeddings", `{}`, 404, ""},
+		{"embeddings without model", openAIHeaders(), "/embeddings", `{"input":"hi"}`, 400, "model"},
+		{"embeddings with empty input", openAIHeaders(), "/embeddings", `{"model":"m","input":[]}`, 400, "input"},
+		{"unknown path", openAIHeaders(), "/completions", `{}`, 404, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 // NewOpenAI starts an OpenAI-style fake on 127.0.0.1; its URL ends in /v1.
 // It serves POST /v1/chat/completions, POST /v1/responses, GET /v1/models and
-// GET /v1/models/{id}; anything else is a 404 in OpenAI's error shape.
+// GET /v1/models/{id}, POST /v1/embeddings; anything else is a 404 in OpenAI's error shape.
 func NewOpenAI() *Upstream { return newUpstream(formatOpenAI, serveOpenAI) }
 
 func serveOpenAI(u *Upstream, w http.ResponseWriter, r *http.Request, body []byte) {
@@ -28,7 +28,7 @@ func serveOpenAI(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 	if path == "/v1/models" || strings.HasPrefix(path, "/v1/models/") {
 		method, route = http.MethodGet, "/v1/models"
 	}
-	known := path == "/v1/chat/completions" || path == "/v1/responses" || route == "/v1/models" || ability[path] != nil
+	known := path == "/v1/chat/completions" || path == "/v1/responses" || path == "/v1/embeddings" || route == "/v1/models" || ability[path] != nil
 	if known && r.Method != method {
 		openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", nil, nil,
 			fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, path))
@@ -61,6 +61,10 @@ func serveOpenAI(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 	if !ok || model == "" {
 		openAIError(w, http.StatusBadRequest, "invalid_request_error", str("model"), str("missing_required_parameter"),
 			"Missing required parameter: 'model'.")
+		return
+	}
+	if route == "/v1/embeddings" {
+		u.embeddings(w, r, req, model)
 		return
 	}
 	if route == "/v1/chat/completions" {

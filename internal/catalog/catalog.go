@@ -36,6 +36,8 @@ const (
 	CapImage  = "image"
 	CapAudio  = "audio"
 	CapSpeech = "speech"
+	// CapEmbedding is the capability of the embedding model rows.
+	CapEmbedding = "embedding"
 )
 
 // Entitlements of model and voice rows.
@@ -265,6 +267,11 @@ type Catalog struct {
 	Aliases   []Alias
 	// DecideModel is the backing model of gw-decide ("" when unset).
 	DecideModel string
+	// Embeddings are the backing embedding models (in config order) and
+	// EmbedModel the id gw-embed serves ("" when there are none).
+	Embeddings []*EmbeddingModel
+	EmbedModel string
+	embedByID  map[string]*EmbeddingModel
 }
 
 // New validates the parts and builds a catalog.
@@ -392,7 +399,7 @@ func AbilityCapability(alias string) string {
 }
 
 func (c *Catalog) isReserved(name string) bool {
-	if name == AliasAuto || name == AliasDecide || LaneAliases[name] != "" || AbilityCapability(name) != "" {
+	if name == AliasAuto || name == AliasDecide || name == AliasEmbed || LaneAliases[name] != "" || AbilityCapability(name) != "" {
 		return true
 	}
 	_, isModel := c.byID[name]

@@ -78,8 +78,9 @@ func Allowed(allowlist []string, id string) bool {
 }
 
 // Rows lists the model rows a key sees: the chat aliases, the extra
-// aliases, gw-decide when configured, the configured ability aliases, and
-// one gw-pinned-<id> row per backing model, filtered by the allowlist.
+// aliases, gw-decide when configured, gw-embed when there is an embedding
+// model, the configured ability aliases, and one gw-pinned-<id> row per
+// backing chat and embedding model, filtered by the allowlist.
 // paidCleared is the account's state, from which entitlements follow.
 func (c *Catalog) Rows(allowlist []string, paidCleared bool) []Row {
 	paid := EntitlementPremiumLocked
@@ -104,6 +105,9 @@ func (c *Catalog) Rows(allowlist []string, paidCleared bool) []Row {
 	if c.DecideModel != "" {
 		add(Row{ID: AliasDecide, Capability: CapChat, Entitlement: paid})
 	}
+	if c.EmbedModel != "" {
+		add(Row{ID: AliasEmbed, Capability: CapEmbedding, Entitlement: EntitlementOpen})
+	}
 	for _, aa := range AbilityAliases {
 		a, ok := c.Abilities[aa.ID]
 		if !ok {
@@ -115,6 +119,9 @@ func (c *Catalog) Rows(allowlist []string, paidCleared bool) []Row {
 	}
 	for _, m := range c.Models {
 		add(Row{ID: PinnedPrefix + m.ID, OwnedBy: m.Provider, Capability: CapChat, Entitlement: EntitlementOpen})
+	}
+	for _, m := range c.Embeddings {
+		add(Row{ID: PinnedPrefix + m.ID, OwnedBy: m.Provider, Capability: CapEmbedding, Entitlement: EntitlementOpen})
 	}
 	return rows
 }

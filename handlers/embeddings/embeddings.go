@@ -1,0 +1,187 @@
+// Package embeddings serves POST /v1/embeddings in the chat-completions
+// style: the input (a string, a list of strings, a token list or a list of
+// token lists) goes to the embedding model's provider as the client wrote
+// it, with the model set; the call reserves its input counted with the
+// o200k tokenizer, is billed per input token the provider reports at the
+// model's price, and is answered from the account's cache when the same
+// request was answered before.
+package embeddings
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"go.uber.org/zap"
+
+	"github.com/caddy-gw/caddy-gw/handlers/chat"
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/upstream"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// Limits of the embeddings endpoint.
+const (
+	// MaxBody is the largest request body: MaxInputs texts of a model's
+	// most input tokens each, with room to spare.
+	MaxBody = 16 << 20
+	// MaxResponse is the largest provider answer read: MaxInputs vectors
+	// of 3,072 dimensions written as JSON numbers fit.
+	MaxResponse = 128 << 20
+	// MaxCached is the largest answer kept in the cache: a larger one
+	// would crowd out the account's and everyone's other answers.
+	MaxCached = 4 << 20
+)
+
+// PathEmbeddings is the provider's embeddings endpoint, after a
+// chat-completions-style base URL (which ends in /v1).
+const PathEmbeddings = "/embeddings"
+
+// Handler serves the embeddings endpoint.
+type Handler struct {
+	// Upstream sends the requests to the providers.
+	Upstream *upstream.Client
+	// Cache, when set, answers a request the account made before from the
+	// answer it got then (the chat answer cache, under a key space of its
+	// own).
+	Cache *chat.Cache
+}
+
+// Serve serves POST /v1/embeddings.
+func (h *Handler) Serve(c *pipeline.Call) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	req, err := parse(body)
+	if err != nil {
+		return err
+	}
+	requested := req.model
+	if requested == "" {
+		requested = catalog.AliasEmbed
+	}
+	m, ok := c.Gateway.Catalog.Embedding(requested)
+	if !ok {
+		return gwerr.New(gwerr.Invalid, "model %q is not an embedding model; GET /v1/models lists the ids (capability embedding)", requested).
+			WithCode("model_not_found").WithParam("model")
+	}
+	if err := c.AllowModel(requested); err != nil {
+		return err
+	}
+	routed := requested == catalog.AliasEmbed
+	if h.Cache != nil {
+		if hit, ok := h.Cache.Get(c.Account.ID, chat.CacheEmbeddings, body); ok {
+			c.CacheHit()
+			receipt(c.W.Header(), hit.Model, requested, routed, 0)
+			c.W.Header().Set(chat.HeaderCache, "hit")
+			write(c.W, hit.Body)
+			return nil
+		}
+	}
+	counted := req.tokens
+	for _, s := range req.texts {
+		counted += int64(chat.TextTokens(s))
+	}
+	if err := c.Reserve(cost(c.Account.PAYG, m, counted)); err != nil {
+		return err
+	}
+	out, err := sjson.SetBytes(body, "model", m.ID)
+	if err != nil {
+		return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
+	}
+	resp, err := h.Upstream.Do(c.R.Context(), upstream.Request{Provider: c.Gateway.Catalog.Providers[m.Provider], Path: PathEmbeddings, Body: out})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	answer, err := readAnswer(resp.Body, m)
+	if err != nil {
+		upstream.Broke(resp.Body)
+		return err
+	}
+	tokens := counted
+	if n, ok := reported(answer); ok {
+		tokens = n
+	} else {
+		c.Gateway.Logger.Warn("answer without usable usage: billed from the gateway's own count", zap.String("request_id", c.RequestID),
+			zap.String("model", m.ID), zap.Int64("input_tokens", tokens))
+	}
+	charge := cost(c.Account.PAYG, m, tokens)
+	if _, err := c.Charge(pipeline.Bill{Units: tokens, Unit: pricing.UnitToken, Model: m.ID, Alias: requested, Cost: charge,
+		Tokens: pipeline.Tokens{Input: tokens}}); err != nil {
+		return err
+	}
+	receipt(c.W.Header(), m.ID, requested, routed, charge)
+	c.W.Header().Set(chat.HeaderRoutedModel, m.ID)
+	write(c.W, answer)
+	if h.Cache != nil && len(answer) <= MaxCached {
+		h.Cache.Put(c.Account.ID, chat.CacheEmbeddings, body, chat.Hit{Body: answer, Model: m.ID})
+	}
+	return nil
+}
+
+// readAnswer reads the provider's answer for m: a failure when it broke
+// off, is cut by MaxResponse (it cannot be served, so nothing is billed)
+// or is not an embeddings list.
+func readAnswer(r io.Reader, m *catalog.EmbeddingModel) ([]byte, error) {
+	answer, err := io.ReadAll(io.LimitReader(r, MaxResponse+1))
+	switch {
+	case err != nil:
+		return nil, gwerr.New(gwerr.Upstream, "the answer of %s broke off", m.ID)
+	case len(answer) > MaxResponse:
+		return nil, gwerr.New(gwerr.Upstream, "the answer of %s is larger than %d bytes", m.ID, MaxResponse)
+	case !jsonbody.Valid(answer) || !gjson.GetBytes(answer, "data").IsArray():
+		return nil, gwerr.New(gwerr.Upstream, "the answer of %s could not be read", m.ID)
+	}
+	return answer, nil
+}
+
+// reported is the input tokens the provider's answer reports
+// (usage.prompt_tokens), when it reports a usable count.
+func reported(answer []byte) (int64, bool) {
+	v := gjson.GetBytes(answer, "usage.prompt_tokens")
+	n, ok := wholeNumber(v)
+	return n, ok && n > 0
+}
+
+// cost prices tokens of input on m for an account (payg: with the
+// pay-as-you-go markup).
+func cost(payg bool, m *catalog.EmbeddingModel, tokens int64) pricing.Money {
+	return pricing.Cost(payg, pricing.Line{Units: tokens, Rate: pricing.PerMillion(m.Rate())})
+}
+
+// receipt sets the receipt headers the chat endpoints send: the model
+// that served, the id asked for, whether the gateway chose the model,
+// and the cost.
+func receipt(h http.Header, model, requested string, routed bool, cost pricing.Money) {
+	h.Set(chat.HeaderModel, model)
+	h.Set(chat.HeaderOriginalModel, requested)
+	h.Set(chat.HeaderRouted, strconv.FormatBool(routed))
+	h.Set(chat.HeaderCost, cost.String())
+}
+
+func write(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// readBody reads the request body, at most MaxBody bytes.
+func readBody(c *pipeline.Call) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(c.W, c.R.Body, MaxBody))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, gwerr.New(gwerr.TooLarge, "the body is larger than %d bytes", MaxBody)
+	}
+	if err != nil {
+		return nil, gwerr.New(gwerr.Invalid, "the body could not be read").WithParam("body")
+	}
+	return b, nil
+}
