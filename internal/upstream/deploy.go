@@ -123,9 +123,9 @@ func (c *Client) deployments(p *catalog.Provider) *deploySet {
 // choose picks the deployment for the next attempt at time now (Unix
 // nanoseconds) among those not in tried (a bit per deployment), or -1
 // when none is left. Of the deployments neither resting nor at their
-// limits it draws two by weight and takes the one with fewer calls in
-// flight for its weight; on a tie, the first drawn unless the second is
-// clearly faster. When every one left rests, the one whose rest ends
+// limits it draws two by weight and takes the one with less work
+// outstanding for its weight (see better); on a tie, the first drawn
+// unless the second is clearly faster. When every one left rests, the one whose rest ends
 // first is tried: a provider is never refused for its own failures alone.
 func (s *deploySet) choose(now int64, tried uint64) int {
 	var open uint64
@@ -168,16 +168,17 @@ func (s *deploySet) draw(mask uint64, total int64) int {
 	return last
 }
 
-// better reports whether b should take the call rather than a: fewer
-// calls in flight for its weight, or as many and clearly faster lately.
+// better reports whether b should take the call rather than a: less
+// work outstanding for its weight (calls in flight times recent latency),
+// or, on a tie (both idle), clearly faster lately.
 func (s *deploySet) better(b, a int) bool {
-	ib, ia := s.states[b].inflight.Load(), s.states[a].inflight.Load()
-	lb, la := ib*s.weights[a], ia*s.weights[b]
+	eb := float64(max(s.states[b].ewma.Load(), int64(latencyFloor)))
+	ea := float64(max(s.states[a].ewma.Load(), int64(latencyFloor)))
+	lb := float64(s.states[b].inflight.Load()) * eb * float64(s.weights[a])
+	la := float64(s.states[a].inflight.Load()) * ea * float64(s.weights[b])
 	if lb != la {
 		return lb < la
 	}
-	eb := max(s.states[b].ewma.Load(), int64(latencyFloor))
-	ea := max(s.states[a].ewma.Load(), int64(latencyFloor))
 	return eb*slowFactor < ea
 }
 

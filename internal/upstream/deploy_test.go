@@ -54,7 +54,8 @@ func TestChooseFollowsWeights(t *testing.T) {
 
 // A deployment with more calls in flight for its weight loses the pair;
 // in-flight calls in proportion to the weights keep the weights; a
-// clearly slower one loses a tie, a little slower one does not.
+// clearly slower one loses a tie, a little slower one does not; in-flight
+// calls count by their latency.
 func TestChooseByLoadAndLatency(t *testing.T) {
 	s := New().deployments(deployed(t, catalog.Deployment{BaseURL: "http://a/v1"}, catalog.Deployment{BaseURL: "http://b/v1"}))
 	s.states[0].inflight.Store(2)
@@ -85,6 +86,18 @@ func TestChooseByLoadAndLatency(t *testing.T) {
 	s.states[1].ewma.Store(int64(40 * time.Millisecond))
 	if got := shares(s, 20000); got[0] < 9000 || got[0] > 11000 {
 		t.Fatalf("fast ones differing by noise keep their shares: %v", got)
+	}
+	// Busy, a slow one's calls weigh more: one call of a second outweighs
+	// two of 50 ms, while an idle slow one still beats a busy fast one.
+	s.states[0].ewma.Store(int64(time.Second))
+	s.states[0].inflight.Store(1)
+	s.states[1].inflight.Store(2)
+	if got := shares(s, 1000); got[1] != 1000 {
+		t.Fatalf("the busy slow one: %v", got)
+	}
+	s.states[0].inflight.Store(0)
+	if got := shares(s, 1000); got[0] != 1000 {
+		t.Fatalf("the idle slow one against a busy fast one: %v", got)
 	}
 }
 
