@@ -367,3 +367,29 @@ func streamedText(t *testing.T, body []byte) string {
 	}
 	return b.String()
 }
+
+// A deployment's tokens per minute count the gateway's estimate of each
+// chat prompt (a quarter of the body's bytes): a large prompt that does
+// not fit what is left of the minute is refused 429 without reaching the
+// provider, while a small one still fits.
+func TestDeploymentTokensPerMinute(t *testing.T) {
+	t.Parallel()
+	f := fakes(t, 1)
+	g := startGateway(t, gwOptions{BootstrapKey: deployBootstrapKey, Caddyfile: withGW(t, poolLines("",
+		"deployment "+f[0].URL+" {\n\t\t\t\ttokens_per_minute 1000\n\t\t\t}"))})
+	key := poolKey(t, g)
+	large := `{"model":"gw-pinned-pool-mini","max_tokens":50,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 480) + `"}]}`
+	if r := g.do(t, http.MethodPost, "/v1/chat/completions", large, bearer(key)...); r.Status != http.StatusOK {
+		t.Fatalf("a prompt of about %d tokens within 1000: %d %s", len(large)/4, r.Status, r.Body)
+	}
+	r := g.do(t, http.MethodPost, "/v1/chat/completions", large, bearer(key)...)
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" || get(r.JSON(t), "error", "code") != "rate_limit_exceeded" {
+		t.Fatalf("a second one past the minute's tokens: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if r := g.do(t, http.MethodPost, "/v1/chat/completions", poolChat, bearer(key)...); r.Status != http.StatusOK {
+		t.Fatalf("a small prompt in what is left: %d %s", r.Status, r.Body)
+	}
+	if arrived(f[0]) != 2 {
+		t.Fatalf("calls reaching the deployment: %d, want 2", arrived(f[0]))
+	}
+}
