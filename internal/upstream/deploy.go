@@ -210,30 +210,31 @@ func (s *deploySet) fullWait(now int64) time.Duration {
 }
 
 // admit takes one request, and tokens of the prompt, from deployment i's
-// per-minute limits on l. When they do not fit, the deployment is marked
-// full for as long as the limiter says and the wait is returned.
-func (s *deploySet) admit(ctx context.Context, l limits.Limiter, i int, tokens int64, now int64) (ok bool, err error) {
-	for _, b := range []limits.Budget{s.rpm[i], s.tpm[i]} {
-		if b.Limit == 0 {
-			continue
-		}
-		n := int64(1)
-		if b.Name == deploymentTokens {
-			if tokens <= 0 {
-				continue
-			}
-			n = min(tokens, b.Limit) // a prompt above the limit waits for a whole minute
-		}
-		d, err := l.Allow(ctx, s.limitKey[i], b, n)
+// per-minute limits on l. When they do not fit it returns how long until
+// they would; a deployment out of requests is marked full for that long
+// (no call fits it), one out of tokens is not (a smaller prompt may fit).
+func (s *deploySet) admit(ctx context.Context, l limits.Limiter, i int, tokens int64, now int64) (ok bool, wait time.Duration, err error) {
+	if b := s.rpm[i]; b.Limit > 0 {
+		d, err := l.Allow(ctx, s.limitKey[i], b, 1)
 		if err != nil {
-			return false, err
+			return false, 0, err
 		}
 		if !d.Allowed {
 			s.states[i].fullUntil.Store(now + int64(d.RetryAfter))
-			return false, nil
+			return false, d.RetryAfter, nil
 		}
 	}
-	return true, nil
+	if b := s.tpm[i]; b.Limit > 0 && tokens > 0 {
+		// A prompt above the limit takes the whole minute's tokens.
+		d, err := l.Allow(ctx, s.limitKey[i], b, min(tokens, b.Limit))
+		if err != nil {
+			return false, 0, err
+		}
+		if !d.Allowed {
+			return false, d.RetryAfter, nil
+		}
+	}
+	return true, 0, nil
 }
 
 // rest sets deployment i aside for d from now.

@@ -281,8 +281,12 @@ func TestDoDeploymentLimits(t *testing.T) {
 	if err := call(600); err != nil {
 		t.Fatal(err)
 	}
-	if err := call(600); gwerr.As(err).Kind != gwerr.RateLimited || tcounts[0].Load() != 1 {
+	if err := call(600); gwerr.As(err).Kind != gwerr.RateLimited || gwerr.As(err).RetryAfter < 1 || tcounts[0].Load() != 1 {
 		t.Fatalf("past the tokens per minute: %v, calls %d", err, tcounts[0].Load())
+	}
+	// A smaller prompt still fits what is left of the minute.
+	if err := call(300); err != nil || tcounts[0].Load() != 2 {
+		t.Fatalf("a prompt within what is left: %v, calls %d", err, tcounts[0].Load())
 	}
 }
 

@@ -211,6 +211,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	set := c.deployments(p)
 	var tried uint64
 	var last, unchecked error
+	var wait time.Duration // until the first deployment refused by its limits fits
 	for {
 		now := time.Now().UnixNano()
 		i := set.choose(now, tried)
@@ -218,9 +219,11 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 			break
 		}
 		tried |= 1 << i
-		if ok, err := set.admit(ctx, c.limits(), i, r.Tokens, now); !ok {
+		if ok, after, err := set.admit(ctx, c.limits(), i, r.Tokens, now); !ok {
 			if err != nil {
 				unchecked = err
+			} else if wait == 0 || after < wait {
+				wait = after
 			}
 			continue
 		}
@@ -243,7 +246,10 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 		return nil, &Error{Err: gwerr.New(gwerr.Unavailable, "the limits of provider %s could not be checked; retry later", p.Name)}
 	}
 	g := gwerr.New(gwerr.RateLimited, "provider %s is at its configured limits; retry later", p.Name)
-	g.RetryAfter = limits.RetryAfterSeconds(set.fullWait(time.Now().UnixNano()))
+	if full := set.fullWait(time.Now().UnixNano()); full > 0 && (wait == 0 || full < wait) {
+		wait = full
+	}
+	g.RetryAfter = limits.RetryAfterSeconds(wait)
 	return nil, &Error{Err: g, Retryable: true}
 }
 
