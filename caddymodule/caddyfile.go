@@ -435,22 +435,6 @@ func providerOptions(p *ProviderConfig) options {
 	}
 }
 
-// deploymentOptions is the table of a provider's deployment block.
-func deploymentOptions(d *catalog.Deployment) options {
-	return options{
-		"api_key":             textOption(&d.APIKey),
-		"weight":              valueOption(&d.Weight, fmt.Sprintf("a whole number from 1 to %d", catalog.MaxWeight), weight),
-		"requests_per_minute": wholeOption(&d.RequestsPerMinute, 1),
-		"tokens_per_minute":   wholeOption(&d.TokensPerMinute, 1),
-	}
-}
-
-// weight reads a deployment's weight.
-func weight(s string) (int, bool) {
-	n, err := strconv.Atoi(s)
-	return n, err == nil && n >= 1 && n <= catalog.MaxWeight
-}
-
 // modelOptions is the table of a model block.
 func modelOptions(m *catalog.Model) options {
 	return options{
@@ -530,6 +514,22 @@ func parseSizePrice(pair string) (string, pricing.Money, error) {
 		return "", 0, fmt.Errorf("%q: the price must be a positive amount of US dollars", pair)
 	}
 	return size, price, nil
+}
+
+// deploymentOptions is the table of a provider's deployment block.
+func deploymentOptions(d *catalog.Deployment) options {
+	return options{
+		"api_key":             textOption(&d.APIKey),
+		"weight":              valueOption(&d.Weight, fmt.Sprintf("a whole number from 1 to %d", catalog.MaxWeight), weight),
+		"requests_per_minute": wholeOption(&d.RequestsPerMinute, 1),
+		"tokens_per_minute":   wholeOption(&d.TokensPerMinute, 1),
+	}
+}
+
+// weight reads a deployment's weight.
+func weight(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n >= 1 && n <= catalog.MaxWeight
 }
 
 // searchOptions is the table of the search block.

@@ -129,14 +129,6 @@ type Provider struct {
 	// APIKeyFallbacks are tried in order when APIKey expands to nothing
 	// (the search provider falls back to {env.OPENAI_API_KEY}).
 	APIKeyFallbacks []string `json:"api_key_fallbacks,omitempty"`
-	// Deployments are the provider's endpoints, among which calls are
-	// spread by weight and load. Empty: BaseURL and APIKey are the
-	// deployments. Once the catalogue is built it always lists them.
-	Deployments []Deployment `json:"deployments,omitempty"`
-	// Cooldown is how long a deployment that failed rests before calls go
-	// to it again. Default: 30s. In JSON it is the gw app's provider
-	// config that carries it.
-	Cooldown time.Duration `json:"-"`
 	// Responses is true when the provider serves a /responses endpoint;
 	// otherwise /v1/responses is translated to chat completions.
 	Responses bool `json:"responses,omitempty"`
@@ -149,6 +141,14 @@ type Provider struct {
 	// IdleTimeout bounds the gap between two chunks of a streamed answer.
 	// Default: 60s.
 	IdleTimeout time.Duration `json:"-"`
+	// Deployments are the provider's endpoints, among which calls are
+	// spread by weight and load. Empty: BaseURL and APIKey are the
+	// deployments. Once the catalogue is built it always lists them.
+	Deployments []Deployment `json:"deployments,omitempty"`
+	// Cooldown is how long a deployment that failed rests before calls go
+	// to it again. Default: 30s. In JSON it is the gw app's provider
+	// config that carries it.
+	Cooldown time.Duration `json:"-"`
 }
 
 // setDeployments makes Deployments the provider's full list: BaseURL
@@ -327,15 +327,21 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		if p.Name == "" {
 			return nil, fmt.Errorf("provider %d: name is required", i)
 		}
+		// The deployments first: a provider listing only deployments gets
+		// its base URL from them.
+		if err := p.setDeployments(); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+		}
 		if p.Format != FormatOpenAI && p.Format != FormatAnthropic {
 			return nil, fmt.Errorf("provider %s: format must be %q or %q", p.Name, FormatOpenAI, FormatAnthropic)
+		}
+		if p.BaseURL == "" {
+			return nil, fmt.Errorf("provider %s: base_url is required", p.Name)
 		}
 		if _, dup := c.Providers[p.Name]; dup {
 			return nil, fmt.Errorf("provider %s: defined twice", p.Name)
 		}
-		if err := p.setDeployments(); err != nil {
-			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
-		}
+		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
 		for _, t := range []struct {
 			v   *time.Duration
 			def time.Duration
