@@ -66,9 +66,9 @@ type stateKey struct{ provider, baseURL, apiKey string }
 
 // deploySet is a provider's deployments as the client calls them.
 type deploySet struct {
-	// made is the provider the set was made from, with its base URL and
-	// key then: a provider changed since gets a new set.
-	made      *catalog.Provider
+	// base, key and count are the provider's base URL, key and number of
+	// listed deployments when the set was made: a provider changed since
+	// gets a new set.
 	base, key string
 	count     int
 	// views are the deployments, each as a provider of its own (the
@@ -93,7 +93,7 @@ func (c *Client) deployments(p *catalog.Provider) *deploySet {
 	if len(deps) == 0 { // a provider made by hand, outside a catalogue
 		deps = []catalog.Deployment{{BaseURL: p.BaseURL, APIKey: p.APIKey, Weight: 1}}
 	}
-	s := &deploySet{made: p, base: p.BaseURL, key: p.APIKey, count: len(p.Deployments)}
+	s := &deploySet{base: p.BaseURL, key: p.APIKey, count: len(p.Deployments)}
 	if len(c.states) >= maxStates {
 		clear(c.states)
 	}
