@@ -2,9 +2,12 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -391,5 +394,63 @@ func TestDeploymentTokensPerMinute(t *testing.T) {
 	}
 	if arrived(f[0]) != 2 {
 		t.Fatalf("calls reaching the deployment: %d, want 2", arrived(f[0]))
+	}
+}
+
+// A call passed from a failed deployment to another is traced as two
+// attempt spans under the provider's name, the failed one with its
+// status and reason, and no span names a deployment.
+func TestDeploymentAttemptSpans(t *testing.T) {
+	t.Parallel()
+	rcv := &otlpReceiver{arrived: make(chan struct{}, 1)}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+	ex := exampleCaddyfile(t)
+	cfg := strings.Replace(ex, "\t\tgw\n", "\t\ttracing {\n\t\t\tspan gw\n\t\t}\n\t\tgw\n", 1)
+	if cfg == ex {
+		t.Fatal("Caddyfile.example has no gw handler line to put tracing before")
+	}
+	f := fakes(t, 2)
+	failing, healthy := f[0], f[1]
+	failing.Default = fake.Script{Status: http.StatusInternalServerError}
+	g := startGateway(t, gwOptions{BootstrapKey: deployBootstrapKey, Caddyfile: cfg, Env: map[string]string{
+		"GW_OPENAI_BASE_URL":          failing.URL + "," + healthy.URL,
+		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_TRACES_SAMPLER": "always_on",
+	}})
+	key, _ := g.createKey(t, "default", map[string]any{"name": "mini", "models": []string{"gw-pinned-gpt-4.1-mini"}})
+	body := `{"model":"gw-pinned-gpt-4.1-mini","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`
+	var traceID string
+	for i := 0; arrived(failing) == 0; i++ {
+		if i == 100 {
+			t.Fatal("100 calls never tried the failing deployment")
+		}
+		traceID = fmt.Sprintf("4bf92f3577b34da6a3ce929d0e0e%04x", i)
+		r := g.do(t, http.MethodPost, "/v1/chat/completions", body, append(bearer(key), "traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")...)
+		if r.Status != http.StatusOK || r.Header.Get("X-Gw-Escalated") != "" {
+			t.Fatalf("call %d: %d %v %s", i, r.Status, r.Header, r.Body)
+		}
+	}
+	var statuses []string
+	for _, s := range rcv.traceSpans(t, traceID, 3) {
+		at := attrs(s)
+		for k, v := range at {
+			for _, u := range f {
+				if strings.Contains(v, strings.TrimSuffix(strings.TrimPrefix(u.URL, "http://"), "/v1")) {
+					t.Errorf("span %s attribute %s names a deployment: %s", s.Name, k, v)
+				}
+			}
+		}
+		if !strings.HasPrefix(s.Name, "upstream ") {
+			continue
+		}
+		if s.Name != "upstream openai" || at["gen_ai.provider.name"] != "openai" {
+			t.Errorf("attempt span %s, provider %q: want the provider's name", s.Name, at["gen_ai.provider.name"])
+		}
+		statuses = append(statuses, at["http.response.status_code"]+"/"+at["error.type"])
+	}
+	slices.Sort(statuses)
+	if want := []string{"200/", "500/status_5xx"}; !slices.Equal(statuses, want) {
+		t.Fatalf("attempt spans %v, want %v", statuses, want)
 	}
 }
