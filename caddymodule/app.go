@@ -191,6 +191,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 			}
 			p.APIKey = repl.ReplaceAll(fb, "")
 		}
+		for j := range p.Deployments {
+			d := &p.Deployments[j]
+			d.BaseURL, d.APIKey = repl.ReplaceAll(d.BaseURL, ""), repl.ReplaceAll(d.APIKey, "")
+		}
 	}
 	a.BootstrapKey = repl.ReplaceAll(a.BootstrapKey, "")
 	a.Store.Dir = repl.ReplaceAll(a.Store.Dir, "")
@@ -329,6 +333,7 @@ func (a *App) Start() error {
 	if ls, ok := backend.(tools.LinkStore); ok && toolSet.Apps != nil {
 		toolSet.Apps.Links = tools.StoredLinks{Store: ls}
 	}
+	upstreams.SetLimiter(limiter)
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics, Annotate: annotate,
 		Money: &money.Gate{Store: st, Locks: locks, Policy: a.policy, OnOverrun: a.logOverrun}, Limits: limiter,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight,

@@ -46,13 +46,20 @@ func init() {
 //		mcp_allowed_hosts <host[:port]>...
 //		provider <name> {                     # repeatable
 //			format openai|anthropic
-//			base_url <url>
+//			base_url <url>[,<url>...]
 //			api_key <key> [<fallback key>...]
 //			auth bearer|api-key|none
 //			responses
 //			dial_timeout <duration>
 //			header_timeout <duration>
 //			idle_timeout <duration>
+//			cooldown <duration>
+//			deployment <url> {                # repeatable; in place of base_url
+//				api_key <key>
+//				weight <n>
+//				requests_per_minute <n>
+//				tokens_per_minute <n>
+//			}
 //		}
 //		model <id> {                          # repeatable
 //			provider <name>
@@ -440,6 +447,9 @@ func providerOptions(p *ProviderConfig) options {
 		"dial_timeout":   durationOption(&p.DialTimeout),
 		"header_timeout": durationOption(&p.HeaderTimeout),
 		"idle_timeout":   durationOption(&p.IdleTimeout),
+		"cooldown":       durationOption(&p.Cooldown),
+		"deployment": namedOption(&p.Deployments, "deployment", func(d *catalog.Deployment) *string { return &d.BaseURL },
+			deploymentOptions),
 	}
 }
 
@@ -545,6 +555,22 @@ func parseSizePrice(pair string) (string, pricing.Money, error) {
 		return "", 0, fmt.Errorf("%q: the price must be a positive amount of US dollars", pair)
 	}
 	return size, price, nil
+}
+
+// deploymentOptions is the table of a provider's deployment block.
+func deploymentOptions(d *catalog.Deployment) options {
+	return options{
+		"api_key":             textOption(&d.APIKey),
+		"weight":              valueOption(&d.Weight, fmt.Sprintf("a whole number from 1 to %d", catalog.MaxWeight), weight),
+		"requests_per_minute": wholeOption(&d.RequestsPerMinute, 1),
+		"tokens_per_minute":   wholeOption(&d.TokensPerMinute, 1),
+	}
+}
+
+// weight reads a deployment's weight.
+func weight(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n >= 1 && n <= catalog.MaxWeight
 }
 
 // searchOptions is the table of the search block.

@@ -120,6 +120,15 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"twice: in audio", "gw {\n audio {\n gap_timeout 1s\n gap_timeout 2s\n }\n}", "gap_timeout already specified"},
 		{"twice: in images", "gw {\n images {\n edit_timeout 1s\n edit_timeout 2s\n }\n}", "edit_timeout already specified"},
 		{"twice: in search", "gw {\n search {\n provider a\n provider b\n }\n}", "provider already specified"},
+		{"deployment no url", "gw {\n provider p {\n deployment {\n weight 2\n }\n }\n}", "wrong argument count"},
+		{"deployment two urls", "gw {\n provider p {\n deployment http://a/v1 http://b/v1\n }\n}", "wrong argument count"},
+		{"deployment zero weight", "gw {\n provider p {\n deployment http://a/v1 {\n weight 0\n }\n }\n}", `weight: want a whole number from 1 to 1000, got "0"`},
+		{"deployment heavy weight", "gw {\n provider p {\n deployment http://a/v1 {\n weight 1001\n }\n }\n}", `weight: want a whole number from 1 to 1000, got "1001"`},
+		{"deployment zero rpm", "gw {\n provider p {\n deployment http://a/v1 {\n requests_per_minute 0\n }\n }\n}", "requests_per_minute: want a positive whole number"},
+		{"deployment bad tpm", "gw {\n provider p {\n deployment http://a/v1 {\n tokens_per_minute lots\n }\n }\n}", "tokens_per_minute: want a positive whole number"},
+		{"deployment bad option", "gw {\n provider p {\n deployment http://a/v1 {\n region eu\n }\n }\n}", `unknown deployment option "region"`},
+		{"twice: in deployment", "gw {\n provider p {\n deployment http://a/v1 {\n api_key a\n api_key b\n }\n }\n}", "api_key already specified"},
+		{"zero cooldown", "gw {\n provider p {\n cooldown 0s\n }\n}", "cooldown: want a duration greater than zero"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var app App
@@ -140,7 +149,7 @@ func TestCaddyfileErrors(t *testing.T) {
 // TestCaddyfileRepeatable checks that the options naming one thing a line
 // may be given more than once, each line adding its thing.
 func TestCaddyfileRepeatable(t *testing.T) {
-	in := "gw {\n provider a {\n }\n provider b {\n }\n model m {\n }\n model n {\n }\n alias x m\n alias y n\n" +
+	in := "gw {\n provider a {\n deployment http://x/v1\n deployment http://y/v1 {\n weight 2\n }\n }\n provider b {\n }\n model m {\n }\n model n {\n }\n alias x m\n alias y n\n" +
 		" beta b-1 neutral\n beta b-2 refused\n ability gw-voice-speak {\n voice alloy\n voice echo\n" +
 		" image_price low 1024x1024=0.01\n image_price high 1024x1024=0.04\n }\n ability gw-image {\n }\n" +
 		" embedding e {\n }\n embedding f {\n }\n}"
@@ -149,7 +158,7 @@ func TestCaddyfileRepeatable(t *testing.T) {
 		t.Fatal(err)
 	}
 	ab := app.Abilities[0]
-	if len(app.Providers) != 2 || len(app.Models) != 2 || len(app.Aliases) != 2 || len(app.Betas) != 2 ||
+	if len(app.Providers) != 2 || len(app.Providers[0].Deployments) != 2 || len(app.Models) != 2 || len(app.Aliases) != 2 || len(app.Betas) != 2 ||
 		len(app.Abilities) != 2 || len(ab.Voices) != 2 || len(ab.ImagePrices) != 2 || len(app.Embeddings) != 2 {
 		t.Fatalf("repeated lines lost: %+v", app)
 	}
@@ -209,6 +218,7 @@ func FuzzGlobalOption(f *testing.F) {
 		"gw {\n search {\n provider s\n price_per_search 0.025\n token_price 0.4 1.6\n }\n beta b-1 priced 200 150\n alias a m\n}",
 		"gw {\n bootstrap_key a\n bootstrap_key b\n}",
 		"gw {\n audio {\n gap_timeout 0s\n }\n}",
+		"gw {\n provider p {\n cooldown 5s\n deployment http://a/v1 {\n api_key k\n weight 3\n requests_per_minute 60\n tokens_per_minute 9000\n }\n deployment http://b/v1\n }\n}",
 	} {
 		f.Add(s)
 	}

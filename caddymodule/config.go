@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -143,6 +144,10 @@ type ProviderConfig struct {
 	// IdleTimeout bounds the gap between two chunks of a streamed answer.
 	// Default: 60s.
 	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
+	// Cooldown is how long a deployment that failed rests before calls go
+	// to it again (a 429 or 529 with Retry-After rests it that long).
+	// Default: 30s.
+	Cooldown caddy.Duration `json:"cooldown,omitempty"`
 }
 
 // catalogProviders returns the providers as the catalogue takes them.
@@ -151,6 +156,8 @@ func (a *App) catalogProviders() []catalog.Provider {
 	for i, pc := range a.Providers {
 		out[i] = pc.Provider
 		out[i].DialTimeout, out[i].HeaderTimeout, out[i].IdleTimeout = time.Duration(pc.DialTimeout), time.Duration(pc.HeaderTimeout), time.Duration(pc.IdleTimeout)
+		out[i].Cooldown = time.Duration(pc.Cooldown)
+		out[i].Deployments = slices.Clone(pc.Deployments)
 	}
 	return out
 }

@@ -15,16 +15,17 @@ import (
 // each, and neither names an option the parser does not read.
 func TestConfigurationDocsListEveryOption(t *testing.T) {
 	tables := map[string]options{
-		"gw":        globalOptions(new(App)),
-		"provider":  providerOptions(new(ProviderConfig)),
-		"model":     modelOptions(new(catalog.Model)),
-		"embedding": embeddingOptions(new(catalog.EmbeddingModel)),
-		"ability":   abilityOptions(new(catalog.Ability)),
-		"search":    searchOptions(new(SearchConfig)),
-		"audio":     audioOptions(new(AudioConfig)),
-		"images":    imagesOptions(new(ImagesConfig)),
-		"money":     moneyOptions(new(MoneyConfig)),
-		"limits":    limitsOptions(new(LimitsConfig)),
+		"gw":         globalOptions(new(App)),
+		"provider":   providerOptions(new(ProviderConfig)),
+		"deployment": deploymentOptions(new(catalog.Deployment)),
+		"model":      modelOptions(new(catalog.Model)),
+		"embedding":  embeddingOptions(new(catalog.EmbeddingModel)),
+		"ability":    abilityOptions(new(catalog.Ability)),
+		"search":     searchOptions(new(SearchConfig)),
+		"audio":      audioOptions(new(AudioConfig)),
+		"images":     imagesOptions(new(ImagesConfig)),
+		"money":      moneyOptions(new(MoneyConfig)),
+		"limits":     limitsOptions(new(LimitsConfig)),
 	}
 	parsed := map[string][]string{}
 	for block, table := range tables {

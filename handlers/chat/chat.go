@@ -249,7 +249,7 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 		defer stop()
 	}
 	resp, err := cl.h.Upstream.Do(ctx, upstream.Request{Provider: p, Path: path, Body: body, Client: cl.R,
-		Betas: cl.betas.forwarded(cl.Gateway.Catalog, m)})
+		Betas: cl.betas.forwarded(cl.Gateway.Catalog, m), Tokens: int64(cl.req.needs.PromptTokens)})
 	if err != nil {
 		return err
 	}

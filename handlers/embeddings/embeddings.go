@@ -96,7 +96,8 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if err != nil {
 		return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
 	}
-	resp, err := h.Upstream.Do(c.R.Context(), upstream.Request{Provider: c.Gateway.Catalog.Providers[m.Provider], Path: PathEmbeddings, Body: out})
+	resp, err := h.Upstream.Do(c.R.Context(), upstream.Request{Provider: c.Gateway.Catalog.Providers[m.Provider], Path: PathEmbeddings, Body: out,
+		Tokens: counted})
 	if err != nil {
 		return err
 	}

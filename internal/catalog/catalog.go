@@ -97,7 +97,38 @@ const (
 	DefaultDialTimeout   = 10 * time.Second
 	DefaultHeaderTimeout = 120 * time.Second
 	DefaultIdleTimeout   = 60 * time.Second
+	// DefaultCooldown is how long a deployment that failed rests before
+	// calls go to it again (a 429 or 529 names its own wait).
+	DefaultCooldown = 30 * time.Second
 )
+
+// Bounds of a provider's deployments.
+const (
+	// MaxDeployments is the most deployments one provider may list.
+	MaxDeployments = 64
+	// MaxWeight is the largest weight of a deployment.
+	MaxWeight = 1000
+)
+
+// Deployment is one endpoint of a provider: a base URL with its own key,
+// its share of the traffic and its own per-minute limits.
+type Deployment struct {
+	// BaseURL of the deployment, in the provider's form (see
+	// Provider.BaseURL).
+	BaseURL string `json:"base_url"`
+	// APIKey sent to this deployment. Empty: the provider's key.
+	APIKey string `json:"api_key,omitempty"`
+	// Weight is the deployment's share of the calls relative to the
+	// provider's other deployments. Default: 1.
+	Weight int `json:"weight,omitempty"`
+	// RequestsPerMinute caps the calls sent to the deployment per minute,
+	// counted by every node together. 0: no cap.
+	RequestsPerMinute int64 `json:"requests_per_minute,omitempty"`
+	// TokensPerMinute caps the prompt tokens (the gateway's estimate)
+	// sent to the deployment per minute, counted by every node together.
+	// 0: no cap.
+	TokensPerMinute int64 `json:"tokens_per_minute,omitempty"`
+}
 
 // Provider is an upstream API.
 type Provider struct {
@@ -107,8 +138,10 @@ type Provider struct {
 	// (chat-completions style) or "anthropic" (messages style).
 	Format string `json:"format"`
 	// BaseURL of the API: ends in /v1 for openai ("https://api.openai.com/v1"),
-	// without /v1 for anthropic ("https://api.anthropic.com").
-	BaseURL string `json:"base_url"`
+	// without /v1 for anthropic ("https://api.anthropic.com"). Several
+	// base URLs separated by commas are that many deployments sharing
+	// APIKey. Once the catalogue is built it is the first deployment's.
+	BaseURL string `json:"base_url,omitempty"`
 	// APIKey sent upstream. Placeholders such as {env.OPENAI_API_KEY} are
 	// expanded when the config is loaded.
 	APIKey string `json:"api_key,omitempty"`
@@ -131,6 +164,65 @@ type Provider struct {
 	// IdleTimeout bounds the gap between two chunks of a streamed answer.
 	// Default: 60s.
 	IdleTimeout time.Duration `json:"-"`
+	// Deployments are the provider's endpoints, among which calls are
+	// spread by weight and load. Empty: BaseURL and APIKey are the
+	// deployments. Once the catalogue is built it always lists them.
+	Deployments []Deployment `json:"deployments,omitempty"`
+	// Cooldown is how long a deployment that failed rests before calls go
+	// to it again. Default: 30s. In JSON it is the gw app's provider
+	// config that carries it.
+	Cooldown time.Duration `json:"-"`
+}
+
+// setDeployments makes Deployments the provider's full list: BaseURL
+// split at its commas (each sharing APIKey) when none is listed, each
+// with its key (the provider's when it names none) and weight set, and
+// BaseURL and APIKey the first one's. A provider lists base_url or
+// deployments, not both.
+func (p *Provider) setDeployments() error {
+	if len(p.Deployments) > 0 && strings.TrimSpace(p.BaseURL) != "" {
+		return fmt.Errorf("base_url and deployments: give one or the other")
+	}
+	var deps []Deployment
+	if len(p.Deployments) == 0 {
+		for u := range strings.SplitSeq(p.BaseURL, ",") {
+			deps = append(deps, Deployment{BaseURL: u})
+		}
+	} else {
+		deps = slices.Clone(p.Deployments)
+	}
+	if len(deps) > MaxDeployments {
+		return fmt.Errorf("%d deployments: at most %d", len(deps), MaxDeployments)
+	}
+	for i := range deps {
+		d := &deps[i]
+		d.BaseURL = strings.TrimRight(strings.TrimSpace(d.BaseURL), "/")
+		switch {
+		case d.BaseURL != "":
+		case len(deps) == 1:
+			return fmt.Errorf("base_url is required")
+		default:
+			return fmt.Errorf("deployment %d: base_url is required", i+1)
+		}
+		if strings.Contains(d.BaseURL, ",") {
+			return fmt.Errorf("deployment %d: base_url %q holds a comma: one URL per deployment", i+1, d.BaseURL)
+		}
+		if d.APIKey == "" {
+			d.APIKey = p.APIKey
+		}
+		if d.Weight == 0 {
+			d.Weight = 1
+		}
+		if d.Weight < 0 || d.Weight > MaxWeight {
+			return fmt.Errorf("deployment %d: weight %d: want 1 to %d", i+1, d.Weight, MaxWeight)
+		}
+		if d.RequestsPerMinute < 0 || d.TokensPerMinute < 0 {
+			return fmt.Errorf("deployment %d: a per-minute limit below zero", i+1)
+		}
+	}
+	p.Deployments = deps
+	p.BaseURL, p.APIKey = deps[0].BaseURL, deps[0].APIKey
+	return nil
 }
 
 // Model is a backing chat model.
@@ -282,11 +374,13 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		if p.Name == "" {
 			return nil, fmt.Errorf("provider %d: name is required", i)
 		}
+		// The deployments first: a provider listing only deployments gets
+		// its base URL from them.
+		if err := p.setDeployments(); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+		}
 		if p.Format != FormatOpenAI && p.Format != FormatAnthropic {
 			return nil, fmt.Errorf("provider %s: format must be %q or %q", p.Name, FormatOpenAI, FormatAnthropic)
-		}
-		if p.BaseURL == "" {
-			return nil, fmt.Errorf("provider %s: base_url is required", p.Name)
 		}
 		if p.Auth != "" && !slices.Contains(Auths, p.Auth) {
 			return nil, fmt.Errorf("provider %s: auth must be one of %v", p.Name, Auths)
@@ -294,11 +388,11 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		if _, dup := c.Providers[p.Name]; dup {
 			return nil, fmt.Errorf("provider %s: defined twice", p.Name)
 		}
-		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
 		for _, t := range []struct {
 			v   *time.Duration
 			def time.Duration
-		}{{&p.DialTimeout, DefaultDialTimeout}, {&p.HeaderTimeout, DefaultHeaderTimeout}, {&p.IdleTimeout, DefaultIdleTimeout}} {
+		}{{&p.DialTimeout, DefaultDialTimeout}, {&p.HeaderTimeout, DefaultHeaderTimeout}, {&p.IdleTimeout, DefaultIdleTimeout},
+			{&p.Cooldown, DefaultCooldown}} {
 			if *t.v <= 0 {
 				*t.v = t.def
 			}

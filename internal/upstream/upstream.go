@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/obs"
 )
 
@@ -88,7 +90,7 @@ func accountRefusal(status int, body []byte) bool {
 // TLSHandshakeTimeout bounds a provider's TLS handshake.
 const TLSHandshakeTimeout = 10 * time.Second
 
-// Client holds one HTTP transport per provider. Calls go to the
+// Client holds one HTTP transport per deployment. Calls go to the
 // transport directly: a provider's redirect is not followed (it answers
 // as the provider's failure), and no per-call redirect bookkeeping is
 // paid.
@@ -96,6 +98,14 @@ type Client struct {
 	mu         sync.Mutex
 	transports map[transportKey]*http.Transport
 	urls       map[urlKey]*url.URL // parsed once per base URL and path
+	// sets are the providers' deployments as called, states what is
+	// known of each deployment (see deploy.go).
+	sets   map[*catalog.Provider]*deploySet
+	states map[stateKey]*deployState
+	// limiter holds the deployments' per-minute limits (SetLimiter);
+	// memory when none was set.
+	limiter atomic.Pointer[limits.Limiter]
+	memory  *limits.Memory
 }
 
 // urlKey names an upstream address: a provider's base URL and a path.
@@ -136,9 +146,10 @@ type transportKey struct {
 	dial, responseHeaders time.Duration
 }
 
-// New returns a client; transports are made per provider on first use.
+// New returns a client; transports are made per deployment on first use.
 func New() *Client {
-	return &Client{transports: map[transportKey]*http.Transport{}, urls: map[urlKey]*url.URL{}}
+	return &Client{transports: map[transportKey]*http.Transport{}, urls: map[urlKey]*url.URL{},
+		sets: map[*catalog.Provider]*deploySet{}, states: map[stateKey]*deployState{}, memory: limits.NewMemory(nil)}
 }
 
 func (c *Client) transport(p *catalog.Provider) *http.Transport {
@@ -182,13 +193,82 @@ type Request struct {
 	// Betas are sent to a messages-style provider in its beta header; the
 	// caller has checked them.
 	Betas []string
+	// Tokens is the caller's estimate of the prompt's tokens, counted
+	// against a deployment's tokens per minute (0: not counted).
+	Tokens int64
 }
 
 // Do sends r and returns the provider's successful response, whose body
-// enforces the provider's idle time-out between reads. A failure is a
-// *gwerr.Error; Retryable tells whether another model may be tried.
+// enforces the provider's idle time-out between reads. The call goes to
+// one of the provider's deployments (see choose); one that fails before
+// answering (no connection, a time-out, 5xx, 429, 529, a refused key or
+// account) rests for the provider's cooldown and the call goes on to
+// another, each tried at most once; a request the provider calls faulty
+// (400, 413, 422) is not sent again. A failure is a *gwerr.Error;
+// Retryable tells whether another model may be tried.
 func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	p := r.Provider
+	set := c.deployments(p)
+	var tried uint64
+	var last, unchecked error
+	var wait time.Duration // until the first deployment refused by its limits fits
+	for {
+		now := time.Now().UnixNano()
+		i := set.choose(now, tried)
+		if i < 0 {
+			break
+		}
+		tried |= 1 << i
+		if ok, after, err := set.admit(ctx, c.limits(), i, r.Tokens, now); !ok {
+			if err != nil {
+				unchecked = err
+			} else if wait == 0 || after < wait {
+				wait = after
+			}
+			continue
+		}
+		resp, err := c.attempt(ctx, r, &set.views[i], set.states[i])
+		if err == nil {
+			return resp, nil
+		}
+		last = err
+		if ctx.Err() != nil || !Retryable(err) {
+			return nil, err
+		}
+		set.rest(i, time.Now().UnixNano(), restFor(err, p.Cooldown))
+	}
+	switch {
+	case last != nil:
+		return nil, last
+	case unchecked != nil:
+		// The limits are shared by every node: unchecked, they are not
+		// passed (the gateway's other limits fail closed the same way).
+		return nil, &Error{Err: gwerr.New(gwerr.Unavailable, "the limits of provider %s could not be checked; retry later", p.Name)}
+	}
+	g := gwerr.New(gwerr.RateLimited, "provider %s is at its configured limits; retry later", p.Name)
+	if full := set.fullWait(time.Now().UnixNano()); full > 0 && (wait == 0 || full < wait) {
+		wait = full
+	}
+	g.RetryAfter = limits.RetryAfterSeconds(wait)
+	return nil, &Error{Err: g, Retryable: true}
+}
+
+// restFor is how long a deployment rests after err: the wait a 429 or
+// 529 names (at most MaxRest), else the provider's cooldown.
+func restFor(err error, cooldown time.Duration) time.Duration {
+	var e *Error
+	if errors.As(err, &e) && (e.Status == http.StatusTooManyRequests || e.Status == StatusOverloaded) && e.Err.RetryAfter > 0 {
+		return min(time.Duration(e.Err.RetryAfter)*time.Second, MaxRest)
+	}
+	if cooldown <= 0 {
+		return catalog.DefaultCooldown
+	}
+	return cooldown
+}
+
+// attempt sends r once to p, one deployment of r.Provider whose state is
+// st.
+func (c *Client) attempt(ctx context.Context, r Request, p *catalog.Provider, st *deployState) (*http.Response, error) {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	method := r.Method
@@ -229,9 +309,11 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	setHeaders(req.Header, p, r)
 	rec := obs.From(parent)
 	span := startAttempt(parent, p, r.Path)
+	st.inflight.Add(1)
 	began := time.Now()
 	resp, err := c.transport(p).RoundTrip(req)
 	if err != nil {
+		st.inflight.Add(-1)
 		rec.Waited(time.Since(began))
 		cancel()
 		err = transportError(parent, p, err)
@@ -241,6 +323,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 		return nil, err
 	}
 	if resp.StatusCode/100 != 2 {
+		st.inflight.Add(-1)
 		defer cancel()
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -250,10 +333,12 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 		endAttempt(span, resp.StatusCode, reason)
 		return nil, statusError(p, resp, b)
 	}
-	rec.Waited(time.Since(began))
+	waited := time.Since(began)
+	st.observe(waited)
+	rec.Waited(waited)
 	rec.Served(p.Name)
 	ib := newIdleBody(resp.Body, p.IdleTimeout, cancel)
-	ib.parent, ib.rec, ib.provider, ib.span, ib.status = parent, rec, p.Name, span, resp.StatusCode
+	ib.parent, ib.rec, ib.provider, ib.span, ib.status, ib.state = parent, rec, p.Name, span, resp.StatusCode, st
 	resp.Body = ib
 	return resp, nil
 }
@@ -492,6 +577,8 @@ type idleBody struct {
 	span   trace.Span
 	status int
 	reason string
+	// state is the deployment's, whose call stays in flight until Close.
+	state *deployState
 }
 
 // ErrIdle is the read error after the idle time-out ended a stream.
@@ -598,6 +685,9 @@ func (b *idleBody) Close() error {
 	b.mu.Unlock()
 	if first && b.span != nil {
 		endAttempt(b.span, b.status, reason)
+	}
+	if first && b.state != nil {
+		b.state.inflight.Add(-1)
 	}
 	if b.timer != nil {
 		b.timer.Stop()
