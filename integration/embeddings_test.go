@@ -188,21 +188,37 @@ func TestEmbeddings(t *testing.T) {
 	}
 
 	t.Run("the provider's usage settles the call, not the gateway's count", func(t *testing.T) {
-		e.OA.Push(fake.Script{EmbeddingTokens: 5000})
+		e.OA.Push(fake.Script{EmbeddingTokens: 3})
 		in := embedInputs[0]
-		call(t, openai.EmbeddingNewParams{Model: "text-embedding-ada-002", Input: in.union}, in, "text-embedding-ada-002", 1536, 5000, 5000)
+		call(t, openai.EmbeddingNewParams{Model: "text-embedding-ada-002", Input: in.union}, in, "text-embedding-ada-002", 1536, 3, 3)
+	})
+
+	t.Run("a usage above what the input can hold is billed what it can hold", func(t *testing.T) {
+		e.OA.Push(fake.Script{EmbeddingTokens: 5000})
+		const text = "Report more tokens than I can hold."
+		in := embedInput{"over", openai.EmbeddingNewParamsInputUnion{OfString: openai.String(text)}, []any{text}}
+		// Each token is at least one byte of the text, and each input
+		// may gain 4 special tokens.
+		bound := int64(len(text) + 4)
+		call(t, openai.EmbeddingNewParams{Model: "text-embedding-ada-002", Input: in.union}, in, "text-embedding-ada-002", 1536, 5000, bound)
 	})
 
 	t.Run("an answer without usage is billed from the gateway's own count", func(t *testing.T) {
-		codec, err := tokenizer.Get(tokenizer.O200kBase)
+		o200k, err := tokenizer.Get(tokenizer.O200kBase)
 		if err != nil {
 			t.Fatal(err)
 		}
-		texts := []string{"Count me with the gateway's own tokenizer, please.", "And me: 12345 tokens? No, fewer."}
+		cl100k, err := tokenizer.Get(tokenizer.Cl100kBase)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The larger of the two tokenizers' counts of each text.
+		texts := []string{"Count me with the gateway's own tokenizer, please.", "И меня: 12345 токенов? Нет, меньше."}
 		var n int64
 		for _, s := range texts {
-			c, _ := codec.Count(s)
-			n += int64(c)
+			a, _ := o200k.Count(s)
+			b, _ := cl100k.Count(s)
+			n += int64(max(a, b))
 		}
 		e.OA.Push(fake.Script{NoUsage: true})
 		in := embedInput{"texts", openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts}, []any{texts[0], texts[1]}}
@@ -446,6 +462,36 @@ func TestEmbeddingsRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestEmbeddingsLastCent: a balance too small for the most tokens an input
+// can hold still pays for the input counted (the larger of the o200k and
+// cl100k counts, with a margin), and a provider reporting more than was
+// held is billed what was held: the balance is spent, never past zero.
+func TestEmbeddingsLastCent(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	const account, model = "embed-last-cent", "text-embedding-3-large"
+	key := e.account(t, account, map[string]any{"balance_usd": "0.00001"})
+	// 81 bytes (a bound of 85 tokens, 0.00001105 USD, more than the
+	// balance); 10 o200k and 33 cl100k tokens, held as 33+4 and the
+	// margin: 53 tokens, 0.00000689 USD.
+	const text = "नमस्ते दुनिया, आज मौसम अच्छा है"
+	e.OA.Push(fake.Script{EmbeddingTokens: 5000})
+	r := e.do(t, http.MethodPost, "/v1/embeddings", `{"model":"gw-pinned-`+model+`","input":"`+text+`"}`, bearer(key)...)
+	if r.Status != http.StatusOK {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	cost := embedCost(t, model, 53, false)
+	if got := r.Header.Get("X-Gw-Cost-Usd"); got != cost.String() {
+		t.Errorf("cost %s, want %s (53 tokens held)", got, cost)
+	}
+	e.expectLedger(t, account, ledgerEntry{RequestID: r.Header.Get("X-Gw-Request-Id"), Endpoint: "embeddings", Model: model,
+		Units: 53, Unit: "token", Cost: cost.String()})
+	if _, balance := e.accountMoney(t, account); balance != (mustUSD(t, "0.00001") - cost).String() {
+		t.Errorf("balance %s, want 0.00001 less %s", balance, cost)
+	}
+}
+
 
 // TestEmbeddingsRateBudget: embeddings take the chat budget
 // (chat_requests_per_minute), shared with the chat routes: past it a 429

@@ -117,11 +117,42 @@ func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalo
 	return int(n.Int()), nil
 }
 
+// encoding is one tokenizer, loaded on first use.
+type encoding struct {
+	name  tokenizer.Encoding
+	once  sync.Once
+	codec tokenizer.Codec
+	err   error
+}
+
+// The tokenizers the gateway counts with: o200k (the chat models'), and
+// cl100k (OpenAI's embedding models').
 var (
-	codecOnce sync.Once
-	codec     tokenizer.Codec
-	codecErr  error
+	o200k  = &encoding{name: tokenizer.O200kBase}
+	cl100k = &encoding{name: tokenizer.Cl100kBase}
 )
+
+// get returns the tokenizer, loading it on first use.
+func (e *encoding) get() (tokenizer.Codec, error) {
+	e.once.Do(func() { e.codec, e.err = tokenizer.Get(e.name) })
+	return e.codec, e.err
+}
+
+// count counts s chunk by chunk (CountChunk); ok is false when the
+// tokenizer is unavailable.
+func (e *encoding) count(s string) (total int, ok bool) {
+	codec, err := e.get()
+	if err != nil {
+		return 0, false
+	}
+	for len(s) > 0 {
+		cut := chunkEnd(s)
+		n, _ := codec.Count(s[:cut])
+		total += n
+		s = s[cut:]
+	}
+	return total, true
+}
 
 // CountChunk is the most bytes the tokenizer reads at once. Its merging of
 // one unbroken run of letters costs more than linear time in the run's
@@ -131,28 +162,20 @@ var (
 // prose does.
 const CountChunk = 512
 
-// TextTokens counts s with the o200k tokenizer (0 when it is
-// unavailable): the gateway's own count of a text's tokens, for the
-// endpoints that reserve by it.
-func TextTokens(s string) int { return countTokens(s) }
+// TextTokens counts s with the o200k tokenizer and with the cl100k one
+// and gives the larger count, for the endpoints that reserve by a text's
+// tokens whatever the model counts with; ok is false when either
+// tokenizer is unavailable.
+func TextTokens(s string) (n int, ok bool) {
+	a, okA := o200k.count(s)
+	b, okB := cl100k.count(s)
+	return max(a, b), okA && okB
+}
 
 // countTokens counts s with the o200k tokenizer (0 when it is unavailable).
 func countTokens(s string) int {
-	if s == "" {
-		return 0
-	}
-	codecOnce.Do(func() { codec, codecErr = tokenizer.Get(tokenizer.O200kBase) })
-	if codecErr != nil {
-		return 0
-	}
-	total := 0
-	for len(s) > 0 {
-		cut := chunkEnd(s)
-		n, _ := codec.Count(s[:cut])
-		total += n
-		s = s[cut:]
-	}
-	return total
+	n, _ := o200k.count(s)
+	return n
 }
 
 // chunkEnd is where the first chunk of s ends: all of s when it fits in
@@ -191,9 +214,8 @@ func countLocalPrompt(root gjson.Result) int {
 // tool definitions with the o200k tokenizer, plus perMessageTokens per
 // message.
 func countLocal(root gjson.Result) (int, error) {
-	codecOnce.Do(func() { codec, codecErr = tokenizer.Get(tokenizer.O200kBase) })
-	if codecErr != nil {
-		return 0, gwerr.New(gwerr.Internal, "tokenizer unavailable: %v", codecErr)
+	if _, err := o200k.get(); err != nil {
+		return 0, gwerr.New(gwerr.Internal, "tokenizer unavailable: %v", err)
 	}
 	total := 0
 	count := func(s string) { total += countTokens(s) }

@@ -43,6 +43,18 @@ const (
 // others (a store that cannot be read) stand.
 var tightenable = []string{gwerr.CodeCreditExhausted, gwerr.CodeDailyCap, gwerr.CodeMonthlyCap}
 
+// Tightenable reports whether a reservation's refusal is one a tighter
+// estimate may get past (credit or a cap), not a failure to check.
+func Tightenable(err error) bool { return slices.Contains(tightenable, gwerr.As(err).Code) }
+
+// Count margins of a tightened reservation, for the endpoints that count
+// a text themselves: CountMarginPercent and CountMarginTokens over the
+// count.
+const (
+	CountMarginPercent = countMarginPercent
+	CountMarginTokens  = countMarginTokens
+)
+
 // reserve holds the estimate of a call to m: the worst case (the prompt's
 // bound, the whole output limit). When that does not fit what the account
 // has left, it tightens the estimate before it refuses: the prompt counted

@@ -1,10 +1,10 @@
 // Package embeddings serves POST /v1/embeddings in the chat-completions
 // style: the input (a string, a list of strings, a token list or a list of
 // token lists) goes to the embedding model's provider as the client wrote
-// it, with the model set; the call reserves its input counted with the
-// o200k tokenizer, is billed per input token the provider reports at the
-// model's price, and is answered from the account's cache when the same
-// request was answered before.
+// it, with the model set; the call reserves the most tokens its input can
+// hold, is billed per input token the provider reports at the model's
+// price (never more than it held), and is answered from the account's
+// cache when the same request was answered before.
 package embeddings
 
 import (
@@ -76,8 +76,15 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		return err
 	}
 	routed := requested == catalog.AliasEmbed
+	// The body as the provider gets it: the cache's key too, so that
+	// gw-embed, gw-pinned-<id> and <id> share answers, and a change of
+	// embed_model never serves the old model's vectors.
+	out, err := sjson.SetBytes(body, "model", m.ID)
+	if err != nil {
+		return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
+	}
 	if h.Cache != nil {
-		if hit, ok := h.Cache.Get(c.Account.ID, chat.CacheEmbeddings, body); ok {
+		if hit, ok := h.Cache.Get(c.Account.ID, chat.CacheEmbeddings, out); ok {
 			c.CacheHit()
 			receipt(c.W.Header(), hit.Model, requested, routed, 0)
 			c.W.Header().Set(chat.HeaderCache, "hit")
@@ -85,19 +92,13 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 			return nil
 		}
 	}
-	counted := req.tokens
-	for _, s := range req.texts {
-		counted += int64(chat.TextTokens(s))
-	}
-	if err := c.Reserve(cost(c.Account.PAYG, m, counted)); err != nil {
+	held, err := reserve(c, m, req)
+	if err != nil {
 		return err
 	}
-	out, err := sjson.SetBytes(body, "model", m.ID)
-	if err != nil {
-		return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
-	}
+	own, _ := req.count()
 	resp, err := h.Upstream.Do(c.R.Context(), upstream.Request{Provider: c.Gateway.Catalog.Providers[m.Provider], Path: PathEmbeddings, Body: out,
-		Tokens: counted})
+		Tokens: own})
 	if err != nil {
 		return err
 	}
@@ -107,12 +108,15 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		upstream.Broke(resp.Body)
 		return err
 	}
-	tokens := counted
-	if n, ok := reported(answer); ok {
-		tokens = n
-	} else {
+	n, ok := reported(answer)
+	tokens := billed(n, ok, own, held)
+	switch {
+	case !ok:
 		c.Gateway.Logger.Warn("answer without usable usage: billed from the gateway's own count", zap.String("request_id", c.RequestID),
 			zap.String("model", m.ID), zap.Int64("input_tokens", tokens))
+	case n > held:
+		c.Gateway.Logger.Warn("the provider reported more input tokens than the input can hold: billed what was held", zap.String("request_id", c.RequestID),
+			zap.String("model", m.ID), zap.Int64("reported", n), zap.Int64("input_tokens", tokens))
 	}
 	charge := cost(c.Account.PAYG, m, tokens)
 	if _, err := c.Charge(pipeline.Bill{Units: tokens, Unit: pricing.UnitToken, Model: m.ID, Alias: requested, Cost: charge,
@@ -123,7 +127,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	c.W.Header().Set(chat.HeaderRoutedModel, m.ID)
 	write(c.W, answer)
 	if h.Cache != nil && len(answer) <= MaxCached {
-		h.Cache.Put(c.Account.ID, chat.CacheEmbeddings, body, chat.Hit{Body: answer, Model: m.ID})
+		h.Cache.Put(c.Account.ID, chat.CacheEmbeddings, out, chat.Hit{Body: answer, Model: m.ID})
 	}
 	return nil
 }
@@ -150,12 +154,6 @@ func reported(answer []byte) (int64, bool) {
 	v := gjson.GetBytes(answer, "usage.prompt_tokens")
 	n, ok := wholeNumber(v)
 	return n, ok && n > 0
-}
-
-// cost prices tokens of input on m for an account (payg: with the
-// pay-as-you-go markup).
-func cost(payg bool, m *catalog.EmbeddingModel, tokens int64) pricing.Money {
-	return pricing.Cost(payg, pricing.Line{Units: tokens, Rate: pricing.PerMillion(m.Rate())})
 }
 
 // receipt sets the receipt headers the chat endpoints send: the model

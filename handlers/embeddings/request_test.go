@@ -128,3 +128,44 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestInputBound: the bound counts every byte of a text and every id of a
+// token list, plus SpecialTokens an input; the count is never above it,
+// and what is billed never goes above what was held.
+func TestInputBound(t *testing.T) {
+	for _, tc := range []struct {
+		body  string
+		bound int64
+	}{
+		{`{"input":"hello world"}`, 11 + SpecialTokens},
+		{`{"input":["a","नमस्ते"]}`, 1 + 18 + 2*SpecialTokens},
+		{`{"input":[1,2,3]}`, 3 + SpecialTokens},
+		{`{"input":[[1,2],[3]]}`, 3 + 2*SpecialTokens},
+	} {
+		r, err := parse([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.bound(); got != tc.bound {
+			t.Errorf("%s: bound %d, want %d", tc.body, got, tc.bound)
+		}
+		if n, ok := r.count(); !ok || n+int64(r.inputs)*SpecialTokens > r.bound() {
+			t.Errorf("%s: count %d (ok %v) above the bound %d", tc.body, n, ok, r.bound())
+		}
+	}
+	for _, tc := range []struct {
+		reported  int64
+		ok        bool
+		own, held int64
+		want      int64
+	}{
+		{7, true, 9, 20, 7},
+		{5000, true, 9, 20, 20},
+		{0, false, 9, 20, 9},
+		{0, false, 30, 20, 20},
+	} {
+		if got := billed(tc.reported, tc.ok, tc.own, tc.held); got != tc.want {
+			t.Errorf("billed(%d, %v, %d, %d) = %d, want %d", tc.reported, tc.ok, tc.own, tc.held, got, tc.want)
+		}
+	}
+}

@@ -250,17 +250,18 @@ type Model struct {
 	// Unpriced: the operator gave the model no price (a self-hosted model
 	// has no list price). It is served to no account and listed nowhere
 	// until it has one; 0 is a price, so a free model says so. In JSON a
-	// model with neither an input nor an output price is unpriced too.
+	// model without both an input and an output price is unpriced too.
 	Unpriced bool `json:"unpriced,omitempty"`
 }
 
-// UnmarshalJSON reads a model; one with neither price is Unpriced.
+// UnmarshalJSON reads a model; one without both prices is Unpriced (an
+// output price left out is not a free output).
 func (m *Model) UnmarshalJSON(b []byte) error {
 	type plain Model
 	if err := json.Unmarshal(b, (*plain)(m)); err != nil {
 		return err
 	}
-	if !gjson.GetBytes(b, "input_price_usd_per_m").Exists() && !gjson.GetBytes(b, "output_price_usd_per_m").Exists() {
+	if !gjson.GetBytes(b, "input_price_usd_per_m").Exists() || !gjson.GetBytes(b, "output_price_usd_per_m").Exists() {
 		m.Unpriced = true
 	}
 	return nil

@@ -474,7 +474,7 @@ func TestDecideTarget(t *testing.T) {
 
 // TestUnpriced: a model the operator gave no price is left out of the
 // catalogue (named in Unpriced); in JSON a model with neither price is
-// unpriced, while 0 is a price.
+// unpriced, and so is one with only one of its prices; 0 is a price.
 func TestUnpriced(t *testing.T) {
 	for _, tc := range []struct {
 		json     string
@@ -482,7 +482,8 @@ func TestUnpriced(t *testing.T) {
 	}{
 		{`{"id":"m","provider":"openai","lane":"fast"}`, true},
 		{`{"id":"m","provider":"openai","lane":"fast","input_price_usd_per_m":"0","output_price_usd_per_m":"0"}`, false},
-		{`{"id":"m","provider":"openai","lane":"fast","output_price_usd_per_m":"1.5"}`, false},
+		{`{"id":"m","provider":"openai","lane":"fast","output_price_usd_per_m":"1.5"}`, true},
+		{`{"id":"m","provider":"openai","lane":"fast","input_price_usd_per_m":"1.5"}`, true},
 		{`{"id":"m","provider":"openai","lane":"fast","input_price_usd_per_m":"0","unpriced":true}`, true},
 	} {
 		var m Model

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -60,7 +61,7 @@ func (c *Catalog) AddEmbeddings(models []EmbeddingModel, def string) error {
 		if _, dup := c.embedByID[m.ID]; dup {
 			return fmt.Errorf("embedding %s: defined twice", m.ID)
 		}
-		if _, chat := c.byID[m.ID]; chat || m.ID == AliasEmbed || strings.HasPrefix(m.ID, PinnedPrefix) || c.isAlias(m.ID) {
+		if c.isReserved(m.ID) || c.isAlias(m.ID) || slices.Contains(c.Unpriced, m.ID) {
 			return fmt.Errorf("embedding %s: the id is taken by a chat model or an alias", m.ID)
 		}
 		c.embedByID[m.ID] = &m
