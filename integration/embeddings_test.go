@@ -492,7 +492,6 @@ func TestEmbeddingsLastCent(t *testing.T) {
 	}
 }
 
-
 // TestEmbeddingsRateBudget: embeddings take the chat budget
 // (chat_requests_per_minute), shared with the chat routes: past it a 429
 // in the chat family's shape with Retry-After, before any upstream call.

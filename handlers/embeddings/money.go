@@ -52,7 +52,7 @@ func reserve(c *pipeline.Call, m *catalog.EmbeddingModel, r *request) (held int6
 	if !counted {
 		return 0, err
 	}
-	n += int64(r.inputs)*SpecialTokens
+	n += int64(r.inputs) * SpecialTokens
 	tight := min(held, n+n*chat.CountMarginPercent/100+chat.CountMarginTokens)
 	if tight == held {
 		return 0, err
