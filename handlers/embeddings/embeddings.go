@@ -166,6 +166,7 @@ func receipt(h http.Header, model, requested string, routed bool, cost pricing.M
 	h.Set(chat.HeaderCost, cost.String())
 }
 
+// write answers 200 with the JSON body b.
 func write(w http.ResponseWriter, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)

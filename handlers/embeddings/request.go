@@ -43,6 +43,7 @@ type request struct {
 	inputs int
 }
 
+// invalid is a 400 about the request member param.
 func invalid(param, format string, args ...any) error {
 	return gwerr.New(gwerr.Invalid, format, args...).WithParam(param)
 }
@@ -199,6 +200,7 @@ const maxDigits = 18
 // maxShown bounds how much of a client's member name a message repeats.
 const maxShown = 64
 
+// shorten is s cut to maxShown bytes for an error message.
 func shorten(s string) string {
 	if len(s) > maxShown {
 		return s[:maxShown] + "…"
