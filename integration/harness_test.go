@@ -121,17 +121,12 @@ type process struct {
 func startGateway(t testing.TB, opts gwOptions) *gateway {
 	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 4)
 	g := &gateway{
-		Addr:        "127.0.0.1:" + ports[0],
-		AdminAddr:   "127.0.0.1:" + ports[1],
-		UpstreamURL: "http://127.0.0.1:" + ports[2],
-		ConsoleURL:  "http://127.0.0.1:" + ports[3],
-		DataDir:     filepath.Join(dir, "data"),
-		ConfigPath:  filepath.Join(dir, "Caddyfile"),
-		dir:         dir,
-		bin:         cmp.Or(opts.Bin, caddyBin),
-		log:         newLogBuffer(),
+		DataDir:    filepath.Join(dir, "data"),
+		ConfigPath: filepath.Join(dir, "Caddyfile"),
+		dir:        dir,
+		bin:        cmp.Or(opts.Bin, caddyBin),
+		log:        newLogBuffer(),
 		client: &http.Client{
 			Timeout:   requestTimeout,
 			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16},
@@ -139,9 +134,6 @@ func startGateway(t testing.TB, opts gwOptions) *gateway {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 	}
-	g.BaseURL = "http://" + g.Addr
-	g.AdminURL = "http://" + g.AdminAddr
-
 	config := opts.Caddyfile
 	if config == "" {
 		config = exampleCaddyfile(t)
@@ -154,6 +146,38 @@ func startGateway(t testing.TB, opts gwOptions) *gateway {
 			t.Fatal(err)
 		}
 	}
+	t.Cleanup(func() {
+		g.stop(t)
+		// A gateway built with -race (GW_CADDY_BIN) reports data races on
+		// its output: any is a failure.
+		if strings.Contains(g.log.String(), "WARNING: DATA RACE") {
+			t.Errorf("the gateway reported a data race")
+		}
+		if t.Failed() {
+			t.Logf("caddy log (%s):\n%s", g.BaseURL, g.log.String())
+		}
+	})
+	for try := 1; ; try++ {
+		g.place(freePorts(t, 4), opts)
+		if !g.try(t) {
+			return g
+		}
+		if try == portTries {
+			t.Fatalf("caddy exited %d times: a port of its config was taken; its log follows at the end of the test", try)
+		}
+		g.log = newLogBuffer() // another process took a port: fresh ones
+	}
+}
+
+// place puts g on ports (its site, admin endpoint, upstream stand-in and
+// console) and sets its environment: opts.Env over the test defaults.
+func (g *gateway) place(ports []string, opts gwOptions) {
+	g.Addr = "127.0.0.1:" + ports[0]
+	g.AdminAddr = "127.0.0.1:" + ports[1]
+	g.UpstreamURL = "http://127.0.0.1:" + ports[2]
+	g.ConsoleURL = "http://127.0.0.1:" + ports[3]
+	g.BaseURL = "http://" + g.Addr
+	g.AdminURL = "http://" + g.AdminAddr
 	vars := map[string]string{
 		"GW_ADDRESS":            g.Addr,
 		"GW_ADMIN":              g.AdminAddr,
@@ -166,9 +190,9 @@ func startGateway(t testing.TB, opts gwOptions) *gateway {
 		"GW_SEARCH_API_KEY":     "sk-upstream-search-test",
 		"GW_CONSOLE":            "127.0.0.1:" + ports[3],
 		// Caddy's autosave and certificate storage stay inside the test.
-		"HOME":            filepath.Join(dir, "home"),
-		"XDG_CONFIG_HOME": filepath.Join(dir, "xdg-config"),
-		"XDG_DATA_HOME":   filepath.Join(dir, "xdg-data"),
+		"HOME":            filepath.Join(g.dir, "home"),
+		"XDG_CONFIG_HOME": filepath.Join(g.dir, "xdg-config"),
+		"XDG_DATA_HOME":   filepath.Join(g.dir, "xdg-data"),
 	}
 	if opts.BootstrapKey != "" {
 		vars["GW_BOOTSTRAP_KEY"] = opts.BootstrapKey
@@ -177,20 +201,6 @@ func startGateway(t testing.TB, opts gwOptions) *gateway {
 		vars[k] = v
 	}
 	g.env = processEnv(vars)
-
-	t.Cleanup(func() {
-		g.stop(t)
-		// A gateway built with -race (GW_CADDY_BIN) reports data races on
-		// its output: any is a failure.
-		if strings.Contains(g.log.String(), "WARNING: DATA RACE") {
-			t.Errorf("the gateway reported a data race")
-		}
-		if t.Failed() {
-			t.Logf("caddy log (%s):\n%s", g.BaseURL, g.log.String())
-		}
-	})
-	g.start(t)
-	return g
 }
 
 // processEnv is this process's environment without the variables that
@@ -273,6 +283,19 @@ var (
 // start runs the binary and waits for readyMsg on its stderr.
 func (g *gateway) start(t testing.TB) {
 	t.Helper()
+	if g.try(t) {
+		t.Fatalf("caddy exited: a port of its config was taken; its log follows at the end of the test")
+	}
+}
+
+// portTries is how often startGateway picks fresh ports when another
+// process took one of them between their choice and caddy's bind.
+const portTries = 3
+
+// try starts the process and waits until it serves; portTaken is true
+// when it exited because an address it was to listen on was in use.
+func (g *gateway) try(t testing.TB) (portTaken bool) {
+	t.Helper()
 	args := []string{g.bin, "run", "--config", g.ConfigPath, "--adapter", "caddyfile"}
 	if cpus := os.Getenv("GW_BENCH_GATEWAY_CPUS"); cpus != "" {
 		// The benchmarks pin the gateway to its own CPUs (scripts/hotpath.sh).
@@ -317,6 +340,9 @@ func (g *gateway) start(t testing.TB) {
 	select {
 	case <-p.ready:
 	case <-p.exited:
+		if strings.Contains(g.log.String(), "bind: address already in use") {
+			return true
+		}
 		t.Fatalf("caddy exited before serving its config (%v); its log follows at the end of the test", p.waitErr)
 	case <-timer.C:
 		_ = cmd.Process.Kill()
@@ -326,6 +352,7 @@ func (g *gateway) start(t testing.TB) {
 	g.mu.Lock()
 	g.proc = p
 	g.mu.Unlock()
+	return false
 }
 
 // stop sends SIGINT and waits for the process to exit, killing it after
