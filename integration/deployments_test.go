@@ -82,10 +82,12 @@ func poolKey(t testing.TB, g *gateway) string {
 const deployBootstrapKey = "sk-deploy-bootstrap-0123456789abcdefghijklm"
 
 // One deployment answering 500, one refusing connections, one rate
-// limited (429) and one slow: no client sees an error, every answer comes
-// from the healthy ones, each failed deployment is tried once and then
-// rests; every failed attempt is counted under the provider's name; the
-// receipts and the ledger name the model, never a deployment.
+// limited (429) and one slow: a client sees an error only from a call
+// whose three attempts met the three failing deployments (a call tries
+// at most three), and it is not charged; every answer comes from the
+// healthy ones, each failed deployment is tried once and then rests;
+// every failed attempt is counted under the provider's name; the receipts
+// and the ledger name the model, never a deployment.
 func TestDeploymentsFailOver(t *testing.T) {
 	t.Parallel()
 	f := fakes(t, 4)
@@ -104,11 +106,24 @@ func TestDeploymentsFailOver(t *testing.T) {
 	// One by one until each failing deployment has been tried (a call
 	// tries them in a random order): each is then resting.
 	var results []response
-	for arrived(failing) == 0 || arrived(limited) == 0 || scrape(t, g)[`gw_upstream_errors_total{family="chat",provider="pool",reason="connect"}`] == 0 {
+	connects := func() int {
+		return int(scrape(t, g)[`gw_upstream_errors_total{family="chat",provider="pool",reason="connect"}`])
+	}
+	met := 0 // failing deployments tried so far
+	for met < 3 {
 		if len(results) == 200 {
 			t.Fatalf("200 calls did not try every deployment: 500 %d, 429 %d", arrived(failing), arrived(limited))
 		}
-		results = append(results, chat())
+		r := chat()
+		before := met
+		met = arrived(failing) + arrived(limited) + connects()
+		if r.Status != http.StatusOK {
+			if met-before != 3 {
+				t.Fatalf("a call failed after meeting %d failing deployments: %d %s", met-before, r.Status, r.Body)
+			}
+			continue
+		}
+		results = append(results, r)
 	}
 	const concurrent = 40
 	var wg sync.WaitGroup

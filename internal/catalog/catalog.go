@@ -4,7 +4,9 @@ package catalog
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -207,6 +209,12 @@ func (p *Provider) setDeployments() error {
 		if strings.Contains(d.BaseURL, ",") {
 			return fmt.Errorf("deployment %d: base_url %q holds a comma: one URL per deployment", i+1, d.BaseURL)
 		}
+		if err := checkBaseURL(d.BaseURL); err != nil {
+			if len(deps) == 1 {
+				return fmt.Errorf("base_url: %w", err)
+			}
+			return fmt.Errorf("deployment %d: base_url: %w", i+1, err)
+		}
 		if d.APIKey == "" {
 			d.APIKey = p.APIKey
 		}
@@ -222,6 +230,30 @@ func (p *Provider) setDeployments() error {
 	}
 	p.Deployments = deps
 	p.BaseURL, p.APIKey = deps[0].BaseURL, deps[0].APIKey
+	return nil
+}
+
+// checkBaseURL reports why base cannot be a deployment's base URL: it
+// must parse, name http or https and a host, and hold neither a user nor
+// a fragment. The error never quotes the URL (it may hold a password).
+func checkBaseURL(base string) error {
+	u, err := url.Parse(base)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // without the URL it quotes
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("the scheme must be http or https")
+	case u.Hostname() == "":
+		return fmt.Errorf("no host")
+	case u.User != nil:
+		return fmt.Errorf("a user or password in the URL: give the key as api_key")
+	case strings.Contains(base, "#"):
+		return fmt.Errorf("a fragment (#): not sent to the provider")
+	}
 	return nil
 }
 

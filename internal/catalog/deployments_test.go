@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -65,9 +66,30 @@ func TestDeploymentsRefused(t *testing.T) {
 		{Provider{Deployments: []Deployment{{BaseURL: "http://a/v1", Weight: -1}}}, "weight -1"},
 		{Provider{Deployments: []Deployment{{BaseURL: "http://a/v1", RequestsPerMinute: -1}}}, "per-minute limit below zero"},
 		{Provider{Deployments: many}, "65 deployments: at most 64"},
+		{Provider{BaseURL: "https://a/v1,https://b/%zz"}, `provider p: deployment 2: base_url: not a URL: invalid URL escape "%zz"`},
+		{Provider{BaseURL: "https://b/%zz"}, `provider p: base_url: not a URL: invalid URL escape "%zz"`},
+		{Provider{BaseURL: "http://a/v1,ftp://b/v1"}, "provider p: deployment 2: base_url: the scheme must be http or https"},
+		{Provider{BaseURL: "api.openai.com/v1"}, "provider p: base_url: the scheme must be http or https"},
+		{Provider{BaseURL: "localhost:8000/v1"}, "provider p: base_url: the scheme must be http or https"},
+		{Provider{Deployments: []Deployment{{BaseURL: "http://a/v1"}, {BaseURL: "https:///v1"}}}, "provider p: deployment 2: base_url: no host"},
+		{Provider{BaseURL: "http://:8000/v1"}, "provider p: base_url: no host"},
+		{Provider{BaseURL: "http:a/v1"}, "provider p: base_url: no host"},
+		{Provider{BaseURL: "https://user:hunter2@a/v1"}, "provider p: base_url: a user or password in the URL: give the key as api_key"},
+		{Provider{BaseURL: "http://a/v1,https://a/v1#x"}, "provider p: deployment 2: base_url: a fragment (#): not sent to the provider"},
+		{Provider{BaseURL: "https://a/v1#"}, "provider p: base_url: a fragment"},
 	} {
-		if _, err := newProvider(tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
+		_, err := newProvider(tc.p)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want an error containing %q", tc.p, err, tc.want)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("the error quotes the password: %v", err)
+		}
+	}
+	// Loopback and self-hosted servers over plain http, ports and queries
+	// are base URLs.
+	for _, base := range []string{"http://127.0.0.1:8000/v1", "http://[::1]:9/v1", "HTTPS://api.openai.com/v1", "https://x.example/openai/v1?api-version=1"} {
+		if _, err := newProvider(Provider{BaseURL: base}); err != nil {
+			t.Errorf("%s: %v", base, err)
 		}
 	}
 }
@@ -75,9 +97,10 @@ func TestDeploymentsRefused(t *testing.T) {
 // FuzzBaseURLList holds the reading of a base_url (from the environment,
 // comma-separated) to its contract on any text: an error, or one
 // deployment per comma-separated part, each trimmed, non-empty, without a
-// comma or a trailing slash, carrying the key.
+// comma or a trailing slash, carrying the key, an http or https URL with
+// a host.
 func FuzzBaseURLList(f *testing.F) {
-	for _, s := range []string{"https://api.openai.com/v1", "http://a/v1,http://b/v1", " http://a/v1/ ,http://b/v1//", ",", "", "a,,b", "///", " , x"} {
+	for _, s := range []string{"https://api.openai.com/v1", "https://a/v1,https://b/%zz", "https://u:p@a/v1", "ftp://a", "http://a/v1#f", "http://a/v1,http://b/v1", " http://a/v1/ ,http://b/v1//", ",", "", "a,,b", "///", " , x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, base string) {
@@ -93,6 +116,10 @@ func FuzzBaseURLList(f *testing.F) {
 			if d.BaseURL == "" || strings.Contains(d.BaseURL, ",") || strings.HasSuffix(d.BaseURL, "/") ||
 				d.BaseURL != strings.TrimRight(strings.TrimSpace(parts[i]), "/") || d.APIKey != "k" || d.Weight != 1 {
 				t.Fatalf("%q: deployment %d is %+v", base, i, d)
+			}
+			u, err := url.Parse(d.BaseURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || u.Fragment != "" {
+				t.Fatalf("%q: deployment %d has base URL %q (%v)", base, i, d.BaseURL, err)
 			}
 		}
 	})

@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -23,9 +25,13 @@ const (
 	// ewmaShift makes the latency average move a quarter of the way to
 	// each new sample.
 	ewmaShift = 2
-	// MaxRest bounds how long a 429 or 529's Retry-After rests a
+	// maxRest bounds how long a 429 or 529's Retry-After rests a
 	// deployment.
-	MaxRest = 10 * time.Minute
+	maxRest = 10 * time.Minute
+	// MaxAttempts bounds the deployments one call is sent to: each
+	// attempt may wait the provider's whole header time-out, and an
+	// upstream may bill an attempt that timed out.
+	MaxAttempts = 3
 	// maxSets bounds the providers whose deployment sets are kept (each
 	// reload's catalogue adds its own).
 	maxSets = 1024
@@ -34,11 +40,14 @@ const (
 )
 
 // Budget names of a deployment's per-minute limits; the limiter's account
-// part names the provider and the deployment's position, never its key.
+// part is limitKey's, never the deployment's URL or key.
 const (
 	deploymentRequests = "deployment_requests"
 	deploymentTokens   = "deployment_tokens"
 )
+
+// The tried and open masks of a call hold a bit per deployment.
+var _ [64 - catalog.MaxDeployments]struct{}
 
 // deployState is what this node knows of one deployment: its calls in
 // flight, its recent latency, and until when it rests after a failure or
@@ -50,14 +59,19 @@ type deployState struct {
 	fullUntil atomic.Int64
 }
 
-// observe folds one time to the headers into the latency average.
+// observe folds one time to the headers into the latency average; samples
+// arriving together are each folded in.
 func (s *deployState) observe(d time.Duration) {
-	old := s.ewma.Load()
-	if old == 0 {
-		s.ewma.Store(int64(d))
-		return
+	for {
+		old := s.ewma.Load()
+		next := int64(d)
+		if old != 0 {
+			next = old + (int64(d)-old)>>ewmaShift
+		}
+		if s.ewma.CompareAndSwap(old, next) {
+			return
+		}
 	}
-	s.ewma.Store(old + (int64(d)-old)>>ewmaShift)
 }
 
 // stateKey names a deployment's state: a reload that keeps a deployment
@@ -93,11 +107,15 @@ func (c *Client) deployments(p *catalog.Provider) *deploySet {
 	if len(deps) == 0 { // a provider made by hand, outside a catalogue
 		deps = []catalog.Deployment{{BaseURL: p.BaseURL, APIKey: p.APIKey, Weight: 1}}
 	}
+	// The tried and open masks hold a bit per deployment: a provider made
+	// by hand with more than a catalogue allows keeps the first ones.
+	deps = deps[:min(len(deps), catalog.MaxDeployments)]
 	s := &deploySet{base: p.BaseURL, key: p.APIKey, count: len(p.Deployments)}
 	if len(c.states) >= maxStates {
 		clear(c.states)
 	}
-	for i, d := range deps {
+	same := map[string]int{} // deployments so far per base URL
+	for _, d := range deps {
 		v := *p
 		v.BaseURL, v.APIKey, v.Deployments = d.BaseURL, d.APIKey, nil
 		s.views = append(s.views, v)
@@ -111,13 +129,24 @@ func (c *Client) deployments(p *catalog.Provider) *deploySet {
 		s.states = append(s.states, st)
 		s.rpm = append(s.rpm, limits.Budget{Name: deploymentRequests, Limit: d.RequestsPerMinute, Period: time.Minute})
 		s.tpm = append(s.tpm, limits.Budget{Name: deploymentTokens, Limit: d.TokensPerMinute, Period: time.Minute})
-		s.limitKey = append(s.limitKey, "deployment:"+p.Name+":"+strconv.Itoa(i))
+		s.limitKey = append(s.limitKey, limitKey(p.Name, d.BaseURL, same[d.BaseURL]))
+		same[d.BaseURL]++
 	}
 	if len(c.sets) >= maxSets {
 		clear(c.sets)
 	}
 	c.sets[p] = s
 	return s
+}
+
+// limitKey is the limiter's account part of the n-th (from 0) of
+// provider's deployments at baseURL: the same deployment keeps its counts
+// whatever its position in the list, on every node and across reloads,
+// and another never inherits them. The URL is hashed (it may hold a
+// secret in its query); the key is not part of it.
+func limitKey(provider, baseURL string, n int) string {
+	sum := sha256.Sum256([]byte(baseURL))
+	return "deployment:" + provider + ":" + hex.EncodeToString(sum[:8]) + ":" + strconv.Itoa(n)
 }
 
 // choose picks the deployment for the next attempt at time now (Unix
@@ -210,29 +239,57 @@ func (s *deploySet) fullWait(now int64) time.Duration {
 }
 
 // admit takes one request, and tokens of the prompt, from deployment i's
-// per-minute limits on l. When they do not fit it returns how long until
-// they would; a deployment out of requests is marked full for that long
-// (no call fits it), one out of tokens is not (a smaller prompt may fit).
+// per-minute limits on l, or neither. When they do not fit it returns how
+// long until they would; a deployment out of requests is marked full for
+// that long (no call fits it), one out of tokens is not (a smaller prompt
+// may fit). The tokens are taken before the request, once a look has
+// found a request left: a prompt refused for its tokens takes no request.
+// Only a call racing this one for the minute's last request can leave
+// its tokens taken unsent.
 func (s *deploySet) admit(ctx context.Context, l limits.Limiter, i int, tokens int64, now int64) (ok bool, wait time.Duration, err error) {
-	if b := s.rpm[i]; b.Limit > 0 {
-		d, err := l.Allow(ctx, s.limitKey[i], b, 1)
+	rpm, tpm := s.rpm[i], s.tpm[i]
+	countTokens := tpm.Limit > 0 && tokens > 0
+	took := false
+	if rpm.Limit > 0 && countTokens {
+		// Taking nothing, Allow tells what is left.
+		d, err := l.Allow(ctx, s.limitKey[i], rpm, 0)
+		if err != nil {
+			return false, 0, err
+		}
+		if d.Remaining < 1 {
+			// Refused, this tells the wait; one freed since is taken.
+			if ok, wait, err := s.takeRequest(ctx, l, i, now); !ok {
+				return false, wait, err
+			}
+			took = true
+		}
+	}
+	if countTokens {
+		// A prompt above the limit takes the whole minute's tokens.
+		d, err := l.Allow(ctx, s.limitKey[i], tpm, min(tokens, tpm.Limit))
 		if err != nil {
 			return false, 0, err
 		}
 		if !d.Allowed {
-			s.states[i].fullUntil.Store(now + int64(d.RetryAfter))
 			return false, d.RetryAfter, nil
 		}
 	}
-	if b := s.tpm[i]; b.Limit > 0 && tokens > 0 {
-		// A prompt above the limit takes the whole minute's tokens.
-		d, err := l.Allow(ctx, s.limitKey[i], b, min(tokens, b.Limit))
-		if err != nil {
-			return false, 0, err
-		}
-		if !d.Allowed {
-			return false, d.RetryAfter, nil
-		}
+	if rpm.Limit > 0 && !took {
+		return s.takeRequest(ctx, l, i, now)
+	}
+	return true, 0, nil
+}
+
+// takeRequest takes one request from deployment i's requests per minute,
+// marking it full until one fits when none is left.
+func (s *deploySet) takeRequest(ctx context.Context, l limits.Limiter, i int, now int64) (ok bool, wait time.Duration, err error) {
+	d, err := l.Allow(ctx, s.limitKey[i], s.rpm[i], 1)
+	if err != nil {
+		return false, 0, err
+	}
+	if !d.Allowed {
+		s.states[i].fullUntil.Store(now + int64(d.RetryAfter))
+		return false, d.RetryAfter, nil
 	}
 	return true, 0, nil
 }

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,21 +174,28 @@ func upstreamServers(t *testing.T, statuses ...int) ([]catalog.Deployment, []*at
 }
 
 // A call that fails before its answer on one deployment goes on to the
-// next within the same Do: no caller sees an error while one answers.
-// Each failed attempt is reported once under the provider's name; the
-// failed deployments rest (a 429 as long as its Retry-After) and come
-// back once their rest is over.
+// next within the same Do: a caller sees an error only when its
+// MaxAttempts attempts all met failing deployments. Each failed attempt
+// is reported once under the provider's name; the failed deployments rest
+// (a 429 as long as its Retry-After) and come back once their rest is
+// over.
 func TestDoRetriesOnAnotherDeployment(t *testing.T) {
 	deps, counts := upstreamServers(t, http.StatusInternalServerError, 0, http.StatusTooManyRequests, http.StatusOK)
 	p := deployed(t, deps...)
 	c := New()
 	var f failures
 	ctx := obs.With(context.Background(), f.record())
+	served := 0
 	for i := range 20 {
+		before := len(f.got)
 		resp, err := c.Do(ctx, Request{Provider: p, Path: PathChat, Body: []byte(`{}`)})
 		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
+			if len(f.got)-before != MaxAttempts {
+				t.Fatalf("call %d: %v after %d failed attempts", i, err, len(f.got)-before)
+			}
+			continue
 		}
+		served++
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if string(b) != `{"id":"x"}` {
@@ -196,7 +206,7 @@ func TestDoRetriesOnAnotherDeployment(t *testing.T) {
 	if want := []string{"p/connect", "p/status_429", "p/status_5xx"}; !slices.Equal(f.got, want) {
 		t.Fatalf("failed attempts %v, want %v (each once: then it rests)", f.got, want)
 	}
-	if counts[0].Load() != 1 || counts[2].Load() != 1 || counts[3].Load() != 20 {
+	if counts[0].Load() != 1 || counts[2].Load() != 1 || counts[3].Load() != int64(served) || served < 19 {
 		t.Fatalf("calls per deployment: 500 %d, 429 %d, ok %d", counts[0].Load(), counts[2].Load(), counts[3].Load())
 	}
 	s := c.deployments(p)
@@ -328,4 +338,155 @@ type brokenLimiter struct{}
 
 func (brokenLimiter) Allow(context.Context, string, limits.Budget, int64) (limits.Decision, error) {
 	return limits.Decision{}, errBroken
+}
+
+// A deployment's limits are kept under its provider, a hash of its base
+// URL and its rank among the provider's deployments at that URL: a reload
+// that drops or reorders deployments (or a node running another list)
+// never hands one deployment's counts to another, and the key names
+// neither the URL nor the API key.
+func TestDeploymentLimitKeys(t *testing.T) {
+	deps, counts := upstreamServers(t, http.StatusOK, http.StatusOK)
+	a, b := deps[0], deps[1]
+	a.RequestsPerMinute, b.RequestsPerMinute = 1, 1
+	a.APIKey, b.APIKey = "sk-secret-a", "sk-secret-b"
+	c := New()
+	call := func(p *catalog.Provider) error {
+		resp, err := c.Do(context.Background(), Request{Provider: p, Path: PathChat, Body: []byte(`{}`)})
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := call(deployed(t, a)); err != nil {
+		t.Fatal(err)
+	}
+	// Reloaded with b first and alone: b's minute is its own.
+	if err := call(deployed(t, b)); err != nil || counts[1].Load() != 1 {
+		t.Fatalf("b after a reload dropping a: %v (calls %d)", err, counts[1].Load())
+	}
+	// Reordered: a's minute is still used up, b's too.
+	if err := call(deployed(t, b, a)); gwerr.As(err).Kind != gwerr.RateLimited || counts[0].Load() != 1 || counts[1].Load() != 1 {
+		t.Fatalf("both used up after reordering: %v (calls %d %d)", err, counts[0].Load(), counts[1].Load())
+	}
+
+	s := c.deployments(deployed(t, a, b, a))
+	if s.limitKey[0] == s.limitKey[2] || s.limitKey[0] == s.limitKey[1] {
+		t.Fatalf("keys %q: want one per deployment", s.limitKey)
+	}
+	if r := c.deployments(deployed(t, b, a)); r.limitKey[1] != s.limitKey[0] || r.limitKey[0] != s.limitKey[1] {
+		t.Fatalf("keys %q and %q: a deployment's key depends on its position", s.limitKey, r.limitKey)
+	}
+	for _, k := range s.limitKey {
+		if !strings.HasPrefix(k, "deployment:p:") || strings.Contains(k, "127.0.0.1") || strings.Contains(k, "sk-secret") {
+			t.Fatalf("key %q: want the provider and no URL or key", k)
+		}
+	}
+}
+
+// A prompt refused for its tokens takes no request from the deployment's
+// minute.
+func TestDoTokensRefusedTakesNoRequest(t *testing.T) {
+	deps, counts := upstreamServers(t, http.StatusOK)
+	deps[0].RequestsPerMinute, deps[0].TokensPerMinute = 2, 1000
+	p := deployed(t, deps...)
+	c := New()
+	call := func(tokens int64) error {
+		resp, err := c.Do(context.Background(), Request{Provider: p, Path: PathChat, Body: []byte(`{}`), Tokens: tokens})
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := call(800); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := call(800); gwerr.As(err).Kind != gwerr.RateLimited {
+			t.Fatalf("large prompt %d past the tokens: %v", i, err)
+		}
+	}
+	if err := call(100); err != nil || counts[0].Load() != 2 {
+		t.Fatalf("a small prompt with one request left: %v (calls %d)", err, counts[0].Load())
+	}
+	if err := call(10); gwerr.As(err).Kind != gwerr.RateLimited || counts[0].Load() != 2 {
+		t.Fatalf("past the requests: %v (calls %d)", err, counts[0].Load())
+	}
+}
+
+// One call is sent to at most MaxAttempts deployments, then fails with
+// the last failure.
+func TestDoBoundsAttempts(t *testing.T) {
+	statuses := []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
+	var sent atomic.Int64
+	var deps []catalog.Deployment
+	for range 5 {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(statuses[min(sent.Add(1), int64(len(statuses)))-1]) // by the attempt's rank
+		}))
+		t.Cleanup(srv.Close)
+		deps = append(deps, catalog.Deployment{BaseURL: srv.URL + "/v1"})
+	}
+	_, err := New().Do(context.Background(), Request{Provider: deployed(t, deps...), Path: PathChat, Body: []byte(`{}`)})
+	var e *Error
+	if sent.Load() != MaxAttempts || !errors.As(err, &e) || !Retryable(err) || e.Status != statuses[MaxAttempts-1] {
+		t.Fatalf("%d deployments called, then %v; want %d, then the last one's %d", sent.Load(), err, MaxAttempts, statuses[MaxAttempts-1])
+	}
+}
+
+// A provider made by hand with more deployments than a catalogue allows
+// uses the first MaxDeployments: a call that every one refuses ends.
+func TestDoHandMadeProviderWithTooManyDeployments(t *testing.T) {
+	p := &catalog.Provider{Name: "p", Format: catalog.FormatOpenAI, HeaderTimeout: time.Second}
+	for i := range catalog.MaxDeployments + 6 {
+		p.Deployments = append(p.Deployments, catalog.Deployment{BaseURL: "http://127.0.0.1:1/v" + strconv.Itoa(i), Weight: 1, TokensPerMinute: 10})
+	}
+	l := &refusing{t: t}
+	c := New()
+	c.SetLimiter(l)
+	_, err := c.Do(context.Background(), Request{Provider: p, Path: PathChat, Body: []byte(`{}`), Tokens: 5})
+	if gwerr.As(err).Kind != gwerr.RateLimited || l.calls != catalog.MaxDeployments {
+		t.Fatalf("%v after %d checks, want a 429 after %d", err, l.calls, catalog.MaxDeployments)
+	}
+}
+
+// refusing refuses every check; past a few hundred the call is looping.
+type refusing struct {
+	t     *testing.T
+	calls int
+}
+
+func (l *refusing) Allow(context.Context, string, limits.Budget, int64) (limits.Decision, error) {
+	if l.calls++; l.calls > 4*catalog.MaxDeployments {
+		l.t.Fatalf("%d limit checks for one call: it does not end", l.calls)
+	}
+	return limits.Decision{RetryAfter: time.Second}, nil
+}
+
+// Samples of the latency arriving together are each folded into the
+// average.
+func TestObserveConcurrent(t *testing.T) {
+	const goroutines, each = 8, 18 // within the folds that each move the average
+	const sample = time.Duration(1 << 62)
+	var want, got deployState
+	want.ewma.Store(1)
+	got.ewma.Store(1)
+	for range goroutines * each {
+		want.observe(sample)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range goroutines {
+		wg.Go(func() {
+			<-start
+			for range each {
+				got.observe(sample)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got.ewma.Load() != want.ewma.Load() {
+		t.Fatalf("average %d, want %d: samples were lost", got.ewma.Load(), want.ewma.Load())
+	}
 }

@@ -203,16 +203,18 @@ type Request struct {
 // one of the provider's deployments (see choose); one that fails before
 // answering (no connection, a time-out, 5xx, 429, 529, a refused key or
 // account) rests for the provider's cooldown and the call goes on to
-// another, each tried at most once; a request the provider calls faulty
+// another, each tried at most once and at most MaxAttempts in all (then
+// the last failure is returned); a request the provider calls faulty
 // (400, 413, 422) is not sent again. A failure is a *gwerr.Error;
 // Retryable tells whether another model may be tried.
 func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	p := r.Provider
 	set := c.deployments(p)
 	var tried uint64
+	attempts := 0
 	var last, unchecked error
 	var wait time.Duration // until the first deployment refused by its limits fits
-	for {
+	for attempts < MaxAttempts {
 		now := time.Now().UnixNano()
 		i := set.choose(now, tried)
 		if i < 0 {
@@ -227,6 +229,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 			}
 			continue
 		}
+		attempts++
 		resp, err := c.attempt(ctx, r, &set.views[i], set.states[i])
 		if err == nil {
 			return resp, nil
@@ -254,11 +257,11 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 }
 
 // restFor is how long a deployment rests after err: the wait a 429 or
-// 529 names (at most MaxRest), else the provider's cooldown.
+// 529 names (at most maxRest), else the provider's cooldown.
 func restFor(err error, cooldown time.Duration) time.Duration {
 	var e *Error
 	if errors.As(err, &e) && (e.Status == http.StatusTooManyRequests || e.Status == StatusOverloaded) && e.Err.RetryAfter > 0 {
-		return min(time.Duration(e.Err.RetryAfter)*time.Second, MaxRest)
+		return min(time.Duration(e.Err.RetryAfter)*time.Second, maxRest)
 	}
 	if cooldown <= 0 {
 		return catalog.DefaultCooldown
