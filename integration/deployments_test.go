@@ -82,10 +82,8 @@ func poolKey(t testing.TB, g *gateway) string {
 const deployBootstrapKey = "sk-deploy-bootstrap-0123456789abcdefghijklm"
 
 // One deployment answering 500, one refusing connections, one rate
-// limited (429) and one slow: a client sees an error only from a call
-// whose three attempts met the three failing deployments (a call tries
-// at most three), and it is not charged; every answer comes from the
-// healthy ones, each failed deployment is tried once and then rests;
+// limited (429) and one slow: no client sees an error; every answer comes
+// from the healthy ones, each failed deployment is tried once and then rests;
 // every failed attempt is counted under the provider's name; the receipts
 // and the ledger name the model, never a deployment.
 func TestDeploymentsFailOver(t *testing.T) {
@@ -115,13 +113,9 @@ func TestDeploymentsFailOver(t *testing.T) {
 			t.Fatalf("200 calls did not try every deployment: 500 %d, 429 %d", arrived(failing), arrived(limited))
 		}
 		r := chat()
-		before := met
 		met = arrived(failing) + arrived(limited) + connects()
 		if r.Status != http.StatusOK {
-			if met-before != 3 {
-				t.Fatalf("a call failed after meeting %d failing deployments: %d %s", met-before, r.Status, r.Body)
-			}
-			continue
+			t.Fatalf("a call failed while a healthy deployment was left: %d %s", r.Status, r.Body)
 		}
 		results = append(results, r)
 	}

@@ -174,8 +174,8 @@ func upstreamServers(t *testing.T, statuses ...int) ([]catalog.Deployment, []*at
 }
 
 // A call that fails before its answer on one deployment goes on to the
-// next within the same Do: a caller sees an error only when its
-// MaxAttempts attempts all met failing deployments. Each failed attempt
+// next within the same Do: a caller sees no error while a healthy
+// deployment is left. Each failed attempt
 // is reported once under the provider's name; the failed deployments rest
 // (a 429 as long as its Retry-After) and come back once their rest is
 // over.
@@ -190,10 +190,7 @@ func TestDoRetriesOnAnotherDeployment(t *testing.T) {
 		before := len(f.got)
 		resp, err := c.Do(ctx, Request{Provider: p, Path: PathChat, Body: []byte(`{}`)})
 		if err != nil {
-			if len(f.got)-before != MaxAttempts {
-				t.Fatalf("call %d: %v after %d failed attempts", i, err, len(f.got)-before)
-			}
-			continue
+			t.Fatalf("call %d: %v after %d failed attempts", i, err, len(f.got)-before)
 		}
 		served++
 		b, _ := io.ReadAll(resp.Body)
@@ -206,7 +203,7 @@ func TestDoRetriesOnAnotherDeployment(t *testing.T) {
 	if want := []string{"p/connect", "p/status_429", "p/status_5xx"}; !slices.Equal(f.got, want) {
 		t.Fatalf("failed attempts %v, want %v (each once: then it rests)", f.got, want)
 	}
-	if counts[0].Load() != 1 || counts[2].Load() != 1 || counts[3].Load() != int64(served) || served < 19 {
+	if counts[0].Load() != 1 || counts[2].Load() != 1 || counts[3].Load() != int64(served) || served != 20 {
 		t.Fatalf("calls per deployment: 500 %d, 429 %d, ok %d", counts[0].Load(), counts[2].Load(), counts[3].Load())
 	}
 	s := c.deployments(p)
@@ -414,23 +411,46 @@ func TestDoTokensRefusedTakesNoRequest(t *testing.T) {
 	}
 }
 
-// One call is sent to at most MaxAttempts deployments, then fails with
-// the last failure.
-func TestDoBoundsAttempts(t *testing.T) {
-	statuses := []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
+// A call waits out at most MaxTimeouts deployments that time out, and
+// fails with the last; failures that come fast do not count: every
+// deployment is tried for them, so a healthy one always answers.
+func TestDoBoundsTimeouts(t *testing.T) {
 	var sent atomic.Int64
 	var deps []catalog.Deployment
 	for range 5 {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(statuses[min(sent.Add(1), int64(len(statuses)))-1]) // by the attempt's rank
+			sent.Add(1)
+			w.WriteHeader(http.StatusGatewayTimeout)
 		}))
 		t.Cleanup(srv.Close)
 		deps = append(deps, catalog.Deployment{BaseURL: srv.URL + "/v1"})
 	}
 	_, err := New().Do(context.Background(), Request{Provider: deployed(t, deps...), Path: PathChat, Body: []byte(`{}`)})
 	var e *Error
-	if sent.Load() != MaxAttempts || !errors.As(err, &e) || !Retryable(err) || e.Status != statuses[MaxAttempts-1] {
-		t.Fatalf("%d deployments called, then %v; want %d, then the last one's %d", sent.Load(), err, MaxAttempts, statuses[MaxAttempts-1])
+	if sent.Load() != MaxTimeouts || !errors.As(err, &e) || !Retryable(err) || e.Status != http.StatusGatewayTimeout {
+		t.Fatalf("%d deployments called, then %v; want %d, then a 504", sent.Load(), err, MaxTimeouts)
+	}
+
+	for round := range 20 {
+		sent.Store(0)
+		deps = deps[:0]
+		for i := range 5 {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				sent.Add(1)
+				if i < 4 {
+					w.WriteHeader(http.StatusInternalServerError)
+					return
+				}
+				io.WriteString(w, `{}`)
+			}))
+			t.Cleanup(srv.Close)
+			deps = append(deps, catalog.Deployment{BaseURL: srv.URL + "/v1"})
+		}
+		resp, err := New().Do(context.Background(), Request{Provider: deployed(t, deps...), Path: PathChat, Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatalf("round %d: %v after %d sends, want the healthy deployment's answer", round, err, sent.Load())
+		}
+		resp.Body.Close()
 	}
 }
 

@@ -203,18 +203,19 @@ type Request struct {
 // one of the provider's deployments (see choose); one that fails before
 // answering (no connection, a time-out, 5xx, 429, 529, a refused key or
 // account) rests for the provider's cooldown and the call goes on to
-// another, each tried at most once and at most MaxAttempts in all (then
-// the last failure is returned); a request the provider calls faulty
+// another, each tried at most once, until one answers, every one failed
+// or MaxTimeouts of them timed out (then the last failure is returned);
+// a request the provider calls faulty
 // (400, 413, 422) is not sent again. A failure is a *gwerr.Error;
 // Retryable tells whether another model may be tried.
 func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	p := r.Provider
 	set := c.deployments(p)
 	var tried uint64
-	attempts := 0
+	timeouts := 0
 	var last, unchecked error
 	var wait time.Duration // until the first deployment refused by its limits fits
-	for attempts < MaxAttempts {
+	for timeouts < MaxTimeouts {
 		now := time.Now().UnixNano()
 		i := set.choose(now, tried)
 		if i < 0 {
@@ -229,7 +230,6 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 			}
 			continue
 		}
-		attempts++
 		resp, err := c.attempt(ctx, r, &set.views[i], set.states[i])
 		if err == nil {
 			return resp, nil
@@ -237,6 +237,9 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 		last = err
 		if ctx.Err() != nil || !Retryable(err) {
 			return nil, err
+		}
+		if gwerr.As(err).Kind == gwerr.Timeout {
+			timeouts++
 		}
 		set.rest(i, time.Now().UnixNano(), restFor(err, p.Cooldown))
 	}
