@@ -165,6 +165,12 @@ func exactCost(t testing.TB, model string, u tokenUsage, payg bool) pricing.Mone
 	}{{u.Input - u.Cached, p[0]}, {u.Cached, p[2]}, {u.Output, p[1]}} {
 		sum.Add(sum, new(big.Rat).Mul(big.NewRat(l.units, 1_000_000), rat(l.price)))
 	}
+	return nanoDollars(sum, payg)
+}
+
+// nanoDollars is an exact amount of US dollars, times 1.12 for payg,
+// rounded once (half away from zero) to nano-dollars.
+func nanoDollars(sum *big.Rat, payg bool) pricing.Money {
 	if payg {
 		sum.Mul(sum, big.NewRat(112, 100))
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -411,22 +410,10 @@ func TestDeploymentTokensPerMinute(t *testing.T) {
 // status and reason, and no span names a deployment.
 func TestDeploymentAttemptSpans(t *testing.T) {
 	t.Parallel()
-	rcv := &otlpReceiver{arrived: make(chan struct{}, 1)}
-	srv := httptest.NewServer(rcv)
-	t.Cleanup(srv.Close)
-	ex := exampleCaddyfile(t)
-	cfg := strings.Replace(ex, "\t\tgw\n", "\t\ttracing {\n\t\t\tspan gw\n\t\t}\n\t\tgw\n", 1)
-	if cfg == ex {
-		t.Fatal("Caddyfile.example has no gw handler line to put tracing before")
-	}
 	f := fakes(t, 2)
 	failing, healthy := f[0], f[1]
 	failing.Default = fake.Script{Status: http.StatusInternalServerError}
-	g := startGateway(t, gwOptions{BootstrapKey: deployBootstrapKey, Caddyfile: cfg, Env: map[string]string{
-		"GW_OPENAI_BASE_URL":          failing.URL + "," + healthy.URL,
-		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-		"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_TRACES_SAMPLER": "always_on",
-	}})
+	g, rcv := traced(t, gwOptions{BootstrapKey: deployBootstrapKey, Env: map[string]string{"GW_OPENAI_BASE_URL": failing.URL + "," + healthy.URL}})
 	key, _ := g.createKey(t, "default", map[string]any{"name": "mini", "models": []string{"gw-pinned-gpt-4.1-mini"}})
 	body := `{"model":"gw-pinned-gpt-4.1-mini","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`
 	var traceID string

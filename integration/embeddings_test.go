@@ -57,16 +57,7 @@ func embedCost(t testing.TB, model string, tokens int64, payg bool) pricing.Mone
 	if !ok {
 		t.Fatalf("no list price for %s", model)
 	}
-	sum := new(big.Rat).Mul(big.NewRat(tokens, 1_000_000), price)
-	if payg {
-		sum.Mul(sum, big.NewRat(112, 100))
-	}
-	nanos := new(big.Rat).Mul(sum, big.NewRat(1_000_000_000, 1))
-	q, r := new(big.Int).QuoRem(nanos.Num(), nanos.Denom(), new(big.Int))
-	if new(big.Int).Mul(r, big.NewInt(2)).CmpAbs(nanos.Denom()) >= 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	return pricing.Money(q.Int64())
+	return nanoDollars(new(big.Rat).Mul(big.NewRat(tokens, 1_000_000), price), payg)
 }
 
 // embedClient is openai-go on the gateway with key; the answer's HTTP

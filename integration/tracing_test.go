@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"encoding/hex"
 	"io"
 	"net/http"
@@ -99,23 +100,32 @@ func attrs(s *tracepb.Span) map[string]string {
 // fake providers (its OpenAI one returned).
 func tracedGateway(t *testing.T) (*gateway, *otlpReceiver, *fake.Upstream) {
 	t.Helper()
-	rcv := &otlpReceiver{arrived: make(chan struct{}, 1)}
-	srv := httptest.NewServer(rcv)
-	t.Cleanup(srv.Close)
-	ex := exampleCaddyfile(t)
-	cfg := strings.Replace(ex, "\t\tgw\n", "\t\ttracing {\n\t\t\tspan gw\n\t\t}\n\t\tgw\n", 1)
-	if cfg == ex {
-		t.Fatal("Caddyfile.example has no gw handler line to put tracing before")
-	}
 	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
 	t.Cleanup(oa.Close)
 	t.Cleanup(an.Close)
-	g := startGateway(t, gwOptions{Caddyfile: cfg, Env: map[string]string{
-		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
-		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-		"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_TRACES_SAMPLER": "always_on",
-	}})
+	g, rcv := traced(t, gwOptions{Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}})
 	return g, rcv, oa
+}
+
+// traced starts a gateway as opts says (on Caddyfile.example when it
+// names no Caddyfile) with Caddy's tracing directive on before its gw
+// handler, exporting every span to the local OTLP receiver it returns.
+func traced(t *testing.T, opts gwOptions) (*gateway, *otlpReceiver) {
+	t.Helper()
+	rcv := &otlpReceiver{arrived: make(chan struct{}, 1)}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+	ex := cmp.Or(opts.Caddyfile, exampleCaddyfile(t))
+	if opts.Caddyfile = strings.Replace(ex, "\t\tgw\n", "\t\ttracing {\n\t\t\tspan gw\n\t\t}\n\t\tgw\n", 1); opts.Caddyfile == ex {
+		t.Fatal("the Caddyfile has no gw handler line to put tracing before")
+	}
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_TRACES_SAMPLER": "always_on"}
+	for k, v := range opts.Env {
+		env[k] = v
+	}
+	opts.Env = env
+	return startGateway(t, opts), rcv
 }
 
 // TestTracing: with Caddy's tracing directive on, an escalated chat call's

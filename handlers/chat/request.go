@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,16 +37,9 @@ func parse(body []byte, f Format) (*request, error) {
 	// One reading of the body: a duplicate key (which gjson would read one
 	// way and the upstream another) or a nesting past jsonbody.MaxDepth is
 	// refused before anything reads it.
-	if err := jsonbody.Check(body); err != nil {
-		var e *jsonbody.Error
-		if errors.As(err, &e) {
-			return nil, invalid("body", "%s", e.Reason)
-		}
-		return nil, invalid("body", "the body must be valid JSON")
-	}
-	root := jsonbody.Parse(body)
-	if !root.IsObject() {
-		return nil, invalid("body", "the body must be a JSON object")
+	root, why := jsonbody.Object(body)
+	if why != "" {
+		return nil, invalid("body", "%s", why)
 	}
 	top := readMembers(root, f)
 	req := &request{}

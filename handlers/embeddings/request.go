@@ -1,7 +1,6 @@
 package embeddings
 
 import (
-	"errors"
 	"math"
 	"strconv"
 
@@ -52,16 +51,9 @@ func invalid(param, format string, args ...any) error {
 // input as a string, a list of strings, a token list or a list of token
 // lists, and the optional encoding_format, dimensions and user.
 func parse(body []byte) (*request, error) {
-	if err := jsonbody.Check(body); err != nil {
-		var e *jsonbody.Error
-		if errors.As(err, &e) {
-			return nil, invalid("body", "%s", e.Reason)
-		}
-		return nil, invalid("body", "the body must be valid JSON")
-	}
-	root := jsonbody.Parse(body)
-	if !root.IsObject() {
-		return nil, invalid("body", "the body must be a JSON object")
+	root, why := jsonbody.Object(body)
+	if why != "" {
+		return nil, invalid("body", "%s", why)
 	}
 	var unknown string
 	root.ForEach(func(k, _ gjson.Result) bool {

@@ -10,6 +10,7 @@ package jsonbody
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -58,6 +59,23 @@ func Read(r io.Reader, limit int64) ([]byte, error) {
 // so "model" and "mod\u0065l" are the same key), or nesting deeper than
 // MaxDepth. The error is an *Error.
 func Check(b []byte) error { return check(b, true) }
+
+// Object checks a client's body as Check does and that it is one JSON
+// object, and parses it (as Parse: b must never change afterwards). why
+// says what is wrong, for a 400; it is "" when the body is an object.
+func Object(b []byte) (root gjson.Result, why string) {
+	if err := Check(b); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return root, e.Reason
+		}
+		return root, "the body must be valid JSON"
+	}
+	if root = Parse(b); !root.IsObject() {
+		return root, "the body must be a JSON object"
+	}
+	return root, ""
+}
 
 // Valid reports whether b is one JSON value nested at most MaxDepth deep,
 // duplicate keys allowed: the check for what upstreams and models write
