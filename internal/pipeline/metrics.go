@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,57 @@ type Metrics struct {
 	// transaction); ChargesCommitted counts the charges they held.
 	ChargeCommit     prometheus.Histogram
 	ChargesCommitted prometheus.Counter
+
+	// families and models hold the children of the vectors a call
+	// touches, looked up once: WithLabelValues hashes and checks its
+	// label values on every call, on the hot path.
+	families sync.Map // family → *familyMetrics
+	models   sync.Map // [family, model] → *modelMetrics
+}
+
+// familyMetrics are one family's children of the vectors.
+type familyMetrics struct {
+	duration, overhead prometheus.Observer
+	requests           sync.Map // status (int) → prometheus.Counter
+}
+
+// modelMetrics are one family's and model's children of the vectors.
+type modelMetrics struct {
+	tokens [len(tokenKinds)]prometheus.Counter
+	ttft   prometheus.Observer
+}
+
+// family returns family's children, made on first use.
+func (m *Metrics) family(family string) *familyMetrics {
+	if f, ok := m.families.Load(family); ok {
+		return f.(*familyMetrics)
+	}
+	f, _ := m.families.LoadOrStore(family, &familyMetrics{duration: m.Duration.WithLabelValues(family),
+		overhead: m.Overhead.WithLabelValues(family)})
+	return f.(*familyMetrics)
+}
+
+// requestsOf returns the requests counter of family and status.
+func (f *familyMetrics) requestsOf(m *Metrics, family string, status int) prometheus.Counter {
+	if c, ok := f.requests.Load(status); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := f.requests.LoadOrStore(status, m.Requests.WithLabelValues(family, strconv.Itoa(status)))
+	return c.(prometheus.Counter)
+}
+
+// model returns the children of family and model, made on first use.
+func (m *Metrics) model(family, model string) *modelMetrics {
+	key := [2]string{family, model}
+	if c, ok := m.models.Load(key); ok {
+		return c.(*modelMetrics)
+	}
+	mm := &modelMetrics{ttft: m.TTFT.WithLabelValues(family, model)}
+	for i, kind := range tokenKinds {
+		mm.tokens[i] = m.Tokens.WithLabelValues(family, model, kind)
+	}
+	c, _ := m.models.LoadOrStore(key, mm)
+	return c.(*modelMetrics)
 }
 
 // ChargeCommitBuckets are ChargeCommit's upper bounds: 25 µs apart up to
@@ -121,6 +173,7 @@ func (m *Metrics) observe(family string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.Requests.WithLabelValues(family, strconv.Itoa(status)).Inc()
-	m.Duration.WithLabelValues(family).Observe(d.Seconds())
+	f := m.family(family)
+	f.requestsOf(m, family, status).Inc()
+	f.duration.Observe(d.Seconds())
 }

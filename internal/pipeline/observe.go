@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -84,11 +83,16 @@ type observation struct {
 func (o *observation) serverTiming() string {
 	up := o.rec.Upstream()
 	total := time.Since(o.start)
-	return fmt.Sprintf("gw;dur=%s, upstream;dur=%s", millis(max(total-up, 0)), millis(up))
+	b := make([]byte, 0, 48)
+	b = append(b, "gw;dur="...)
+	b = millis(b, max(total-up, 0))
+	b = append(b, ", upstream;dur="...)
+	return string(millis(b, up))
 }
 
-func millis(d time.Duration) string {
-	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64)
+// millis appends d in milliseconds with one decimal.
+func millis(b []byte, d time.Duration) []byte {
+	return strconv.AppendFloat(b, float64(d)/float64(time.Millisecond), 'f', 1, 64)
 }
 
 // finish records the ended call c in the metrics and in the request's
@@ -115,12 +119,12 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	}
 	if m != nil {
 		m.observe(o.family, status, d)
-		m.Overhead.WithLabelValues(o.family).Observe(max(d-o.rec.Upstream(), 0).Seconds())
+		m.family(o.family).overhead.Observe(max(d-o.rec.Upstream(), 0).Seconds())
 		for _, b := range c.bills {
 			m.Cost.Add(o.family, b.Model, b.Cost)
 			for i, n := range [...]int64{b.Tokens.Input, b.Tokens.Output, b.Tokens.CacheRead, b.Tokens.CacheWrite} {
 				if n > 0 {
-					m.Tokens.WithLabelValues(o.family, b.Model, tokenKinds[i]).Add(float64(n))
+					m.model(o.family, b.Model).tokens[i].Add(float64(n))
 				}
 			}
 		}
@@ -144,7 +148,7 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 				ttftModel = sw.Header().Get(HeaderRoutedModel)
 			}
 			if ttftModel != "" {
-				m.TTFT.WithLabelValues(o.family, ttftModel).Observe(sw.firstByte.Sub(o.start).Seconds())
+				m.model(o.family, ttftModel).ttft.Observe(sw.firstByte.Sub(o.start).Seconds())
 			}
 		}
 	}
@@ -215,7 +219,7 @@ func (m *Metrics) upstreamFailed(family, provider, reason string) {
 // first byte.
 func (w *statusWriter) stampTiming() {
 	if w.obs != nil && w.status == 0 {
-		w.ResponseWriter.Header().Set(HeaderServerTiming, w.obs.serverTiming())
+		w.ResponseWriter.Header()[HeaderServerTiming] = []string{w.obs.serverTiming()} // the name is canonical
 	}
 }
 
