@@ -253,6 +253,10 @@ func checkBaseURL(base string) error {
 		return fmt.Errorf("a user or password in the URL: give the key as api_key")
 	case strings.Contains(base, "#"):
 		return fmt.Errorf("a fragment (#): not sent to the provider")
+	case strings.Contains(base, "?"):
+		// The endpoint's path goes after the base URL, so a query in it
+		// would swallow the path.
+		return fmt.Errorf("a query (?): the endpoint's path goes after the base URL")
 	}
 	return nil
 }

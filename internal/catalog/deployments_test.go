@@ -77,6 +77,7 @@ func TestDeploymentsRefused(t *testing.T) {
 		{Provider{BaseURL: "https://user:hunter2@a/v1"}, "provider p: base_url: a user or password in the URL: give the key as api_key"},
 		{Provider{BaseURL: "http://a/v1,https://a/v1#x"}, "provider p: deployment 2: base_url: a fragment (#): not sent to the provider"},
 		{Provider{BaseURL: "https://a/v1#"}, "provider p: base_url: a fragment"},
+		{Provider{BaseURL: "https://a.openai.azure.com/openai/v1?api-version=preview"}, "provider p: base_url: a query (?)"},
 	} {
 		_, err := newProvider(tc.p)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -85,9 +86,9 @@ func TestDeploymentsRefused(t *testing.T) {
 			t.Errorf("the error quotes the password: %v", err)
 		}
 	}
-	// Loopback and self-hosted servers over plain http, ports and queries
-	// are base URLs.
-	for _, base := range []string{"http://127.0.0.1:8000/v1", "http://[::1]:9/v1", "HTTPS://api.openai.com/v1", "https://x.example/openai/v1?api-version=1"} {
+	// Loopback and self-hosted servers over plain http, and ports, are
+	// base URLs.
+	for _, base := range []string{"http://127.0.0.1:8000/v1", "http://[::1]:9/v1", "HTTPS://api.openai.com/v1"} {
 		if _, err := newProvider(Provider{BaseURL: base}); err != nil {
 			t.Errorf("%s: %v", base, err)
 		}
@@ -118,7 +119,7 @@ func FuzzBaseURLList(f *testing.F) {
 				t.Fatalf("%q: deployment %d is %+v", base, i, d)
 			}
 			u, err := url.Parse(d.BaseURL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || u.Fragment != "" {
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || u.Fragment != "" || u.RawQuery != "" {
 				t.Fatalf("%q: deployment %d has base URL %q (%v)", base, i, d.BaseURL, err)
 			}
 		}
