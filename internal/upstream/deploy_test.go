@@ -253,6 +253,16 @@ func TestDoFailsWhenEveryDeploymentFails(t *testing.T) {
 	}
 }
 
+// doTokens sends one call of tokens prompt tokens to p through c and
+// closes its answer.
+func doTokens(c *Client, p *catalog.Provider, tokens int64) error {
+	resp, err := c.Do(context.Background(), Request{Provider: p, Path: PathChat, Body: []byte(`{}`), Tokens: tokens})
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
 // A deployment at its requests or tokens per minute is skipped; when
 // every one is, the call is refused 429 with a Retry-After, without an
 // upstream call.
@@ -261,13 +271,7 @@ func TestDoDeploymentLimits(t *testing.T) {
 	deps[0].RequestsPerMinute, deps[1].RequestsPerMinute = 2, 3
 	p := deployed(t, deps...)
 	c := New()
-	call := func(tokens int64) error {
-		resp, err := c.Do(context.Background(), Request{Provider: p, Path: PathChat, Body: []byte(`{}`), Tokens: tokens})
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func(tokens int64) error { return doTokens(c, p, tokens) }
 	for i := range 5 {
 		if err := call(0); err != nil {
 			t.Fatalf("call %d within the limits: %v", i, err)
@@ -388,13 +392,7 @@ func TestDoTokensRefusedTakesNoRequest(t *testing.T) {
 	deps[0].RequestsPerMinute, deps[0].TokensPerMinute = 2, 1000
 	p := deployed(t, deps...)
 	c := New()
-	call := func(tokens int64) error {
-		resp, err := c.Do(context.Background(), Request{Provider: p, Path: PathChat, Body: []byte(`{}`), Tokens: tokens})
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func(tokens int64) error { return doTokens(c, p, tokens) }
 	if err := call(800); err != nil {
 		t.Fatal(err)
 	}
