@@ -5,7 +5,6 @@ package pricing
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -45,23 +44,33 @@ func (m Money) Microcents() int64 {
 // 150 nano-dollars "0.00000015". This is the format of x-gw-cost-usd, of
 // cost_usd fields and of the admin API, so receipts add up to the ledger.
 func (m Money) String() string {
-	neg := m < 0
+	var b [24]byte // "-9223372036.854775808" is the longest
+	return string(m.Append(b[:0]))
+}
+
+// Append appends the amount as String formats it to b.
+func (m Money) Append(b []byte) []byte {
 	u := uint64(m)
-	if neg {
+	if m < 0 {
+		b = append(b, '-')
 		u = -u // two's complement magnitude; right for math.MinInt64 too
 	}
-	whole := u / uint64(NanoPerUSD)
-	frac := fmt.Sprintf("%09d", u%uint64(NanoPerUSD))
-	frac = strings.TrimRight(frac, "0")
-	for len(frac) < 2 {
-		frac += "0"
+	b = strconv.AppendUint(b, u/uint64(NanoPerUSD), 10)
+	frac := u % uint64(NanoPerUSD)
+	digits := Decimals
+	for digits > 2 && frac%10 == 0 {
+		frac /= 10
+		digits--
 	}
-	s := strconv.FormatUint(whole, 10) + "." + frac
-	if neg {
-		s = "-" + s
+	b = append(b, '.')
+	for p := digits - 1; p >= 0; p-- {
+		b = append(b, byte('0'+frac/pow10[p]%10))
 	}
-	return s
+	return b
 }
+
+// pow10 are the powers of ten up to a Money unit's decimals.
+var pow10 = [Decimals]uint64{1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000}
 
 // ErrBadAmount is returned by ParseUSD for anything but a plain decimal.
 var ErrBadAmount = errors.New("amount must be a decimal number of US dollars with at most 9 decimals")

@@ -5,8 +5,11 @@ package obs
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Reasons an upstream attempt failed, as the metrics label them.
@@ -23,14 +26,31 @@ const (
 // safe for concurrent use and do nothing on a nil Record.
 type Record struct {
 	upstream atomic.Int64 // nanoseconds spent waiting on providers
-	served   atomic.Value // string: the provider of the last attempt answered
-	// Failed, when set, is told of each failed attempt: the provider's
-	// name and one of the Reason constants.
-	Failed func(provider, reason string)
+	mu       sync.Mutex
+	served   string // the provider of the last attempt answered
+	// Failed, when set, is told of each failed attempt.
+	Failed Reporter
 	// Parent is the record of the call this one runs inside, which waits
 	// as long as it does.
 	Parent *Record
+	// Span is the call's span, the parent of its attempts' spans (a no-op
+	// span when the call is not traced); nil: the context's.
+	Span trace.Span
+	// Owner is what the host of the call keeps with its record.
+	Owner any
 }
+
+// Reporter is told of each failed attempt: the provider's name and one of
+// the Reason constants.
+type Reporter interface {
+	UpstreamFailed(provider, reason string)
+}
+
+// ReporterFunc is a Reporter of a function.
+type ReporterFunc func(provider, reason string)
+
+// UpstreamFailed implements Reporter.
+func (f ReporterFunc) UpstreamFailed(provider, reason string) { f(provider, reason) }
 
 type ctxKey struct{}
 
@@ -64,7 +84,9 @@ func (r *Record) Upstream() time.Duration {
 // call and the calls it runs inside.
 func (r *Record) Served(provider string) {
 	for ; r != nil; r = r.Parent {
-		r.served.Store(provider)
+		r.mu.Lock()
+		r.served = provider
+		r.mu.Unlock()
 	}
 }
 
@@ -74,14 +96,15 @@ func (r *Record) Provider() string {
 	if r == nil {
 		return ""
 	}
-	p, _ := r.served.Load().(string)
-	return p
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.served
 }
 
 // Fail reports a failed attempt on provider for reason; an empty reason
 // (the client left) is none.
 func (r *Record) Fail(provider, reason string) {
 	if r != nil && r.Failed != nil && reason != "" {
-		r.Failed(provider, reason)
+		r.Failed.UpstreamFailed(provider, reason)
 	}
 }

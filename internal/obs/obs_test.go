@@ -12,7 +12,7 @@ import (
 func TestRecord(t *testing.T) {
 	var failed []string
 	outer := &Record{}
-	inner := &Record{Parent: outer, Failed: func(p, r string) { failed = append(failed, p+"/"+r) }}
+	inner := &Record{Parent: outer, Failed: ReporterFunc(func(p, r string) { failed = append(failed, p+"/"+r) })}
 	ctx := With(context.Background(), inner)
 	From(ctx).Waited(3 * time.Millisecond)
 	outer.Waited(time.Millisecond)

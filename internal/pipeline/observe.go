@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/obs"
@@ -69,9 +68,10 @@ var tokenKinds = [...]string{"input", "output", "cache_read", "cache_write"}
 
 // observation is what the pipeline measures of one call.
 type observation struct {
-	family string
-	start  time.Time
-	rec    *obs.Record
+	family  string
+	start   time.Time
+	metrics *Metrics
+	rec     *obs.Record
 	// nested: the call runs inside another call of the gateway (Invoke),
 	// whose own answer and log entry report it; outer is that call when
 	// it was served by the pipeline.
@@ -161,13 +161,14 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 		return
 	}
 	ctx := c.R.Context()
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+	if span := o.rec.Span; span != nil && span.IsRecording() {
 		span.SetAttributes(genAI(o.family, o.rec.Provider(), alias, model, tokens, len(all) > 0)...)
 	}
 	if g.Annotate == nil {
 		return
 	}
-	a := Annotation{RequestID: c.RequestID, Account: c.Account.ID, KeyID: c.Key.ID}
+	a := &c.annotation
+	*a = Annotation{RequestID: c.RequestID, Account: c.Account.ID, KeyID: c.Key.ID}
 	if len(all) > 0 {
 		if alias == "" {
 			alias = model
@@ -177,7 +178,7 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 			a.Tokens, a.InputTokens, a.OutputTokens = true, tokens.AllInput(), tokens.Output
 		}
 	}
-	g.Annotate(ctx, &a)
+	g.Annotate(ctx, a)
 }
 
 // genAI is the OpenTelemetry GenAI attributes of a call of family: the
@@ -208,10 +209,10 @@ func genAI(family, provider, alias, model string, t Tokens, billed bool) []attri
 	return kv
 }
 
-// upstreamFailed counts a failed upstream attempt of family.
-func (m *Metrics) upstreamFailed(family, provider, reason string) {
-	if m != nil {
-		m.UpstreamErrors.WithLabelValues(family, provider, reason).Inc()
+// UpstreamFailed counts a failed upstream attempt of the call.
+func (o *observation) UpstreamFailed(provider, reason string) {
+	if o.metrics != nil {
+		o.metrics.UpstreamErrors.WithLabelValues(o.family, provider, reason).Inc()
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/bodyrate"
@@ -112,11 +113,15 @@ type Call struct {
 	// metrics under their own family.
 	innerMu sync.Mutex
 	inner   []Bill
+	// Made with the call: room for its first bill, what the pipeline
+	// measures of it, its record of upstream attempts, its writer and what
+	// it reports to the access log.
+	billed     [1]Bill
+	obs        observation
+	rec        obs.Record
+	sw         statusWriter
+	annotation Annotation
 }
-
-// callKey carries the *Call a request is served in, for the calls made
-// inside it.
-type callKey struct{}
 
 // Gateway holds what every request needs.
 type Gateway struct {
@@ -157,15 +162,21 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
 // anything was written to refuse.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, refuse func(*statusWriter, *gwerr.Error)) {
 	outer := obs.From(r.Context())
-	o := &observation{family: familyOf(ep, r.URL.Path), start: time.Now(), nested: outer != nil}
-	o.outer, _ = r.Context().Value(callKey{}).(*Call)
-	o.rec = &obs.Record{Parent: outer, Failed: func(provider, reason string) { g.Metrics.upstreamFailed(o.family, provider, reason) }}
 	c := &Call{W: w, Endpoint: ep, Gateway: g, RequestID: NewRequestID(ep.RequestIDPrefix)}
-	r = r.WithContext(context.WithValue(obs.With(r.Context(), o.rec), callKey{}, c))
+	c.bills = c.billed[:0]
+	o := &c.obs
+	*o = observation{family: familyOf(ep, r.URL.Path), start: time.Now(), nested: outer != nil, metrics: g.Metrics, rec: &c.rec}
+	if outer != nil {
+		o.outer, _ = outer.Owner.(*Call)
+	}
+	c.rec.Parent, c.rec.Failed, c.rec.Owner = outer, o, c
+	c.rec.Span = trace.SpanFromContext(r.Context())
+	r = r.WithContext(obs.With(r.Context(), &c.rec))
 	c.R = r
 	w.Header().Set(HeaderRequestID, c.RequestID)
 	body := bodyrate.Wrap(w, r, g.BodyRate)
-	sw := &statusWriter{ResponseWriter: w, obs: o}
+	sw := &c.sw
+	*sw = statusWriter{ResponseWriter: w, obs: o}
 	c.W = sw
 	var err error
 	// Deferred, so that an answer cut short (Abort) is counted and logged
@@ -495,7 +506,9 @@ func NewRequestID(prefix string) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
 	_, _ = rand.Read(b[6:])
-	return prefix + hex.EncodeToString(b[:])
+	id := make([]byte, len(prefix)+hex.EncodedLen(len(b)))
+	hex.Encode(id[copy(id, prefix):], b[:])
+	return string(id)
 }
 
 // statusWriter remembers the status so the pipeline knows whether a

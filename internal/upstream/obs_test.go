@@ -22,11 +22,11 @@ type failures struct {
 }
 
 func (f *failures) record() *obs.Record {
-	return &obs.Record{Failed: func(provider, reason string) {
+	return &obs.Record{Failed: obs.ReporterFunc(func(provider, reason string) {
 		f.mu.Lock()
 		f.got = append(f.got, provider+"/"+reason)
 		f.mu.Unlock()
-	}}
+	})}
 }
 
 // TestAttemptFailuresReported: each failed attempt reaches the call's

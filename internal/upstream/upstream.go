@@ -314,7 +314,7 @@ func (c *Client) attempt(ctx context.Context, r Request, p *catalog.Provider, st
 	req.Header.Set("Content-Type", contentType)
 	setHeaders(req.Header, p, r)
 	rec := obs.From(parent)
-	span := startAttempt(parent, p, r.Path)
+	span := startAttempt(parent, rec, p, r.Path)
 	st.inflight.Add(1)
 	began := time.Now()
 	resp, err := c.transport(p).RoundTrip(req)
@@ -353,9 +353,16 @@ func (c *Client) attempt(ctx context.Context, r Request, p *catalog.Provider, st
 const tracerName = "github.com/caddy-gw/caddy-gw/internal/upstream"
 
 // startAttempt starts the span of one attempt on p, a child of the call's
-// span (the call's own no-op span when the call is not traced).
-func startAttempt(ctx context.Context, p *catalog.Provider, path string) trace.Span {
-	parent := trace.SpanFromContext(ctx)
+// span (the call's own no-op span when the call is not traced): rec's, or
+// else ctx's.
+func startAttempt(ctx context.Context, rec *obs.Record, p *catalog.Provider, path string) trace.Span {
+	var parent trace.Span
+	if rec != nil {
+		parent = rec.Span
+	}
+	if parent == nil {
+		parent = trace.SpanFromContext(ctx)
+	}
 	if !parent.IsRecording() {
 		return parent
 	}
