@@ -444,14 +444,26 @@ const presizeMost = 64 << 10
 
 // readAll is io.ReadAll with its buffer made once when the body's length
 // is known (size, a Content-Length, up to presizeMost), rather than grown
-// from 512 bytes by doubling. A wrong size only costs a copy.
+// from 512 bytes by doubling: one byte more than size, where the end is
+// read. A wrong size only costs a copy.
 func readAll(r io.Reader, size int64) ([]byte, error) {
 	if size <= 0 || size > presizeMost {
 		return io.ReadAll(r)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
+	b := make([]byte, 0, size+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than declared: grow as append does
+		}
+	}
 }
 
 // readBody reads a request body of at most limit bytes.
