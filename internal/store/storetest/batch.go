@@ -19,8 +19,8 @@ type BatchStore interface {
 // fresh, empty store each call): each entry is charged once, whatever
 // else its batch holds, with the totals, balance, ledger and journal of
 // the charged ones exactly. The batches are longer than any chunk a
-// backend may insert at once, with repeats of the ledger and of the batch
-// itself in them, and without.
+// backend may insert at once, and shorter, with repeats of the ledger and
+// of the batch itself in them, and without.
 func BatchConformance(t *testing.T, open func(t *testing.T) BatchStore) {
 	ctx := context.Background()
 	st := open(t)
@@ -65,6 +65,11 @@ func BatchConformance(t *testing.T, open func(t *testing.T) BatchStore) {
 	batch("a", 70, map[int]string{5: "old", 41: "a39", 66: "a10"})
 	batch("b", 64, nil) // no repeat
 	batch("c", 3, map[int]string{1: "b07"})
+	// Short batches, whose rows a backend may insert in smaller chunks:
+	// none repeated, a repeat alone at the end, one inside a chunk.
+	batch("d", 7, nil)
+	batch("e", 5, map[int]string{4: "d06"})
+	batch("f", 15, map[int]string{9: "f03"})
 
 	for _, acc := range []string{"pre", "post"} {
 		entries, err := st.Entries(ctx, acc, 1000)
