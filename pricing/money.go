@@ -45,11 +45,11 @@ func (m Money) Microcents() int64 {
 // cost_usd fields and of the admin API, so receipts add up to the ledger.
 func (m Money) String() string {
 	var b [24]byte // "-9223372036.854775808" is the longest
-	return string(m.Append(b[:0]))
+	return string(m.appendTo(b[:0]))
 }
 
-// Append appends the amount as String formats it to b.
-func (m Money) Append(b []byte) []byte {
+// appendTo appends the amount as String formats it to b.
+func (m Money) appendTo(b []byte) []byte {
 	u := uint64(m)
 	if m < 0 {
 		b = append(b, '-')

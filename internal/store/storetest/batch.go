@@ -65,8 +65,7 @@ func BatchConformance(t *testing.T, open func(t *testing.T) BatchStore) {
 	batch("a", 70, map[int]string{5: "old", 41: "a39", 66: "a10"})
 	batch("b", 64, nil) // no repeat
 	batch("c", 3, map[int]string{1: "b07"})
-	// Short batches, whose rows a backend may insert in smaller chunks:
-	// none repeated, a repeat alone at the end, one inside a chunk.
+	// Short batches: none repeated, a repeat at the end, one inside.
 	batch("d", 7, nil)
 	batch("e", 5, map[int]string{4: "d06"})
 	batch("f", 15, map[int]string{9: "f03"})
