@@ -244,18 +244,25 @@ type Store interface {
 	Close() error
 }
 
-// DayOf returns the UTC day containing t, as [from, to).
+// secondsPerDay is a UTC day in Unix time, which has no leap seconds.
+const secondsPerDay = 24 * 60 * 60
+
+// DayOf returns the UTC day containing t, as [from, to). Every charge
+// asks it several times, so it divides Unix seconds rather than taking
+// the calendar date apart.
 func DayOf(t time.Time) (from, to time.Time) {
-	t = t.UTC()
-	from = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-	return from, from.AddDate(0, 0, 1)
+	s := t.Unix()
+	d := s / secondsPerDay
+	if s%secondsPerDay < 0 { // before 1970: the division truncated up
+		d--
+	}
+	return time.Unix(d*secondsPerDay, 0).UTC(), time.Unix((d+1)*secondsPerDay, 0).UTC()
 }
 
 // MonthOf returns the UTC month containing t, as [from, to).
 func MonthOf(t time.Time) (from, to time.Time) {
-	t = t.UTC()
-	from = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
-	return from, from.AddDate(0, 1, 0)
+	y, m, _ := t.UTC().Date()
+	return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC), time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC)
 }
 
 // BalanceDraw is the part of cost a prepaid balance pays when the month's

@@ -1,0 +1,51 @@
+package store
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestDayAndMonthOf holds DayOf and MonthOf to the calendar's own answer,
+// across day and month edges, before 1970, leap days and other zones.
+func TestDayAndMonthOf(t *testing.T) {
+	east := time.FixedZone("east", 14*3600)
+	west := time.FixedZone("west", -11*3600)
+	times := []time.Time{
+		time.Unix(0, 0),
+		time.Unix(-1, 0),
+		time.Unix(0, -1),
+		time.Unix(-secondsPerDay, 0),
+		time.Date(2024, 2, 29, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(1969, 12, 31, 12, 0, 0, 0, time.UTC),
+		time.Date(1900, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(2026, 11, 26, 1, 0, 0, 0, east),  // the 25th in UTC
+		time.Date(2026, 11, 30, 20, 0, 0, 0, west), // December in UTC
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		times = append(times, time.Unix(r.Int64N(8e9)-4e9, r.Int64N(1e9)))
+	}
+	for _, tm := range times {
+		u := tm.UTC()
+		wantDay := time.Date(u.Year(), u.Month(), u.Day(), 0, 0, 0, 0, time.UTC)
+		from, to := DayOf(tm)
+		if from != wantDay || to != wantDay.AddDate(0, 0, 1) {
+			t.Errorf("DayOf(%v) = %v, %v; want %v, %v", tm, from, to, wantDay, wantDay.AddDate(0, 0, 1))
+		}
+		wantMonth := time.Date(u.Year(), u.Month(), 1, 0, 0, 0, 0, time.UTC)
+		from, to = MonthOf(tm)
+		if from != wantMonth || to != wantMonth.AddDate(0, 1, 0) {
+			t.Errorf("MonthOf(%v) = %v, %v; want %v, %v", tm, from, to, wantMonth, wantMonth.AddDate(0, 1, 0))
+		}
+	}
+}
+
+func BenchmarkDayOf(b *testing.B) {
+	now := time.Now()
+	for b.Loop() {
+		DayOf(now)
+	}
+}
