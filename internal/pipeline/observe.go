@@ -90,9 +90,12 @@ func (o *observation) serverTiming() string {
 	return string(millis(b, up))
 }
 
-// millis appends d in milliseconds with one decimal.
+// millis appends d (not negative) in milliseconds with one decimal,
+// rounded half up.
 func millis(b []byte, d time.Duration) []byte {
-	return strconv.AppendFloat(b, float64(d)/float64(time.Millisecond), 'f', 1, 64)
+	tenths := (d + 50*time.Microsecond) / (100 * time.Microsecond)
+	b = strconv.AppendInt(b, int64(tenths/10), 10)
+	return append(b, '.', byte('0'+tenths%10))
 }
 
 // finish records the ended call c in the metrics and in the request's

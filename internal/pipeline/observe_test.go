@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"testing"
+	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 )
@@ -31,6 +32,28 @@ func TestFamilyOf(t *testing.T) {
 	} {
 		if got := familyOf(&c.ep, c.path); got != c.want {
 			t.Errorf("%s on %s: family %q, want %q", c.ep.Name, c.path, got, c.want)
+		}
+	}
+}
+
+// TestMillis: Server-Timing's durations are milliseconds with one
+// decimal, rounded half up.
+func TestMillis(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0.0"},
+		{49999, "0.0"},
+		{50 * time.Microsecond, "0.1"},
+		{time.Millisecond, "1.0"},
+		{1249 * time.Microsecond, "1.2"},
+		{1250 * time.Microsecond, "1.3"},
+		{9960 * time.Microsecond, "10.0"},
+		{123456789 * time.Microsecond, "123456.8"},
+	} {
+		if got := string(millis(nil, c.d)); got != c.want {
+			t.Errorf("millis(%v) = %q, want %q", c.d, got, c.want)
 		}
 	}
 }
