@@ -6,15 +6,20 @@
 # A/A row (the bare proxy against itself) so the noise shows. At one
 # connection the bare proxy is also measured with one durable record per
 # request (fsync-on-bare), and the gateway against that
-# (same-format-beyond-fsync). Prints Markdown; asserts nothing.
+# (same-format-beyond-fsync). Last, what observing a call costs: the same
+# code built with the tag gw_unobserved (bin/caddy-unobserved), which
+# leaves out the observation beyond counting calls, and bin/caddy in turn
+# against the bare proxy, a few rounds each, with the means. Prints
+# Markdown; asserts nothing.
 #
-#   scripts/hotpath.sh            all of it (about three minutes)
+#   scripts/hotpath.sh            all of it (about seven minutes)
 #
 # Knobs: GW_BENCH_N (requests per target and scenario, 16000),
 # HOTPATH_OUT (folder for the tables, default .cache/hotpath),
 # GW_BENCH_ACCESS_LOG (both, the default: both sites write the access log
 # of Caddyfile.example; gateway; none), GW_BENCH_BASELINE (shared: the bare
-# proxy is served by the gateway's process instead of a Caddy of its own).
+# proxy is served by the gateway's process instead of a Caddy of its own),
+# HOTPATH_OBSERVE_ROUNDS (rounds of observed and unobserved, 3).
 # Needs two CPUs or more; on one CPU nothing is pinned.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,6 +45,10 @@ if [[ ${GW_BENCH_BASELINE:-} != shared ]]; then
 	go run ./cmd/gwbuild -o "$GW_BENCH_SYNC_BIN" -with github.com/caddy-gw/caddy-gw/integration/benchsync >/dev/null
 	synced=fsync-on-bare,same-format-beyond-fsync,
 fi
+# The same code without what observing a call adds (metrics beyond
+# requests and durations, log fields, placeholders, Server-Timing, span
+# attributes): what observing costs is the difference.
+GOFLAGS="${GOFLAGS:+$GOFLAGS }-tags=gw_unobserved" go run ./cmd/gwbuild -o bin/caddy-unobserved >/dev/null
 go test -c -o "$out/integration.test" ./integration
 run() { # name, test, then env assignments
 	local name=$1 test=$2
@@ -64,4 +73,27 @@ run() { # name, test, then env assignments
 	run "one connection" TestBenchReport GW_BENCH_CONC=1 GW_BENCH_ACCOUNTS=1 GW_BENCH_N=$((GW_BENCH_N / 2)) \
 		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,${synced}translated-messages-in,translated-chat-in,same-format-stream
 	run "1,000 concurrent streams" TestStreamsRSSReport
+	# Observed and unobserved in turn, so that both meet the machine in
+	# the same states; single runs move by a few hundredths.
+	for i in $(seq "${HOTPATH_OBSERVE_ROUNDS:-3}"); do
+		for build in observed unobserved; do
+			bin=$PWD/bin/caddy
+			[[ $build == unobserved ]] && bin=$PWD/bin/caddy-unobserved
+			run "32 connections, one account, $build, round $i" TestBenchReport GW_CADDY_BIN="$bin" \
+				GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=1 GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format
+		done
+	done
 } | tee "$out/hotpath.md"
+# The rounds' throughput and CPU ratios, and their means.
+awk '/^## 32 connections, one account, (un)?observed, round/ { build = $6; sub(/,$/, "", build) }
+	build != "" && /^\| same-format \| [0-9]/ {
+		split($0, f, "|"); r = f[5]; c = f[9]; gsub(/[ ×]/, "", r); gsub(/[ ×]/, "", c)
+		n[build]++; sr[build] += r; sc[build] += c; runs[build] = runs[build] " " r "×"; build = ""
+	}
+	END {
+		if (!n["observed"] || !n["unobserved"]) exit
+		print "## What observing costs: same format, 32 connections, one account\n"
+		print "| build | throughput ratio, each round | mean | CPU ratio, mean |"
+		print "|---|---|--:|--:|"
+		for (b in n) printf "| %s |%s | %.3f× | %.3f× |\n", b, runs[b], sr[b] / n[b], sc[b] / n[b]
+	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"

@@ -104,6 +104,12 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	d := time.Since(o.start)
 	m := g.Metrics
 	status := sw.status
+	if m != nil {
+		m.observe(o.family, status, d)
+	}
+	if !observing {
+		return
+	}
 	c.innerMu.Lock()
 	all := append(slices.Clip(c.bills), c.inner...)
 	c.innerMu.Unlock()
@@ -121,7 +127,6 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 		}
 	}
 	if m != nil {
-		m.observe(o.family, status, d)
 		m.family(o.family).overhead.Observe(max(d-o.rec.Upstream(), 0).Seconds())
 		for _, b := range c.bills {
 			m.Cost.Add(o.family, b.Model, b.Cost)
@@ -214,7 +219,7 @@ func genAI(family, provider, alias, model string, t Tokens, billed bool) []attri
 
 // UpstreamFailed counts a failed upstream attempt of the call.
 func (o *observation) UpstreamFailed(provider, reason string) {
-	if o.metrics != nil {
+	if observing && o.metrics != nil {
 		o.metrics.UpstreamErrors.WithLabelValues(o.family, provider, reason).Inc()
 	}
 }
@@ -222,7 +227,7 @@ func (o *observation) UpstreamFailed(provider, reason string) {
 // stampTiming sets the Server-Timing header once, before the answer's
 // first byte.
 func (w *statusWriter) stampTiming() {
-	if w.obs != nil && w.status == 0 {
+	if observing && w.obs != nil && w.status == 0 {
 		w.ResponseWriter.Header()[HeaderServerTiming] = []string{w.obs.serverTiming()} // the name is canonical
 	}
 }
