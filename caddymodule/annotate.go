@@ -13,8 +13,8 @@ import (
 // annotate puts a gateway call's values on Caddy's access log entry (as
 // gw_<name>) and in its placeholders ({http.vars.gw.<name>}): the request
 // id; the account and key id of a call with a key; the alias, model and
-// cost_usd of a billed call; input_tokens and output_tokens of one billed
-// by the token. It runs once a call, on the hot path: the log entry gets
+// cost_usd of a billed call; shortfall_usd of one the account could not
+// pay in full; input_tokens and output_tokens of one billed by the token. It runs once a call, on the hot path: the log entry gets
 // one inline field that writes them all when the entry is written.
 func annotate(ctx context.Context, a *pipeline.Annotation) {
 	if vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
@@ -24,6 +24,9 @@ func annotate(ctx context.Context, a *pipeline.Annotation) {
 		}
 		if a.Billed {
 			vars["gw.alias"], vars["gw.model"], vars["gw.cost_usd"] = a.Alias, a.Model, a.Cost
+		}
+		if a.Shortfall != "" {
+			vars["gw.shortfall_usd"] = a.Shortfall
 		}
 		if a.Tokens {
 			vars["gw.input_tokens"], vars["gw.output_tokens"] = a.InputTokens, a.OutputTokens
@@ -49,6 +52,9 @@ func (a *logFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		enc.AddString("gw_alias", a.Alias)
 		enc.AddString("gw_model", a.Model)
 		enc.AddString("gw_cost_usd", a.Cost)
+	}
+	if a.Shortfall != "" {
+		enc.AddString("gw_shortfall_usd", a.Shortfall)
 	}
 	if a.Tokens {
 		enc.AddInt64("gw_input_tokens", a.InputTokens)

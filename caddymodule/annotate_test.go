@@ -20,7 +20,7 @@ func annotated() (context.Context, *caddyhttp.ExtraLogFields) {
 }
 
 var billedCall = &pipeline.Annotation{RequestID: "req-1", Account: "acct", KeyID: "key_1", Billed: true,
-	Alias: "gw-auto", Model: "gpt-4.1-mini", Cost: "0.000123", Tokens: true, InputTokens: 120, OutputTokens: 7}
+	Alias: "gw-auto", Model: "gpt-4.1-mini", Cost: "0.000123", Shortfall: "0.00004", Tokens: true, InputTokens: 120, OutputTokens: 7}
 
 // TestAnnotate: a billed call's values are in the placeholders
 // ({http.vars.gw.<name>}) and the access log's gw_<name> fields; an
@@ -29,7 +29,7 @@ func TestAnnotate(t *testing.T) {
 	ctx, _ := annotated()
 	annotate(ctx, billedCall)
 	want := map[string]any{"request_id": "req-1", "account": "acct", "key_id": "key_1", "alias": "gw-auto",
-		"model": "gpt-4.1-mini", "cost_usd": "0.000123", "input_tokens": int64(120), "output_tokens": int64(7)}
+		"model": "gpt-4.1-mini", "cost_usd": "0.000123", "shortfall_usd": "0.00004", "input_tokens": int64(120), "output_tokens": int64(7)}
 	vars := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
 	for name, v := range want {
 		if got := vars["gw."+name]; got != v {

@@ -335,7 +335,7 @@ func (a *App) Start() error {
 	}
 	upstreams.SetLimiter(limiter)
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics, Annotate: annotate,
-		Money: &money.Gate{Store: st, Locks: locks, Policy: a.policy, OnOverrun: a.logOverrun}, Limits: limiter,
+		Money: &money.Gate{Store: st, Locks: locks, Policy: a.policy, OnOverrun: a.logOverrun, OnShortfall: a.logShortfall}, Limits: limiter,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight,
 		BodyRate: bodyrate.Limits{Grace: time.Duration(a.Limits.BodyGrace), MinRate: a.Limits.MinBodyRate}}
 	a.router = routes.New(a.gateway, opts)
@@ -371,6 +371,13 @@ func (a *App) serving(ctx context.Context) *routes.Router {
 func (a *App) logOverrun(account, requestID string, held, cost pricing.Money) {
 	a.logger.Warn("settlement above its hold", zap.String("account", account), zap.String("request_id", requestID),
 		zap.Stringer("held_usd", held), zap.Stringer("cost_usd", cost))
+}
+
+// logShortfall records a settlement the account could not pay in full:
+// it was charged what it had left, and the rest is the operator's loss.
+func (a *App) logShortfall(account, requestID string, charged, shortfall pricing.Money) {
+	a.logger.Warn("shortfall: the provider billed more than the account could pay", zap.String("account", account),
+		zap.String("request_id", requestID), zap.Stringer("charged_usd", charged), zap.Stringer("shortfall_usd", shortfall))
 }
 
 // current is the running app, for the admin API (whose modules are

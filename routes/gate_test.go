@@ -76,7 +76,7 @@ func (f *fixture) key(t *testing.T, acc store.Account, spent pricing.Money) stri
 		t.Fatal(err)
 	}
 	if spent > 0 {
-		if _, err := f.store.Settle(ctx, store.Entry{RequestID: "pre-" + acc.ID, AccountID: acc.ID, Cost: spent, Time: t0}); err != nil {
+		if _, err := f.store.Settle(ctx, &store.Entry{RequestID: "pre-" + acc.ID, AccountID: acc.ID, Cost: spent, Time: t0}); err != nil {
 			t.Fatal(err)
 		}
 	}

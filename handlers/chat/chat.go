@@ -294,7 +294,7 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 	}
 	usage := cl.billable(m, reported, func() int64 { return outputTokens(from, b) })
 	cost, lane := cl.cost(m, usage, escalated)
-	if _, err := cl.Charge(cl.bill(m, usage, cost, "")); err != nil {
+	if cost, err = cl.Charge(cl.bill(m, usage, cost, "")); err != nil {
 		return err
 	}
 	cl.h.Router.Health.OK(m.ID)

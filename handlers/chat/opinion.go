@@ -158,8 +158,8 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 	if b, err = responseFor(b, up, checkerFormat, m.ID); err != nil {
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion could not be read")
 	}
-	cost := pricing.Cost(cl.Account.PAYG, usageLines(m, u)...)
-	if _, err := cl.Charge(cl.bill(m, u, cost, cl.RequestID+secondOpinionSuffix)); err != nil {
+	cost, err := cl.Charge(cl.bill(m, u, pricing.Cost(cl.Account.PAYG, usageLines(m, u)...), cl.RequestID+secondOpinionSuffix))
+	if err != nil {
 		return nil, 0, err
 	}
 	return readVerdict(m.ID, gjson.GetBytes(b, "choices.0.message.content").String()), cost, nil

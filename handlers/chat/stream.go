@@ -265,7 +265,8 @@ func (s *relay) settle(u translate.Usage) (translate.Usage, pricing.Money, bool)
 		return s.delivered
 	})
 	cost, _ := s.cost(s.m, u, s.escalated)
-	if _, err := s.Charge(s.bill(s.m, u, cost, "")); err != nil {
+	cost, err := s.Charge(s.bill(s.m, u, cost, ""))
+	if err != nil {
 		s.fail(gwerr.As(err).Message)
 		return u, 0, false
 	}

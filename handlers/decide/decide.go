@@ -109,8 +109,9 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if err != nil {
 		return err
 	}
-	cost := pricing.Cost(false, pricing.Line{Units: used, Rate: pricing.DecideRate})
-	if _, err := c.Charge(pipeline.Bill{Units: used, Unit: pricing.UnitToken, Model: Model, Cost: cost, Tokens: pipeline.Tokens{Input: used}}); err != nil {
+	cost, err := c.Charge(pipeline.Bill{Units: used, Unit: pricing.UnitToken, Model: Model,
+		Cost: pricing.Cost(false, pricing.Line{Units: used, Rate: pricing.DecideRate}), Tokens: pipeline.Tokens{Input: used}})
+	if err != nil {
 		return err
 	}
 	out, _ := json.Marshal(map[string]any{"model": Model, "answers": answers, "usage": map[string]any{"input_tokens": used}})

@@ -118,9 +118,9 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		c.Gateway.Logger.Warn("the provider reported more input tokens than the input can hold: billed what was held", zap.String("request_id", c.RequestID),
 			zap.String("model", m.ID), zap.Int64("reported", n), zap.Int64("input_tokens", tokens))
 	}
-	charge := cost(c.Account.PAYG, m, tokens)
-	if _, err := c.Charge(pipeline.Bill{Units: tokens, Unit: pricing.UnitToken, Model: m.ID, Alias: requested, Cost: charge,
-		Tokens: pipeline.Tokens{Input: tokens}}); err != nil {
+	charge, err := c.Charge(pipeline.Bill{Units: tokens, Unit: pricing.UnitToken, Model: m.ID, Alias: requested, Cost: cost(c.Account.PAYG, m, tokens),
+		Tokens: pipeline.Tokens{Input: tokens}})
+	if err != nil {
 		return err
 	}
 	receipt(c.W.Header(), m.ID, requested, routed, charge)

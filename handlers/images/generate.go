@@ -418,8 +418,9 @@ func charge(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, a
 		upstream.Failed(ctx, body)
 		return nil, 0, err
 	}
-	cost := r.bill(c, ab, n, 0, gjson.ParseBytes(out.usage), out.quality, out.size)
-	if _, err := c.Charge(pipeline.Bill{Units: n, Unit: pricing.UnitImage, Model: ab.Model, Alias: r.alias, Cost: cost, Receipt: true}); err != nil {
+	cost, err := c.Charge(pipeline.Bill{Units: n, Unit: pricing.UnitImage, Model: ab.Model, Alias: r.alias,
+		Cost: r.bill(c, ab, n, 0, gjson.ParseBytes(out.usage), out.quality, out.size), Receipt: true})
+	if err != nil {
 		return nil, 0, err
 	}
 	return out, cost, nil

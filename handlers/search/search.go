@@ -131,9 +131,9 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	case !out.hasUsage || !out.usage.Valid():
 		return broke(CodeUsageUnavailable, "search ran but could not be priced")
 	}
-	cost := h.cost(c.Account.PAYG, out.searches, out.usage)
-	if _, err := c.Charge(pipeline.Bill{Units: max(out.searches, 1), Unit: UnitSearch, Model: h.Model, Cost: cost, Receipt: true,
-		Tokens: pipeline.Tokens{Input: out.usage.Uncached(), Output: out.usage.Output, CacheRead: out.usage.CachedInput, CacheWrite: out.usage.CacheWrite}}); err != nil {
+	cost, err := c.Charge(pipeline.Bill{Units: max(out.searches, 1), Unit: UnitSearch, Model: h.Model, Cost: h.cost(c.Account.PAYG, out.searches, out.usage), Receipt: true,
+		Tokens: pipeline.Tokens{Input: out.usage.Uncached(), Output: out.usage.Output, CacheRead: out.usage.CachedInput, CacheWrite: out.usage.CacheWrite}})
+	if err != nil {
 		return fail(CodeSettlementUnavailable, "search ran but could not be settled; nothing was charged")
 	}
 	answer, _ := json.Marshal(map[string]any{"answer": out.answer, "citations": out.citations, "searches": out.searches,

@@ -416,6 +416,9 @@ type Charge struct {
 	Units     int64         `json:"units"`
 	Unit      string        `json:"unit"`
 	Cost      pricing.Money `json:"cost_usd"`
+	// Shortfall is what the call cost beyond what the account could pay:
+	// "0" when none.
+	Shortfall string `json:"shortfall_usd"`
 	Time      time.Time     `json:"time"`
 }
 
@@ -436,7 +439,11 @@ func (a *API) ledger(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]Charge, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, Charge{e.RequestID, e.Endpoint, e.Model, e.Units, e.Unit, e.Cost, e.Time.UTC()})
+		short := "0"
+		if e.Shortfall != 0 {
+			short = e.Shortfall.String()
+		}
+		out = append(out, Charge{e.RequestID, e.Endpoint, e.Model, e.Units, e.Unit, e.Cost, short, e.Time.UTC()})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }

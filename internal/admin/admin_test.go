@@ -250,7 +250,7 @@ func TestGetAccount(t *testing.T) {
 		{RequestID: "r2", AccountID: "pre", Endpoint: "images", Model: "gw-image", Units: 1, Unit: "image", Cost: pricing.Micro(500_000), Time: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)},
 		{RequestID: "r3", AccountID: "pre", Endpoint: "speech", Model: "gw-voice-speak", Units: 10, Unit: "character", Cost: pricing.USD(2), Time: time.Date(2026, 2, 28, 23, 59, 59, 0, time.UTC)},
 	} {
-		if ok, err := e.st.Settle(ctx, en); err != nil || !ok {
+		if ok, err := e.st.Settle(ctx, &en); err != nil || !ok {
 			t.Fatalf("Settle %s: %v %v", en.RequestID, ok, err)
 		}
 	}
@@ -520,17 +520,17 @@ func TestLedger(t *testing.T) {
 		{RequestID: "req-3", AccountID: "acme", Endpoint: "transcription", Model: "gw-voice-fast", Units: 10, Unit: "audio_second", Cost: pricing.Micro(16_667), Time: t0.Add(2*time.Minute + 123456789)},
 	}
 	for _, en := range entries {
-		if ok, err := e.st.Settle(ctx, en); err != nil || !ok {
+		if ok, err := e.st.Settle(ctx, &en); err != nil || !ok {
 			t.Fatalf("Settle %s: %v %v", en.RequestID, ok, err)
 		}
 	}
 	// Settling req-2 again changes nothing.
-	if ok, err := e.st.Settle(ctx, entries[1]); err != nil || ok {
+	if ok, err := e.st.Settle(ctx, &entries[1]); err != nil || ok {
 		t.Fatalf("second Settle: %v %v", ok, err)
 	}
-	row1 := map[string]any{"request_id": "req-1", "endpoint": "chat", "model": "gw-fast", "units": 1200, "unit": "token", "cost_usd": "0.00000015", "time": "2026-03-01T10:00:00Z"}
-	row2 := map[string]any{"request_id": "req-2", "endpoint": "images", "model": "gw-image", "units": 2, "unit": "image", "cost_usd": "0.02", "time": "2026-03-01T10:01:00Z"}
-	row3 := map[string]any{"request_id": "req-3", "endpoint": "transcription", "model": "gw-voice-fast", "units": 10, "unit": "audio_second", "cost_usd": "0.016667", "time": "2026-03-01T10:02:00.123456789Z"}
+	row1 := map[string]any{"request_id": "req-1", "endpoint": "chat", "model": "gw-fast", "units": 1200, "unit": "token", "cost_usd": "0.00000015", "shortfall_usd": "0", "time": "2026-03-01T10:00:00Z"}
+	row2 := map[string]any{"request_id": "req-2", "endpoint": "images", "model": "gw-image", "units": 2, "unit": "image", "cost_usd": "0.02", "shortfall_usd": "0", "time": "2026-03-01T10:01:00Z"}
+	row3 := map[string]any{"request_id": "req-3", "endpoint": "transcription", "model": "gw-voice-fast", "units": 10, "unit": "audio_second", "cost_usd": "0.016667", "shortfall_usd": "0", "time": "2026-03-01T10:02:00.123456789Z"}
 
 	cases := []struct {
 		query string
@@ -552,7 +552,7 @@ func TestLedger(t *testing.T) {
 	e.t = t
 	r := e.do("GET", "/gw/accounts/acme/ledger?limit=2", "")
 	for _, row := range r.body.(map[string]any)["data"].([]any) {
-		if k := keySet(row.(map[string]any)); !reflect.DeepEqual(k, []string{"cost_usd", "endpoint", "model", "request_id", "time", "unit", "units"}) {
+		if k := keySet(row.(map[string]any)); !reflect.DeepEqual(k, []string{"cost_usd", "endpoint", "model", "request_id", "shortfall_usd", "time", "unit", "units"}) {
 			t.Errorf("entry keys = %v", k)
 		}
 	}
@@ -618,7 +618,7 @@ func TestJournal(t *testing.T) {
 	if r := e.do("PATCH", "/gw/accounts/acme", `{"add_balance_usd":"-1","reason":"goodwill reversal"}`); r.status != http.StatusOK {
 		t.Fatalf("PATCH: %d %s", r.status, r.raw)
 	}
-	if _, err := e.st.Settle(ctx, store.Entry{RequestID: "req-1", AccountID: "acme", Cost: pricing.Micro(250_000)}); err != nil {
+	if _, err := e.st.Settle(ctx, &store.Entry{RequestID: "req-1", AccountID: "acme", Cost: pricing.Micro(250_000)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.do("PATCH", "/gw/accounts/acme", `{"balance_usd":"10"}`); r.status != http.StatusOK {

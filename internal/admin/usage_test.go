@@ -19,7 +19,7 @@ func (e *env) settle(id, account, key, model string, at time.Time, in, out int64
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.st.Settle(context.Background(), store.Entry{RequestID: id, AccountID: account, KeyID: key, Model: model, Endpoint: "chat",
+	if _, err := e.st.Settle(context.Background(), &store.Entry{RequestID: id, AccountID: account, KeyID: key, Model: model, Endpoint: "chat",
 		Units: in + out, Unit: "token", InputTokens: in, OutputTokens: out, Cost: c, Time: at}); err != nil {
 		e.t.Fatal(err)
 	}

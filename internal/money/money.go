@@ -103,10 +103,12 @@ type Gate struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// OnOverrun, when set, is told of every settlement above its hold (a
-	// provider that answered past the limit it was sent). The charge is
-	// recorded in full: the balance and caps then show it, and the rules
-	// refuse the account's next call if it went past them.
+	// provider that billed more than the gateway reserved). The charge is
+	// recorded up to what the account can still pay (see Hold.Settle).
 	OnOverrun func(account, requestID string, held, cost pricing.Money)
+	// OnShortfall, when set, is told of every settlement the account could
+	// not pay in full: charged is what it paid, shortfall the rest.
+	OnShortfall func(account, requestID string, charged, shortfall pricing.Money)
 }
 
 func (g *Gate) now() time.Time {
@@ -168,7 +170,7 @@ func (g *Gate) Reserve(ctx context.Context, accountID string, kind Kind, est pri
 	if err := g.refusal(&acc, kind, sp, held, est, now); err != nil {
 		return nil, err
 	}
-	h := &Hold{gate: g, account: accountID, amount: est}
+	h := &Hold{gate: g, account: accountID, amount: est, limits: g.limits(&acc, kind, sp, now)}
 	if est > 0 {
 		if h.id, err = g.Locks.Hold(ctx, accountID, est); err != nil {
 			return nil, Unresolved()
@@ -208,16 +210,37 @@ func (g *Gate) rules(acc *store.Account, kind Kind, sp store.Spend, now time.Tim
 	if acc.MonthlyCap != nil {
 		add(sp.Month, *acc.MonthlyCap, gwerr.CodeMonthlyCap, "the account's monthly spend cap is reached")
 	}
-	if acc.Plan == store.PlanPaid {
-		cleared := pricing.Money(0)
-		if acc.Cleared {
-			cleared = sp.Total
-		}
-		if limit, ok := g.Policy.Ceiling.Limit(acc.CreatedAt, cleared, now); ok {
-			add(sp.Month, limit, gwerr.CodeMonthlyCap, "the account's monthly ceiling is reached; it rises with cleared spend and account age")
-		}
+	if limit, ok := g.ceiling(acc, sp, now); ok {
+		add(sp.Month, limit, gwerr.CodeMonthlyCap, "the account's monthly ceiling is reached; it rises with cleared spend and account age")
 	}
 	return rs, n
+}
+
+// ceiling is a paid account's monthly ceiling now; ok is false when it
+// has none.
+func (g *Gate) ceiling(acc *store.Account, sp store.Spend, now time.Time) (pricing.Money, bool) {
+	if acc.Plan != store.PlanPaid {
+		return 0, false
+	}
+	cleared := pricing.Money(0)
+	if acc.Cleared {
+		cleared = sp.Total
+	}
+	return g.Policy.Ceiling.Limit(acc.CreatedAt, cleared, now)
+}
+
+// limits are the rules of a call of kind that the account's own record
+// does not hold (the free tier's chat stop, the ceiling), which its
+// settlement is held to in the store's transaction.
+func (g *Gate) limits(acc *store.Account, kind Kind, sp store.Spend, now time.Time) store.Limits {
+	var l store.Limits
+	if kind == Chat && acc.Plan == store.PlanFree {
+		l.Total = FreeChatStop
+	}
+	if limit, ok := g.ceiling(acc, sp, now); ok {
+		l.Month = limit
+	}
+	return l
 }
 
 // refusal applies the money rules in order (see rules). A limit refuses
@@ -298,7 +321,8 @@ type Hold struct {
 	gate    *Gate
 	account string
 	amount  pricing.Money
-	id      string // the Locks' record of it ("" when amount is zero)
+	limits  store.Limits // the policy's limits the settlement is held to
+	id      string       // the Locks' record of it ("" when amount is zero)
 	done    bool
 }
 
@@ -325,17 +349,25 @@ const SettleLockWait = 2 * LockLease
 // store keeps on the node for now, see Spooler, keeps its hold until the
 // shared store has it). The lock only orders admission checks: when it
 // cannot be had (the shared lock store is down or restarting), the charge
-// is recorded without it, since the work it pays for is done. It reports
-// whether this settlement charged the account: false when the request id
-// was settled before. A store that cannot make the charge durable refuses
-// with credit_unresolved and charges nothing.
-func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
+// is recorded without it, since the work it pays for is done.
+//
+// The store charges at most what the account can still pay (its balance,
+// free credit, caps and the policy's limits, in the charge's own
+// transaction), however far the cost passes the hold: e.Cost is then what
+// was charged and e.Shortfall the rest. It reports whether this settlement
+// charged the account: false when the request id was settled before. A
+// store that cannot make the charge durable refuses with
+// credit_unresolved and charges nothing.
+func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 	if h.done {
 		return false, errors.New("money: hold already settled or released")
 	}
 	ctx = context.WithoutCancel(ctx) // a client gone after the work is done still pays
 	e.AccountID = h.account
 	e.FreeMonthlyCredit = h.gate.Policy.FreeMonthlyCredit
+	e.Limits = h.limits
+	e.Held = &h.amount
+	cost := e.Cost
 	if e.Time.IsZero() {
 		e.Time = h.gate.now()
 	}
@@ -375,8 +407,11 @@ func (h *Hold) Settle(ctx context.Context, e store.Entry) (bool, error) {
 	if err != nil {
 		return false, unsettled()
 	}
-	if charged && e.Cost > h.amount && h.gate.OnOverrun != nil {
-		h.gate.OnOverrun(h.account, e.RequestID, h.amount, e.Cost)
+	if charged && cost > h.amount && h.gate.OnOverrun != nil {
+		h.gate.OnOverrun(h.account, e.RequestID, h.amount, cost)
+	}
+	if charged && e.Shortfall > 0 && h.gate.OnShortfall != nil {
+		h.gate.OnShortfall(h.account, e.RequestID, e.Cost, e.Shortfall)
 	}
 	return charged, nil
 }

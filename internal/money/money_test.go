@@ -88,7 +88,7 @@ func (f *fixture) spend(t *testing.T, id string, kind Kind, est, cost pricing.Mo
 	if err != nil {
 		t.Fatalf("reserve %s: %v", est, err)
 	}
-	if _, err := h.Settle(context.Background(), store.Entry{RequestID: fmt.Sprintf("r%d", seq.Add(1)), Cost: cost, Unit: "token"}); err != nil {
+	if _, err := h.Settle(context.Background(), &store.Entry{RequestID: fmt.Sprintf("r%d", seq.Add(1)), Cost: cost, Unit: "token"}); err != nil {
 		t.Fatalf("settle: %v", err)
 	}
 }
@@ -167,7 +167,7 @@ func TestHeldCountsAgainstLimits(t *testing.T) {
 		t.Fatalf("second hold passed the balance: %v", err)
 	}
 	// Settling below the estimate frees the difference.
-	if charged, err := h1.Settle(ctx, store.Entry{RequestID: "r1", Cost: usd("0.5")}); err != nil || !charged {
+	if charged, err := h1.Settle(ctx, &store.Entry{RequestID: "r1", Cost: usd("0.5")}); err != nil || !charged {
 		t.Fatalf("settle: %v %v", charged, err)
 	}
 	if _, err := f.gate.Reserve(ctx, "a", Ability, usd("0.5")); err != nil {
@@ -222,7 +222,7 @@ func TestReleaseChargesNothing(t *testing.T) {
 	}
 	h.Release(ctx)
 	h.Release(ctx) // twice is harmless
-	if _, err := h.Settle(ctx, store.Entry{RequestID: "late", Cost: 1}); err == nil {
+	if _, err := h.Settle(ctx, &store.Entry{RequestID: "late", Cost: 1}); err == nil {
 		t.Fatal("settle after release succeeded")
 	}
 	acc, _ := f.store.Account(ctx, "a")
@@ -244,7 +244,7 @@ func TestSettleSameRequestOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		charged, err := h.Settle(ctx, store.Entry{RequestID: "same", Cost: usd("1")})
+		charged, err := h.Settle(ctx, &store.Entry{RequestID: "same", Cost: usd("1")})
 		if err != nil || charged != want {
 			t.Fatalf("settle %d: charged %v err %v, want %v", i, charged, err, want)
 		}
@@ -294,7 +294,7 @@ func TestStoreFaultIsCreditUnresolved(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.store.Down.Store(true)
-	if _, err := h.Settle(ctx, store.Entry{RequestID: "mid", Cost: usd("1")}); code(t, err) != gwerr.CodeCreditUnresolved {
+	if _, err := h.Settle(ctx, &store.Entry{RequestID: "mid", Cost: usd("1")}); code(t, err) != gwerr.CodeCreditUnresolved {
 		t.Fatalf("settle with the store down: %v", err)
 	}
 	f.store.Down.Store(false)
@@ -351,7 +351,7 @@ func TestConcurrentCallsNeverOverdraw(t *testing.T) {
 						return
 					}
 					id := fmt.Sprintf("c%d", i)
-					if c, err := h.Settle(ctx, store.Entry{RequestID: id, Cost: cost}); err != nil || !c {
+					if c, err := h.Settle(ctx, &store.Entry{RequestID: id, Cost: cost}); err != nil || !c {
 						t.Errorf("settle %s: %v %v", id, c, err)
 						return
 					}
@@ -427,37 +427,83 @@ func TestLockHonoursContext(t *testing.T) {
 	}
 }
 
-// A settlement above its hold (a provider answering past its limit) is
-// recorded in full and reported, never dropped; the balance it overdrew
-// refuses the account's next call.
-func TestOverrunRecordedAndRefusedNext(t *testing.T) {
-	f := newFixture(t, Policy{})
-	var reported []pricing.Money
-	f.gate.OnOverrun = func(account, id string, held, cost pricing.Money) { reported = append(reported, held, cost) }
-	f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("0.10"))})
+// A provider that bills past the hold never takes the balance below zero,
+// on the plain store and on the hot path's: the account pays what it has,
+// the rest is the entry's shortfall, told to OnOverrun and OnShortfall,
+// and the next call is refused.
+func TestOverrunStopsAtZero(t *testing.T) {
+	for name, newF := range map[string]func(*testing.T, Policy) *fixture{"sqlite": newFixture, "cached": newCachedFixture} {
+		t.Run(name, func(t *testing.T) {
+			f := newF(t, Policy{})
+			var overrun, short []pricing.Money
+			f.gate.OnOverrun = func(account, id string, held, cost pricing.Money) { overrun = append(overrun, held, cost) }
+			f.gate.OnShortfall = func(account, id string, charged, shortfall pricing.Money) { short = append(short, charged, shortfall) }
+			f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("0.10"))})
+			ctx := context.Background()
+			h, err := f.gate.Reserve(ctx, "a", Ability, usd("0.08"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := store.Entry{RequestID: "over", Cost: usd("0.15")}
+			if _, err := h.Settle(ctx, &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Cost != usd("0.10") || e.Shortfall != usd("0.05") {
+				t.Fatalf("charged %s short %s, want 0.10 and 0.05", e.Cost, e.Shortfall)
+			}
+			if fmt.Sprint(overrun) != "[0.08 0.15]" || fmt.Sprint(short) != "[0.10 0.05]" {
+				t.Fatalf("overrun %v, shortfall %v", overrun, short)
+			}
+			acc, _ := f.store.Account(ctx, "a")
+			if *acc.Balance != 0 {
+				t.Fatalf("balance %v, want 0", *acc.Balance)
+			}
+			if _, err := f.gate.Reserve(ctx, "a", Ability, 0); gwerr.As(err).Code != gwerr.CodeCreditExhausted {
+				t.Fatalf("next call: %v, want credit_exhausted", err)
+			}
+			// A settlement within its hold reports nothing.
+			f.account(t, store.Account{ID: "b", Plan: store.PlanPaid, Cleared: true})
+			h, _ = f.gate.Reserve(ctx, "b", Ability, usd("1"))
+			if _, err := h.Settle(ctx, &store.Entry{RequestID: "within", Cost: usd("1")}); err != nil || len(overrun) != 2 || len(short) != 2 {
+				t.Fatalf("within the hold: %v, overrun %v, shortfall %v", err, overrun, short)
+			}
+		})
+	}
+}
+
+// The policy's limits reach the store with the charge: the free tier's
+// chat stop and the ceiling bound a settlement as the balance does.
+func TestSettleHeldToPolicyLimits(t *testing.T) {
+	f := newCachedFixture(t, Policy{Ceiling: Ceiling{Base: usd("1"), Max: usd("1")}})
 	ctx := context.Background()
-	h, err := f.gate.Reserve(ctx, "a", Ability, usd("0.08"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Settle(ctx, store.Entry{RequestID: "over", Cost: usd("0.15")}); err != nil {
-		t.Fatal(err)
-	}
-	if len(reported) != 2 || reported[0] != usd("0.08") || reported[1] != usd("0.15") {
-		t.Fatalf("reported %v", reported)
-	}
-	acc, _ := f.store.Account(ctx, "a")
-	if *acc.Balance != usd("-0.05") {
-		t.Fatalf("balance %v, want -0.05 recorded", *acc.Balance)
-	}
-	if _, err := f.gate.Reserve(ctx, "a", Ability, 0); gwerr.As(err).Code != gwerr.CodeCreditExhausted {
-		t.Fatalf("next call: %v, want credit_exhausted", err)
-	}
-	// A settlement within its hold reports nothing.
-	f.account(t, store.Account{ID: "b", Plan: store.PlanPaid, Cleared: true})
-	h, _ = f.gate.Reserve(ctx, "b", Ability, usd("1"))
-	if _, err := h.Settle(ctx, store.Entry{RequestID: "within", Cost: usd("1")}); err != nil || len(reported) != 2 {
-		t.Fatalf("within the hold: %v, reported %v", err, reported)
+	f.account(t, store.Account{ID: "free", Plan: store.PlanFree, CreatedAt: t0})
+	f.account(t, store.Account{ID: "paid", Plan: store.PlanPaid, CreatedAt: t0})
+	for _, c := range []struct {
+		account string
+		kind    Kind
+		before  string // charged first, within its hold
+		cost    string
+		charged string
+	}{
+		{"free", Chat, "0.90", "0.50", "0.10"},    // the 1 USD chat stop
+		{"paid", Ability, "0.70", "0.50", "0.30"}, // the 1 USD ceiling
+	} {
+		for i, cost := range []string{c.before, c.cost} {
+			h, err := f.gate.Reserve(ctx, c.account, c.kind, usd("0.01"))
+			if err != nil {
+				t.Fatalf("%s: reserve %d: %v", c.account, i, err)
+			}
+			e := store.Entry{RequestID: fmt.Sprint(c.account, i), Cost: usd(cost)}
+			if _, err := h.Settle(ctx, &e); err != nil {
+				t.Fatal(err)
+			}
+			if i == 1 && (e.Cost != usd(c.charged) || e.Cost+e.Shortfall != usd(c.cost)) {
+				t.Fatalf("%s: charged %s short %s, want %s of %s", c.account, e.Cost, e.Shortfall, c.charged, c.cost)
+			}
+		}
+		if sp, _ := f.store.Spend(ctx, c.account, t0); sp.Total != usd("1") {
+			t.Fatalf("%s: spend %s, want 1.00", c.account, sp.Total)
+		}
 	}
 }
 
@@ -498,7 +544,7 @@ func TestRedisLocksAcrossNodes(t *testing.T) {
 				refused.Add(1)
 				return
 			}
-			if c, err := h.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("n%d", i), Cost: cost}); err != nil || !c {
+			if c, err := h.Settle(ctx, &store.Entry{RequestID: fmt.Sprintf("n%d", i), Cost: cost}); err != nil || !c {
 				t.Errorf("settle: %v %v", c, err)
 			}
 			ok.Add(1)
@@ -673,7 +719,7 @@ func TestSettleWithoutTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs.Stop()
-	charged, err := h.Settle(ctx, store.Entry{RequestID: "delivered", Cost: usd("0.25")})
+	charged, err := h.Settle(ctx, &store.Entry{RequestID: "delivered", Cost: usd("0.25")})
 	if err != nil || !charged {
 		t.Fatalf("settle with Redis down: %v %v", charged, err)
 	}
@@ -751,7 +797,7 @@ func TestRedisHoldsLostUnderLoad(t *testing.T) {
 			t.Fatalf("%s: %d admitted, %d refused; want %d admitted", name, admitted, refused, wantAdmitted)
 		}
 		for i, h := range holds {
-			if _, err := h.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d-%d", seq, i), Cost: cost}); err != nil {
+			if _, err := h.Settle(ctx, &store.Entry{RequestID: fmt.Sprintf("r%d-%d", seq, i), Cost: cost}); err != nil {
 				t.Fatalf("%s: settle: %v", name, err)
 			}
 		}
@@ -795,7 +841,7 @@ func TestSpooledChargeKeepsItsHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if charged, err := h.Settle(ctx, store.Entry{RequestID: "kept", Cost: usd("0.20")}); err != nil || !charged {
+	if charged, err := h.Settle(ctx, &store.Entry{RequestID: "kept", Cost: usd("0.20")}); err != nil || !charged {
 		t.Fatalf("settle: %v %v", charged, err)
 	}
 	if held, err := f.gate.Locks.Held(ctx, "a"); err != nil || held != usd("0.30") {

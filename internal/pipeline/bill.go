@@ -29,8 +29,9 @@ type Bill struct {
 	// Model is the concrete model (or service) that served; Alias is the
 	// name the client asked for, when it differs.
 	Model, Alias string
-	// Cost is the amount charged.
-	Cost pricing.Money
+	// Cost is the amount charged: Charge sets it to what the account could
+	// still pay, and Shortfall to what the call cost beyond that.
+	Cost, Shortfall pricing.Money
 	// Tokens are the billed tokens of a call billed by the token.
 	Tokens Tokens
 	// Receipt sets the receipt headers (routed model and cost) once the
@@ -40,28 +41,33 @@ type Bill struct {
 
 // Charge settles b into the ledger, records it on the call for the
 // metrics and the access log, and sets its receipt headers when b asks.
-// charged is false when the ledger id was settled before (nothing new is
-// charged or counted then).
-func (c *Call) Charge(b Bill) (charged bool, err error) {
+// It returns what was charged, which is less than b.Cost when the account
+// could not pay it all (the rest is the bill's Shortfall): the receipt,
+// the record and every cost field the caller writes show that. A ledger
+// id settled before charges nothing new and counts nothing (b.Cost is
+// returned, as the receipt of the first settlement showed).
+func (c *Call) Charge(b Bill) (charged pricing.Money, err error) {
 	if c.hold == nil || c.hold.Done() {
-		return false, errors.New("pipeline: settle without a reservation")
+		return 0, errors.New("pipeline: settle without a reservation")
 	}
 	id := b.ID
 	if id == "" {
 		id = c.RequestID
 	}
-	charged, err = c.hold.Settle(c.R.Context(), store.Entry{RequestID: id, Endpoint: c.Endpoint.Name, KeyID: c.Key.ID,
-		Model: b.Model, Units: b.Units, Unit: b.Unit, Cost: b.Cost, InputTokens: b.Tokens.AllInput(), OutputTokens: b.Tokens.Output})
+	e := store.Entry{RequestID: id, Endpoint: c.Endpoint.Name, KeyID: c.Key.ID,
+		Model: b.Model, Units: b.Units, Unit: b.Unit, Cost: b.Cost, InputTokens: b.Tokens.AllInput(), OutputTokens: b.Tokens.Output}
+	ok, err := c.hold.Settle(c.R.Context(), &e)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	if charged {
+	if ok {
+		b.Cost, b.Shortfall = e.Cost, e.Shortfall
 		c.bills = append(c.bills, b)
 	}
 	if b.Receipt {
 		c.Receipt(b.Model, b.Cost)
 	}
-	return charged, nil
+	return b.Cost, nil
 }
 
 // Bills are the charges the call made so far.

@@ -20,6 +20,9 @@ type Metrics struct {
 	// money charged by family and model.
 	Tokens *prometheus.CounterVec
 	Cost   *moneyCounter
+	// Shortfall counts what calls cost beyond what their accounts could
+	// pay, by family and model; equals the ledger's shortfalls.
+	Shortfall *moneyCounter
 	// TTFT is a stream's time to its first byte; Overhead the gateway's
 	// own time (a request's duration less its upstream waits).
 	TTFT     *prometheus.HistogramVec
@@ -117,7 +120,8 @@ func NewMetrics() *Metrics {
 			Namespace: "gw", Name: "tokens_total",
 			Help: "Tokens billed, by route family, model and kind.",
 		}, []string{"family", "model", "kind"}),
-		Cost: newMoneyCounter("gw_cost_usd_total", "Money charged in US dollars, by route family and model; equals the ledger's sum."),
+		Cost:      newMoneyCounter("gw_cost_usd_total", "Money charged in US dollars, by route family and model; equals the ledger's sum."),
+		Shortfall: newMoneyCounter("gw_shortfall_usd_total", "What calls cost beyond what their accounts could still pay, in US dollars, by route family and model; equals the ledger's shortfalls."),
 		TTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "gw", Name: "time_to_first_token_seconds",
 			Help:    "Streams: time from the request's start to the first byte sent, by route family and model.",
@@ -158,7 +162,7 @@ func (m *Metrics) ObserveCommit(d time.Duration, charges int) {
 // already registered under the same name.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.Requests, m.Duration, m.UpstreamErrors, m.ChargeCommit, m.ChargesCommitted,
-		m.Tokens, m.Cost, m.TTFT, m.Overhead, m.Refusals, m.CacheHits} {
+		m.Tokens, m.Cost, m.Shortfall, m.TTFT, m.Overhead, m.Refusals, m.CacheHits} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -54,11 +54,13 @@ func familyOf(ep *Endpoint, path string) string {
 // Annotation is what a finished call reports to its host's access log
 // entry and placeholders: the request id, and the account and key id of a
 // call with a key; the alias, model and cost of a billed call (Billed);
-// the input and output tokens of one billed by the token (Tokens).
+// the input and output tokens of one billed by the token (Tokens); the
+// shortfall of one the account could not pay in full ("" when none).
 type Annotation struct {
 	RequestID, Account, KeyID string
 	Billed                    bool
 	Alias, Model, Cost        string
+	Shortfall                 string
 	Tokens                    bool
 	InputTokens, OutputTokens int64
 }
@@ -113,11 +115,12 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	c.innerMu.Lock()
 	all := append(slices.Clip(c.bills), c.inner...)
 	c.innerMu.Unlock()
-	var total pricing.Money
+	var total, short pricing.Money
 	var tokens Tokens
 	var model, alias string
 	for _, b := range all {
 		total += b.Cost
+		short += b.Shortfall
 		tokens.Input += b.Tokens.Input
 		tokens.Output += b.Tokens.Output
 		tokens.CacheRead += b.Tokens.CacheRead
@@ -130,6 +133,9 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 		m.family(o.family).overhead.Observe(max(d-o.rec.Upstream(), 0).Seconds())
 		for _, b := range c.bills {
 			m.Cost.Add(o.family, b.Model, b.Cost)
+			if b.Shortfall > 0 {
+				m.Shortfall.Add(o.family, b.Model, b.Shortfall)
+			}
 			for i, n := range [...]int64{b.Tokens.Input, b.Tokens.Output, b.Tokens.CacheRead, b.Tokens.CacheWrite} {
 				if n > 0 {
 					m.model(o.family, b.Model).tokens[i].Add(float64(n))
@@ -182,6 +188,9 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 			alias = model
 		}
 		a.Billed, a.Alias, a.Model, a.Cost = true, alias, model, total.String()
+		if short > 0 {
+			a.Shortfall = short.String()
+		}
 		if tokens != (Tokens{}) {
 			a.Tokens, a.InputTokens, a.OutputTokens = true, tokens.AllInput(), tokens.Output
 		}

@@ -6,6 +6,7 @@ package store
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"time"
 
@@ -112,6 +113,80 @@ type Entry struct {
 	// (credit minus the month's earlier spend, at least zero) does not
 	// cover. It is not stored.
 	FreeMonthlyCredit pricing.Money
+	// Shortfall is what the call cost beyond what the account could still
+	// pay: Settle charges Cost at most what the balance, the free credit,
+	// the caps and Limits leave, and moves the rest here (Cost + Shortfall
+	// is what the call cost). A shortfall is the operator's loss.
+	Shortfall pricing.Money
+	// Limits are the policy's bounds on the account's spend that its own
+	// record does not hold.
+	Limits Limits
+	// Held, when set, is what the gateway reserved for the charge: a
+	// store that cannot see the account's balance now (a node's spool
+	// while the shared database is down) charges at most this. It is not
+	// stored.
+	Held *pricing.Money
+}
+
+// Limits are bounds of the gateway's policy on what an account may spend,
+// beyond the balance and caps of its own record: the free tier's chat stop
+// over all time, the monthly ceiling. A zero field bounds nothing.
+type Limits struct {
+	Month, Total pricing.Money
+}
+
+// NoRoom is Room's answer when nothing bounds a charge.
+const NoRoom pricing.Money = math.MaxInt64
+
+// Room is the most a charge may take from an account whose spend (relative
+// to the charge's day and month) is sp: the least that its prepaid balance
+// with what is left of the month's free credit, its daily and monthly caps
+// and lim leave. It is NoRoom when nothing bounds the charge, and below
+// zero when a bound is passed already.
+func Room(a *Account, sp Spend, freeCredit pricing.Money, lim Limits) pricing.Money {
+	room := NoRoom
+	if a.Balance != nil {
+		room = min(room, *a.Balance+max(freeCredit-sp.Month, 0))
+	}
+	if a.DailyCap != nil {
+		room = min(room, *a.DailyCap-sp.Today)
+	}
+	if a.MonthlyCap != nil {
+		room = min(room, *a.MonthlyCap-sp.Month)
+	}
+	if lim.Month > 0 {
+		room = min(room, lim.Month-sp.Month)
+	}
+	if lim.Total > 0 {
+		room = min(room, lim.Total-sp.Total)
+	}
+	return room
+}
+
+// Floor charges e at most room (nothing when room is below zero): the part
+// of its cost beyond that moves to its Shortfall.
+func (e *Entry) Floor(room pricing.Money) {
+	if room = max(room, 0); e.Cost > room {
+		e.Shortfall += e.Cost - room
+		e.Cost = room
+	}
+}
+
+// Charge adds a charge of cost to the spend and draws a prepaid balance
+// down by the part the month's free credit (spent before it, see
+// BalanceDraw) does not cover; it returns that draw.
+func (sp *Spend) Charge(a *Account, cost, freeCredit pricing.Money) (draw pricing.Money) {
+	draw = cost
+	if freeCredit > 0 {
+		draw = BalanceDraw(cost, freeCredit, sp.Month)
+	}
+	sp.Today += cost
+	sp.Month += cost
+	sp.Total += cost
+	if a.Balance != nil {
+		*a.Balance -= draw
+	}
+	return draw
 }
 
 // Spend sums an account's ledger over the current UTC day and month, and in
@@ -199,9 +274,12 @@ type JournalProblem struct {
 type Ledger interface {
 	// Settle records e and, in the same transaction, draws a prepaid
 	// balance down by the part of e.Cost not covered by the free monthly
-	// credit (see Entry.FreeMonthlyCredit). It reports false (and changes nothing) when
-	// an entry with e.RequestID already exists.
-	Settle(ctx context.Context, e Entry) (bool, error)
+	// credit (see Entry.FreeMonthlyCredit). It never takes the balance
+	// below zero, the free credit past its end or spend past a cap: e is
+	// charged at most what they leave (Room), and e.Cost and e.Shortfall
+	// are set to what was charged and what was not. It reports false (and
+	// changes nothing) when an entry with e.RequestID already exists.
+	Settle(ctx context.Context, e *Entry) (bool, error)
 	// Entries returns an account's newest entries first, at most limit.
 	Entries(ctx context.Context, accountID string, limit int) ([]Entry, error)
 	// Spend sums an account's entries relative to now (UTC day and month).
@@ -221,17 +299,19 @@ type Ledger interface {
 // transaction (one commit, one fsync): the group commit of the hot path.
 type BatchSettler interface {
 	// SettleBatch settles entries in order, all or none; charged[i] is
-	// what Settle would report of entries[i].
+	// what Settle would report of entries[i], whose Cost and Shortfall it
+	// sets as Settle does.
 	SettleBatch(ctx context.Context, entries []Entry) (charged []bool, err error)
 }
 
 // LaterSettler is a backend that counts a charge at once and makes it
 // durable afterwards: SettleLater applies e to what Account and Spend
-// answer before it returns, and wait blocks until e is on disk (or failed,
-// and was taken back), reporting as Settle does. A caller may release its
-// locks between the two.
+// answer (and sets its Cost and Shortfall as Settle does) before it
+// returns, and wait blocks until e is on disk (or failed, and was taken
+// back), reporting as Settle does. A caller may release its locks between
+// the two.
 type LaterSettler interface {
-	SettleLater(ctx context.Context, e Entry) (wait func() (bool, error))
+	SettleLater(ctx context.Context, e *Entry) (wait func() (bool, error))
 }
 
 // Store is a complete backend.

@@ -377,14 +377,15 @@ func (s *Server) appsExecute(ctx context.Context, c *pipeline.Call, t Tool, a gj
 				appFailed = err
 				return err
 			}
-			if _, err := call.Charge(pipeline.Bill{Units: 1, Unit: UnitAction, Model: app.Name + "/" + tool, Cost: price}); err != nil {
-				return err
+			charged, cerr := call.Charge(pipeline.Bill{Units: 1, Unit: UnitAction, Model: app.Name + "/" + tool, Cost: price})
+			if cerr != nil {
+				return cerr
 			}
 			content, _ := json.Marshal(res.Content)
 			var blocks []any
 			_ = json.Unmarshal(content, &blocks)
 			out = map[string]any{"action": action, "content": blocks, "structured": res.StructuredContent,
-				"is_error": res.IsError, "cost_usd": price.String(), "cost_microcents": price.Microcents()}
+				"is_error": res.IsError, "cost_usd": charged.String(), "cost_microcents": charged.Microcents()}
 			return nil
 		}}
 	r, _ := http.NewRequestWithContext(ctx, http.MethodPost, "/mcp-tools/apps_execute", nil)

@@ -78,8 +78,13 @@ func NewSpooled(b SharedBackend, dir string) (*Batched, error) {
 	return s, nil
 }
 
-// Settle queues e for the next batch and waits for it.
-func (s *Batched) Settle(ctx context.Context, e store.Entry) (bool, error) {
+// Settle queues e for the next batch and waits for it; e's Cost and
+// Shortfall are then what the backend charged (see store.Ledger). A charge
+// spooled instead is charged at most e.Held, the only money the node knows
+// the account still has (its reservation), and the backend holds it to the
+// account's balance and caps again when it takes it.
+func (s *Batched) Settle(ctx context.Context, ep *store.Entry) (bool, error) {
+	e := *ep
 	if e.RequestID == "" {
 		return false, errors.New("cached: settle: empty request id")
 	}
@@ -102,6 +107,9 @@ func (s *Batched) Settle(ctx context.Context, e store.Entry) (bool, error) {
 	default:
 	}
 	<-c.done
+	if c.charged {
+		*ep = c.e
+	}
 	return c.charged, c.err
 }
 
@@ -176,9 +184,15 @@ func (s *Batched) commit(batch []*shared) {
 			}
 		}
 		if len(late) > 0 {
+			for j, i := range at {
+				late[j] = batch[i].e // as asked: a failed try may have floored it
+				if h := late[j].Held; h != nil {
+					late[j].Floor(*h)
+				}
+			}
 			if err := s.spool.add(late); err == nil {
-				for _, i := range at {
-					charged[i], errs[i] = true, nil
+				for j, i := range at {
+					charged[i], errs[i], entries[i] = true, nil, late[j]
 				}
 			}
 		}
@@ -194,6 +208,9 @@ func (s *Batched) commit(batch []*shared) {
 	s.observe(d, ok)
 	for i, c := range batch {
 		c.charged, c.err = charged[i], errs[i]
+		if c.charged {
+			c.e = entries[i]
+		}
 		close(c.done)
 	}
 }

@@ -163,9 +163,12 @@ type charge struct {
 	charged bool
 	err     error
 	done    chan struct{}
-	// inBackend and backendErr are what the backend made of it.
+	// inBackend and backendErr are what the backend made of it;
+	// refloored, that it charged less than memory did (the account's
+	// state on disk differed from memory's: read it again).
 	inBackend  bool
 	backendErr error
+	refloored  bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -589,16 +592,17 @@ func copyAccount(a store.Account) store.Account {
 // Charges
 
 // Settle records e durably; see SettleLater.
-func (s *Store) Settle(ctx context.Context, e store.Entry) (bool, error) {
+func (s *Store) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 	return s.SettleLater(ctx, e)()
 }
 
 // SettleLater applies e to the account in memory at once (its balance and
-// running totals) and queues it for the writer; wait blocks until it is
-// durable and reports as Settle does. A charge the disk refuses is taken
-// back out of memory. The caller may drop its own locks before waiting:
-// memory already counts the charge.
-func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bool, error)) {
+// running totals), charging at most what the account can still pay (e's
+// Cost and Shortfall say what it charged), and queues it for the writer;
+// wait blocks until it is durable and reports as Settle does. A charge the
+// disk refuses is taken back out of memory. The caller may drop its own
+// locks before waiting: memory already counts the charge.
+func (s *Store) SettleLater(ctx context.Context, e *store.Entry) (wait func() (bool, error)) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
@@ -625,11 +629,16 @@ func (s *Store) SettleLater(ctx context.Context, e store.Entry) (wait func() (bo
 		s.release(e.RequestID, false)
 		return func() (bool, error) { return false, err }
 	}
-	c := &charge{e: e, acc: a, done: make(chan struct{})}
 	day, _ := store.DayOf(e.Time)
 	month, _ := store.MonthOf(e.Time)
 	a.roll(e.Time)
-	c.inDay, c.inMonth = day.Equal(a.day), month.Equal(a.month)
+	inDay, inMonth := day.Equal(a.day), month.Equal(a.month)
+	if inDay && inMonth {
+		// Memory holds the disk's state and every charge before this
+		// one: the backend, taking them in order, floors it alike.
+		e.Floor(store.Room(&a.acc, a.sp, e.FreeMonthlyCredit, e.Limits))
+	}
+	c := &charge{e: *e, acc: a, done: make(chan struct{}), inDay: inDay, inMonth: inMonth}
 	c.draw = e.Cost
 	if e.FreeMonthlyCredit > 0 {
 		if c.inMonth {
@@ -722,6 +731,9 @@ func (s *Store) finish(c *charge) {
 	a.mu.Lock()
 	a.pending--
 	a.flight -= c.e.Cost
+	if c.refloored {
+		a.stale = true
+	}
 	if c.backendErr != nil || !c.inBackend {
 		a.apply(c, -1)
 		// Later charges of the account drew against a month that
@@ -941,12 +953,13 @@ func (s *Store) commit(batch []*charge) {
 	charged, errs := settleEach(context.Background(), s.Backend, entries)
 	for i, c := range batch {
 		c.inBackend, c.backendErr = charged[i], errs[i]
+		c.refloored = charged[i] && entries[i].Cost != c.e.Cost
 	}
 }
 
 // settleEach settles entries in one transaction; when that fails, each
 // alone, so one bad entry fails only itself. It reports each entry's
-// charged and error.
+// charged and error, and sets each charged entry's Cost and Shortfall.
 func settleEach(ctx context.Context, b store.BatchSettler, entries []store.Entry) ([]bool, []error) {
 	errs := make([]error, len(entries))
 	charged, err := b.SettleBatch(ctx, entries)
@@ -958,8 +971,8 @@ func settleEach(ctx context.Context, b store.BatchSettler, entries []store.Entry
 		errs[0] = err
 		return charged, errs
 	}
-	for i, e := range entries {
-		ch, err := b.SettleBatch(ctx, []store.Entry{e})
+	for i := range entries {
+		ch, err := b.SettleBatch(ctx, entries[i:i+1])
 		if errs[i] = err; err == nil {
 			charged[i] = ch[0]
 		}

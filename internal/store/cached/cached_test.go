@@ -104,7 +104,7 @@ func TestChargesMatchDisk(t *testing.T) {
 	var charged atomic.Int64
 	for i := range n {
 		wg.Go(func() {
-			ok, err := s.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", Cost: cost, Unit: "token",
+			ok, err := s.Settle(ctx, &store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", Cost: cost, Unit: "token",
 				FreeMonthlyCredit: usd("1")})
 			if err != nil {
 				t.Error(err)
@@ -122,7 +122,7 @@ func TestChargesMatchDisk(t *testing.T) {
 	}
 	wg.Wait()
 	// The same request again charges nothing and changes nothing.
-	if ok, err := s.Settle(ctx, store.Entry{RequestID: "r0", AccountID: "a", Cost: cost}); ok || err != nil {
+	if ok, err := s.Settle(ctx, &store.Entry{RequestID: "r0", AccountID: "a", Cost: cost}); ok || err != nil {
 		t.Fatalf("second settlement of r0: %v %v", ok, err)
 	}
 	if charged.Load() != n {
@@ -195,7 +195,7 @@ func TestFailedChargeTakenBack(t *testing.T) {
 	}
 	var waits []func() (bool, error)
 	for _, id := range []string{"ok1", "bad", "ok2"} {
-		waits = append(waits, s.SettleLater(ctx, store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}))
+		waits = append(waits, s.SettleLater(ctx, &store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}))
 	}
 	if acc, _ := s.Account(ctx, "a"); *acc.Balance != usd("7") {
 		t.Fatalf("balance in memory with three charges in flight %s, want 7", acc.Balance)
@@ -232,7 +232,7 @@ func TestCloseDrains(t *testing.T) {
 	}
 	var waits []func() (bool, error)
 	for i := range 100 {
-		waits = append(waits, s.SettleLater(ctx, store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", Cost: usd("0.01")}))
+		waits = append(waits, s.SettleLater(ctx, &store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", Cost: usd("0.01")}))
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestCloseDrains(t *testing.T) {
 			t.Fatalf("charge %d: %v %v", i, ok, err)
 		}
 	}
-	if _, err := s.SettleLater(ctx, store.Entry{RequestID: "late", AccountID: "a", Cost: 1})(); !errors.Is(err, ErrClosed) {
+	if _, err := s.SettleLater(ctx, &store.Entry{RequestID: "late", AccountID: "a", Cost: 1})(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("charge after close: %v", err)
 	}
 	db, err := sqlite.Open(dir)
@@ -273,7 +273,7 @@ func TestEarlierSpendCountsFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	w := s.SettleLater(ctx, store.Entry{RequestID: "r1", AccountID: "a", Cost: usd("2"), Time: now})
+	w := s.SettleLater(ctx, &store.Entry{RequestID: "r1", AccountID: "a", Cost: usd("2"), Time: now})
 	sp, err := s.Spend(ctx, "a", now.Add(-72*time.Hour))
 	if err != nil || sp.Today != usd("2") || sp.Total != usd("2") {
 		t.Fatalf("earlier spend %+v %v, want the 2.00 in flight counted", sp, err)
@@ -307,7 +307,7 @@ func TestLogReplayedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"ok1", "bad1"} {
-		if ok, err := s.Settle(ctx, store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}); !ok || err != nil {
+		if ok, err := s.Settle(ctx, &store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}); !ok || err != nil {
 			t.Fatalf("%s: %v %v (answered once logged)", id, ok, err)
 		}
 	}
@@ -408,10 +408,10 @@ func (l *commitLog) String() string {
 func TestObserveCommits(t *testing.T) {
 	ctx := context.Background()
 	settle := func(s interface {
-		Settle(context.Context, store.Entry) (bool, error)
+		Settle(context.Context, *store.Entry) (bool, error)
 	}, id string) {
 		t.Helper()
-		if _, err := s.Settle(ctx, store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}); err != nil && !strings.HasPrefix(id, "bad") {
+		if _, err := s.Settle(ctx, &store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}); err != nil && !strings.HasPrefix(id, "bad") {
 			t.Fatalf("charge %s: %v", id, err)
 		}
 	}
@@ -419,7 +419,7 @@ func TestObserveCommits(t *testing.T) {
 		t.Helper()
 		var waits []func() (bool, error)
 		for _, id := range ids {
-			waits = append(waits, s.SettleLater(ctx, store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}))
+			waits = append(waits, s.SettleLater(ctx, &store.Entry{RequestID: id, AccountID: "a", Cost: usd("1")}))
 		}
 		s.start()
 		for _, w := range waits {

@@ -92,6 +92,27 @@ type logLine struct {
 	Key       string `json:"k,omitempty"`
 	Input     int64  `json:"ti,omitempty"`
 	Output    int64  `json:"to,omitempty"`
+	Shortfall int64  `json:"s,omitempty"`
+	// LimitMonth and LimitTotal are the entry's Limits, which a charge
+	// applied later (from the spool) is still held to.
+	LimitMonth int64 `json:"lm,omitempty"`
+	LimitTotal int64 `json:"lt,omitempty"`
+}
+
+// lineOf is e's line in the log.
+func lineOf(e *store.Entry) logLine {
+	return logLine{RequestID: e.RequestID, Account: e.AccountID, Endpoint: e.Endpoint, Model: e.Model,
+		Units: e.Units, Unit: e.Unit, Cost: int64(e.Cost), Time: e.Time.UnixNano(), Free: int64(e.FreeMonthlyCredit),
+		Key: e.KeyID, Input: e.InputTokens, Output: e.OutputTokens, Shortfall: int64(e.Shortfall),
+		LimitMonth: int64(e.Limits.Month), LimitTotal: int64(e.Limits.Total)}
+}
+
+// entry is the charge l holds.
+func (l *logLine) entry() store.Entry {
+	return store.Entry{RequestID: l.RequestID, AccountID: l.Account, Endpoint: l.Endpoint, Model: l.Model,
+		Units: l.Units, Unit: l.Unit, Cost: pricing.Money(l.Cost), Time: fromNanos(l.Time), FreeMonthlyCredit: pricing.Money(l.Free),
+		KeyID: l.Key, InputTokens: l.Input, OutputTokens: l.Output, Shortfall: pricing.Money(l.Shortfall),
+		Limits: store.Limits{Month: pricing.Money(l.LimitMonth), Total: pricing.Money(l.LimitTotal)}}
 }
 
 // appendLine appends l as JSON, byte for byte as json.Marshal writes it
@@ -123,6 +144,9 @@ func appendLine(b []byte, l logLine) []byte {
 	b = str(b, "k", l.Key, true)
 	b = num(b, "ti", l.Input, true)
 	b = num(b, "to", l.Output, true)
+	b = num(b, "s", l.Shortfall, true)
+	b = num(b, "lm", l.LimitMonth, true)
+	b = num(b, "lt", l.LimitTotal, true)
 	return append(b, '}')
 }
 
@@ -153,9 +177,7 @@ func openLog(dir, name string, ring *dsync.Syncer) (*chargeLog, []store.Entry, e
 			break
 		}
 		good += n + 1
-		entries = append(entries, store.Entry{RequestID: l.RequestID, AccountID: l.Account, Endpoint: l.Endpoint, Model: l.Model,
-			Units: l.Units, Unit: l.Unit, Cost: pricing.Money(l.Cost), Time: fromNanos(l.Time), FreeMonthlyCredit: pricing.Money(l.Free),
-			KeyID: l.Key, InputTokens: l.Input, OutputTokens: l.Output})
+		entries = append(entries, l.entry())
 	}
 	l := &chargeLog{f: osLogFile{f, ring}, size: int64(good), cap: int64(len(data))}
 	// Zero a torn tail, so the next line starts on a line of its own and
@@ -202,10 +224,8 @@ func (l *chargeLog) zero(from, to, length int64) error {
 // are durable.
 func (l *chargeLog) append(entries []store.Entry) error {
 	l.buf = l.buf[:0]
-	for _, e := range entries {
-		l.buf = append(appendLine(l.buf, logLine{RequestID: e.RequestID, Account: e.AccountID, Endpoint: e.Endpoint, Model: e.Model,
-			Units: e.Units, Unit: e.Unit, Cost: int64(e.Cost), Time: e.Time.UnixNano(), Free: int64(e.FreeMonthlyCredit),
-			Key: e.KeyID, Input: e.InputTokens, Output: e.OutputTokens}), '\n')
+	for i := range entries {
+		l.buf = append(appendLine(l.buf, lineOf(&entries[i])), '\n')
 	}
 	if l.broken != nil {
 		return l.broken

@@ -193,14 +193,21 @@ func (s *Batched) applySpool() {
 		if len(batch) == 0 {
 			continue
 		}
+		asked := slices.Clone(batch)
 		ctx, cancel := context.WithTimeout(context.Background(), SpoolAfter)
-		_, errs := settleEach(ctx, s.SharedBackend, batch)
+		charged, errs := settleEach(ctx, s.SharedBackend, batch)
 		cancel()
 		done, failed := map[string]bool{}, false
 		for i, err := range errs {
 			switch {
 			case err == nil:
 				done[batch[i].RequestID] = true
+				if charged[i] && batch[i].Cost < asked[i].Cost {
+					// Its receipt showed more: the account's balance or
+					// caps moved while the database was away.
+					s.report(fmt.Errorf("spooled charge %s of %s: the account could pay %s of the %s charged on the node; shortfall %s",
+						batch[i].RequestID, batch[i].AccountID, batch[i].Cost, asked[i].Cost, batch[i].Shortfall))
+				}
 			case refusedForGood(err):
 				done[batch[i].RequestID] = true
 				s.report(fmt.Errorf("spooled charge %s of %s refused by the store: %w", batch[i].RequestID, batch[i].AccountID, err))

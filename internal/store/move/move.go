@@ -27,7 +27,7 @@ import (
 var tables = []struct{ name, cols string }{
 	{"accounts", "id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, created_at"},
 	{"keys", "id, account_id, name, hash, models, expires_at, created_at, revoked_at"},
-	{"ledger", "request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens"},
+	{"ledger", "request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall"},
 	{"spend", "account_id, period, start, cost"},
 	{"usage_daily", "account_id, day, key_id, model, requests, input_tokens, output_tokens, cost"},
 	{"journal", "account_id, time, kind, amount, balance, request_id, reason"},

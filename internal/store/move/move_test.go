@@ -73,7 +73,7 @@ func TestCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: []string{"pre", "post"}[i%2], Endpoint: "chat",
+		if _, err := st.Settle(ctx, &store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: []string{"pre", "post"}[i%2], Endpoint: "chat",
 			Model: "m", Units: int64(3 * i), Unit: "token", Cost: usd("0.25"), Time: time.Now(), FreeMonthlyCredit: usd("1"),
 			KeyID: fmt.Sprint("k", 1+i%3), InputTokens: int64(2 * i), OutputTokens: int64(i)}); err != nil {
 			t.Fatal(err)
@@ -149,7 +149,7 @@ func TestCopy(t *testing.T) {
 		t.Errorf("journal check %v %v", p, err)
 	}
 	// The charges continue on PostgreSQL.
-	if ok, err := pg.Settle(ctx, store.Entry{RequestID: "after", AccountID: "pre", Cost: usd("1"), Time: time.Now()}); !ok || err != nil {
+	if ok, err := pg.Settle(ctx, &store.Entry{RequestID: "after", AccountID: "pre", Cost: usd("1"), Time: time.Now()}); !ok || err != nil {
 		t.Fatalf("settle after the copy: %v %v", ok, err)
 	}
 	if _, err := Copy(ctx, dir, url); !errors.Is(err, ErrNotEmpty) {

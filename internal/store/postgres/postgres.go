@@ -128,6 +128,9 @@ CREATE INDEX usage_daily_account ON usage_daily(account_id, day);
 INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
 	SELECT account_id, time - time % 86400000000000, key_id, model, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cost)
 	FROM ledger GROUP BY 1, 2, 3, 4;`,
+	// Version 6: an entry records what the account could not pay
+	// (nano-dollars).
+	6: `ALTER TABLE ledger ADD COLUMN shortfall BIGINT NOT NULL DEFAULT 0;`,
 }
 
 // Periods of the spend table (the embedded store's).
@@ -466,22 +469,26 @@ func scanKey(row pgx.Row) (store.Key, error) {
 }
 
 // Settle records e and, in the same transaction, draws a prepaid balance
-// down by the part of e.Cost the free monthly credit does not cover. The
+// down by the part of e.Cost the free monthly credit does not cover,
+// charging at most what the account can still pay (see store.Ledger). The
 // account's row is locked first, so one account's settlements are
 // serialised across nodes. It reports false (and changes nothing) when
 // e.RequestID is in the ledger already.
-func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
-	charged, err := db.SettleBatch(ctx, []store.Entry{e})
+func (db *DB) Settle(ctx context.Context, e *store.Entry) (bool, error) {
+	entries := []store.Entry{*e}
+	charged, err := db.SettleBatch(ctx, entries)
 	if err != nil {
 		return false, err
 	}
+	*e = entries[0]
 	return charged[0], nil
 }
 
 // SettleBatch settles entries in one transaction (one commit for all);
-// charged[i] is Settle's report of entries[i]. Accounts are locked in the
-// order of their ids, so two nodes' batches never wait on each other in a
-// circle; one account's entries keep their order.
+// charged[i] is Settle's report of entries[i], whose Cost and Shortfall
+// it sets. Accounts are locked in the order of their ids, so two nodes'
+// batches never wait on each other in a circle; one account's entries
+// keep their order.
 func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, error) {
 	order := make([]int, len(entries))
 	for i := range entries {
@@ -498,9 +505,10 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(entries[a].AccountID, entries[b].AccountID) })
 	charged := make([]bool, len(entries))
+	asked := slices.Clone(entries)
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		for _, i := range order {
-			ok, err := settleTx(ctx, tx, entries[i])
+			ok, err := settleTx(ctx, tx, &entries[i])
 			if err != nil {
 				return fmt.Errorf("settle %q: %w", entries[i].RequestID, err)
 			}
@@ -509,39 +517,48 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 		return nil
 	})
 	if err != nil {
+		copy(entries, asked)
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	return charged, nil
 }
 
-// settleTx is one entry of SettleBatch inside tx.
-func settleTx(ctx context.Context, tx pgx.Tx, e store.Entry) (bool, error) {
+// settleTx is one entry of SettleBatch inside tx: the account's row is
+// locked and read with its running totals, the entry charged at most
+// what they leave.
+func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 	at, _ := nanos(e.Time)
-	var id string
-	if err := tx.QueryRow(ctx, `SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, e.AccountID).Scan(&id); err != nil {
+	day, _ := store.DayOf(e.Time)
+	month, _ := store.MonthOf(e.Time)
+	var (
+		acc                 store.Account
+		balance, daily, mon *int64
+		total, today, spent int64
+	)
+	if err := tx.QueryRow(ctx, `SELECT balance, daily_cap, monthly_cap,
+		COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $2 AND start = 0), 0),
+		COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $3 AND start = $4), 0),
+		COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $5 AND start = $6), 0)
+		FROM accounts a WHERE id = $1 FOR UPDATE`,
+		e.AccountID, periodTotal, periodDay, day.UnixNano(), periodMonth, month.UnixNano()).
+		Scan(&balance, &daily, &mon, &total, &today, &spent); err != nil {
 		return false, classify(err)
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (request_id) DO NOTHING`,
-		e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at, e.KeyID, e.InputTokens, e.OutputTokens)
+	acc.Balance, acc.DailyCap, acc.MonthlyCap = moneyPtr(balance), moneyPtr(daily), moneyPtr(mon)
+	sp := store.Spend{Today: pricing.Money(today), Month: pricing.Money(spent), Total: pricing.Money(total)}
+	settled := *e
+	settled.Floor(store.Room(&acc, sp, e.FreeMonthlyCredit, e.Limits))
+	tag, err := tx.Exec(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (request_id) DO NOTHING`,
+		e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(settled.Cost), at, e.KeyID, e.InputTokens, e.OutputTokens, int64(settled.Shortfall))
 	if err != nil {
 		return false, classify(err)
 	}
 	if tag.RowsAffected() == 0 {
 		return false, nil // already settled
 	}
-	day, _ := store.DayOf(e.Time)
-	month, _ := store.MonthOf(e.Time)
-	draw := e.Cost
-	if e.FreeMonthlyCredit > 0 {
-		var before int64
-		err := tx.QueryRow(ctx, `SELECT cost FROM spend WHERE account_id = $1 AND period = $2 AND start = $3`,
-			e.AccountID, periodMonth, month.UnixNano()).Scan(&before)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return false, err
-		}
-		draw = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, pricing.Money(before))
-	}
+	*e = settled
+	draw := sp.Charge(&acc, e.Cost, e.FreeMonthlyCredit)
 	// The running totals and the day's usage row, in one round trip.
 	if _, err := tx.Exec(ctx, `WITH s AS (INSERT INTO spend (account_id, period, start, cost) VALUES ($1, $2, 0, $3), ($1, $4, $5, $3), ($1, $6, $7, $3)
 		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost)
@@ -553,14 +570,17 @@ func settleTx(ctx context.Context, tx pgx.Tx, e store.Entry) (bool, error) {
 		e.KeyID, e.Model, e.InputTokens, e.OutputTokens); err != nil {
 		return false, err
 	}
-	var after *int64
+	if acc.Balance == nil {
+		return true, nil // billed afterwards: no balance to draw
+	}
+	var after int64
 	if err := tx.QueryRow(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 RETURNING balance`,
 		int64(draw), e.AccountID).Scan(&after); err != nil {
 		return false, err
 	}
-	if after != nil && draw > 0 {
+	if draw > 0 {
 		if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
-			Balance: pricing.Money(*after), RequestID: e.RequestID}); err != nil {
+			Balance: pricing.Money(after), RequestID: e.RequestID}); err != nil {
 			return false, err
 		}
 	}
@@ -573,18 +593,18 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := db.pool.Query(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens
+	rows, err := db.pool.Query(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall
 		FROM ledger WHERE account_id = $1 ORDER BY time DESC, seq DESC LIMIT $2`, accountID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: entries of %q: %w", accountID, err)
 	}
 	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Entry, error) {
 		var (
-			e        store.Entry
-			cost, at int64
+			e                   store.Entry
+			cost, at, shortfall int64
 		)
-		err := r.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at, &e.KeyID, &e.InputTokens, &e.OutputTokens)
-		e.Cost, e.Time = pricing.Money(cost), fromNanos(at)
+		err := r.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at, &e.KeyID, &e.InputTokens, &e.OutputTokens, &shortfall)
+		e.Cost, e.Time, e.Shortfall = pricing.Money(cost), fromNanos(at), pricing.Money(shortfall)
 		return e, err
 	})
 	if err != nil {

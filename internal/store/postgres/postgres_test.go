@@ -144,10 +144,10 @@ func TestSpooledChargesOutliveTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC()
-	entry := func(id string, cost pricing.Money) store.Entry {
-		return store.Entry{RequestID: id, AccountID: "a", Endpoint: "chat", Cost: cost, Time: at}
+	entry := func(id string, cost pricing.Money) *store.Entry {
+		return &store.Entry{RequestID: id, AccountID: "a", Endpoint: "chat", Cost: cost, Time: at}
 	}
-	settle := func(b *cached.Batched, e store.Entry) {
+	settle := func(b *cached.Batched, e *store.Entry) {
 		t.Helper()
 		if charged, err := b.Settle(ctx, e); err != nil || !charged {
 			t.Fatalf("settle %s: %v %v", e.RequestID, charged, err)
@@ -243,7 +243,7 @@ func TestSpooledChargesCountMeanwhile(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 	at := time.Now().UTC()
-	if charged, err := b.Settle(ctx, store.Entry{RequestID: "x", AccountID: "a", Cost: 7000, Time: at}); err != nil || !charged {
+	if charged, err := b.Settle(ctx, &store.Entry{RequestID: "x", AccountID: "a", Cost: 7000, Time: at}); err != nil || !charged {
 		t.Fatalf("settle: %v %v", charged, err)
 	}
 	acc, err := b.Account(ctx, "a")
@@ -295,8 +295,8 @@ func TestMigrateToUsage(t *testing.T) {
 	defer conn.Close(ctx)
 	d1 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	// Back to migration 4, with charges in its ledger.
-	if _, err := conn.Exec(ctx, `ALTER TABLE ledger DROP COLUMN key_id, DROP COLUMN input_tokens, DROP COLUMN output_tokens;
-		DROP TABLE usage_daily; DELETE FROM schema_migrations WHERE version = 5`); err != nil {
+	if _, err := conn.Exec(ctx, `ALTER TABLE ledger DROP COLUMN key_id, DROP COLUMN input_tokens, DROP COLUMN output_tokens, DROP COLUMN shortfall;
+		DROP TABLE usage_daily; DELETE FROM schema_migrations WHERE version >= 5`); err != nil {
 		t.Fatal(err)
 	}
 	for i, c := range []struct {

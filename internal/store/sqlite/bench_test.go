@@ -23,7 +23,7 @@ func BenchmarkSettle(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if _, err := db.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", Cost: 1000, Unit: "token", Time: time.Now()}); err != nil {
+		if _, err := db.Settle(ctx, &store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", Cost: 1000, Unit: "token", Time: time.Now()}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -55,7 +55,7 @@ func TestSpendTotalsMatchLedger(t *testing.T) {
 	for i := range 300 {
 		acc := []string{"a", "b"}[i%2]
 		at := base.Add(time.Duration(rng.Int64N(int64(70 * 24 * time.Hour))))
-		if _, err := db.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: acc, Cost: pricing.Money(rng.Int64N(1e9)), Time: at}); err != nil {
+		if _, err := db.Settle(ctx, &store.Entry{RequestID: fmt.Sprint("r", i), AccountID: acc, Cost: pricing.Money(rng.Int64N(1e9)), Time: at}); err != nil {
 			t.Fatal(err)
 		}
 	}

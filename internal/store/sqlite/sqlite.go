@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,7 +43,7 @@ const FileName = "gw.db"
 const FileMode = 0o600
 
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 5
+const schemaVersion = 6
 
 const schema = `
 CREATE TABLE IF NOT EXISTS accounts (
@@ -82,7 +83,8 @@ CREATE TABLE IF NOT EXISTS ledger (
 	time       INTEGER NOT NULL,   -- Unix nanoseconds, UTC
 	key_id        TEXT    NOT NULL DEFAULT '',
 	input_tokens  INTEGER NOT NULL DEFAULT 0,
-	output_tokens INTEGER NOT NULL DEFAULT 0
+	output_tokens INTEGER NOT NULL DEFAULT 0,
+	shortfall     INTEGER NOT NULL DEFAULT 0 -- nano-dollars the account could not pay
 );
 CREATE INDEX IF NOT EXISTS ledger_account_time ON ledger(account_id, time);
 
@@ -165,7 +167,7 @@ type DB struct {
 
 // settleStmts are the statements of one settlement.
 type settleStmts struct {
-	ledger, month, spend, balance, journal, usage *sql.Stmt
+	ledger, room, spend, balance, journal, usage, floor *sql.Stmt
 	// ledgerChunk inserts LedgerChunk ledger rows at once.
 	ledgerChunk *sql.Stmt
 }
@@ -177,12 +179,12 @@ const LedgerChunk = 32
 // ledgerInsert inserts n ledger rows, skipping request ids already there.
 func ledgerInsert(n int) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens) VALUES `)
+	b.WriteString(`INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall) VALUES `)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	}
 	b.WriteString(` ON CONFLICT (request_id) DO NOTHING`)
 	return b.String()
@@ -197,7 +199,12 @@ func (db *DB) prepare() error {
 	}{
 		{&db.settle.ledger, ledgerInsert(1)},
 		{&db.settle.ledgerChunk, ledgerInsert(LedgerChunk)},
-		{&db.settle.month, `SELECT cost FROM spend WHERE account_id = ? AND period = ? AND start = ?`},
+		{&db.settle.room, `SELECT balance, daily_cap, monthly_cap,
+			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = 0), 0),
+			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = ?), 0),
+			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = ?), 0)
+			FROM accounts a WHERE id = ?`},
+		{&db.settle.floor, `UPDATE ledger SET cost = ?, shortfall = ? WHERE request_id = ?`},
 		{&db.settle.spend, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
 			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
 		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL RETURNING balance`},
@@ -340,19 +347,18 @@ func migrate(db *sql.DB) error {
 		// and the daily usage table sums them (entries from before count
 		// no key and no tokens).
 		for _, col := range []string{"key_id TEXT NOT NULL DEFAULT ''", "input_tokens INTEGER NOT NULL DEFAULT 0", "output_tokens INTEGER NOT NULL DEFAULT 0"} {
-			name, _, _ := strings.Cut(col, " ")
-			var has int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('ledger') WHERE name = ?`, name).Scan(&has); err != nil {
+			if err := addColumn(ctx, tx, "ledger", col); err != nil {
 				return err
-			}
-			if has == 0 {
-				if _, err := tx.ExecContext(ctx, `ALTER TABLE ledger ADD COLUMN `+col); err != nil {
-					return fmt.Errorf("adding the ledger's %s: %w", name, err)
-				}
 			}
 		}
 		if _, err := tx.ExecContext(ctx, backfillUsage); err != nil {
 			return fmt.Errorf("building daily usage: %w", err)
+		}
+	}
+	if v < 6 {
+		// Version 6: an entry records what the account could not pay.
+		if err := addColumn(ctx, tx, "ledger", "shortfall INTEGER NOT NULL DEFAULT 0"); err != nil {
+			return err
 		}
 	}
 	if v < schemaVersion {
@@ -361,6 +367,22 @@ func migrate(db *sql.DB) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// addColumn adds col (its definition) to table unless a table made by the
+// schema of this build has it already.
+func addColumn(ctx context.Context, tx *sql.Tx, table, col string) error {
+	name, _, _ := strings.Cut(col, " ")
+	var has int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, table, name).Scan(&has); err != nil {
+		return err
+	}
+	if has == 0 {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN `+col); err != nil {
+			return fmt.Errorf("adding the %s's %s: %w", table, name, err)
+		}
+	}
+	return nil
 }
 
 // Close closes the database.
@@ -671,20 +693,24 @@ func scanKey(row interface{ Scan(...any) error }) (store.Key, error) {
 // Ledger
 
 // Settle records e and, in the same transaction, draws the account's
-// balance down by e.Cost when it has one. It reports false and changes
+// balance down by e.Cost when it has one, charging at most what the
+// account can still pay (see store.Ledger). It reports false and changes
 // nothing when e.RequestID is already in the ledger; store.ErrNotFound if
 // the account does not exist. A zero e.Time is set to now.
-func (db *DB) Settle(ctx context.Context, e store.Entry) (bool, error) {
-	charged, err := db.SettleBatch(ctx, []store.Entry{e})
+func (db *DB) Settle(ctx context.Context, e *store.Entry) (bool, error) {
+	entries := []store.Entry{*e}
+	charged, err := db.SettleBatch(ctx, entries)
 	if err != nil {
 		return false, err
 	}
+	*e = entries[0]
 	return charged[0], nil
 }
 
 // SettleBatch settles entries in order in one transaction, so one commit
 // (one fsync) makes all of them durable; charged[i] is Settle's report of
-// entries[i]. Any entry's failure rolls the whole batch back.
+// entries[i], whose Cost and Shortfall it sets. Any entry's failure rolls
+// the whole batch back.
 func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, error) {
 	charged := make([]bool, len(entries))
 	for i := range entries {
@@ -698,17 +724,20 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 			return nil, fmt.Errorf("sqlite: settle %q: %w", entries[i].RequestID, err)
 		}
 	}
+	asked := slices.Clone(entries) // a rolled back try starts again from these
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		return db.settleTx(ctx, tx, entries, charged, true)
 	})
 	if errors.Is(err, errRepeat) {
 		// Rolled back: again, a ledger row at a time.
 		clear(charged)
+		copy(entries, asked)
 		err = db.inTx(ctx, func(tx *sql.Tx) error {
 			return db.settleTx(ctx, tx, entries, charged, false)
 		})
 	}
 	if err != nil {
+		copy(entries, asked)
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return charged, nil
@@ -719,7 +748,7 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 type settleGroup struct {
 	account    string
 	day, month time.Time
-	entries    []store.Entry
+	entries    []*store.Entry
 }
 
 // settleTx is SettleBatch inside tx: a ledger row per entry (charged[i]
@@ -737,10 +766,11 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, entries []store.Entry, c
 	}
 	var groups []*settleGroup
 	byKey := map[groupKey]*settleGroup{}
-	for i, e := range entries {
+	for i := range entries {
 		if !charged[i] {
 			continue // already settled
 		}
+		e := &entries[i]
 		day, _ := store.DayOf(e.Time)
 		month, _ := store.MonthOf(e.Time)
 		k := groupKey{e.AccountID, day.UnixNano(), month.UnixNano()}
@@ -770,11 +800,11 @@ var errRepeat = errors.New("sqlite: a repeated request id in a chunk")
 // (the cached store's own check of request ids makes all new the rule).
 // Row by row, each row says whether it was new.
 func (db *DB) insertLedger(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool, chunked bool) error {
-	args := make([]any, 0, 11*LedgerChunk)
+	args := make([]any, 0, 12*LedgerChunk)
 	row := func(args []any, e store.Entry) []any {
 		at, _ := nanos(e.Time)
 		return append(args, e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at,
-			e.KeyID, e.InputTokens, e.OutputTokens)
+			e.KeyID, e.InputTokens, e.OutputTokens, int64(e.Shortfall))
 	}
 	if chunked && len(entries) >= LedgerChunk {
 		chunk := tx.StmtContext(ctx, db.settle.ledgerChunk)
@@ -811,30 +841,36 @@ func (db *DB) insertLedger(ctx context.Context, tx *sql.Tx, entries []store.Entr
 	return nil
 }
 
-// settleGroup moves one group's running totals and balance and journals
-// its draws.
+// settleGroup charges one group's entries at most what the account can
+// still pay (a ledger row whose charge that lowers is rewritten), moves
+// its running totals and balance, and journals its draws.
 func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error {
 	st := func(s *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, s) }
-	var monthBefore pricing.Money
-	for _, e := range g.entries {
-		if e.FreeMonthlyCredit > 0 {
-			var before int64
-			err := st(db.settle.month).QueryRowContext(ctx, g.account, periodMonth, g.month.UnixNano()).Scan(&before)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			monthBefore = pricing.Money(before)
-			break
-		}
+	var (
+		acc                 store.Account
+		balance, daily, mon sql.NullInt64
+		total, today, month int64
+	)
+	err := st(db.settle.room).QueryRowContext(ctx, periodTotal, periodDay, g.day.UnixNano(), periodMonth, g.month.UnixNano(), g.account).
+		Scan(&balance, &daily, &mon, &total, &today, &month)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
 	}
+	if err != nil {
+		return classify(err)
+	}
+	acc.Balance, acc.DailyCap, acc.MonthlyCap = moneyPtr(balance), moneyPtr(daily), moneyPtr(mon)
+	sp := store.Spend{Today: pricing.Money(today), Month: pricing.Money(month), Total: pricing.Money(total)}
 	draws := make([]pricing.Money, len(g.entries))
 	var cost, drawn pricing.Money
 	for i, e := range g.entries {
-		draws[i] = e.Cost
-		if e.FreeMonthlyCredit > 0 {
-			draws[i] = store.BalanceDraw(e.Cost, e.FreeMonthlyCredit, monthBefore)
+		if room := store.Room(&acc, sp, e.FreeMonthlyCredit, e.Limits); e.Cost > room {
+			e.Floor(room)
+			if _, err := st(db.settle.floor).ExecContext(ctx, int64(e.Cost), int64(e.Shortfall), e.RequestID); err != nil {
+				return err
+			}
 		}
-		monthBefore += e.Cost
+		draws[i] = sp.Charge(&acc, e.Cost, e.FreeMonthlyCredit)
 		cost += e.Cost
 		drawn += draws[i]
 	}
@@ -847,19 +883,16 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 	if err := db.addUsage(ctx, tx, g); err != nil {
 		return err
 	}
-	// A row is written only for a prepaid balance: an account billed
-	// afterwards (its ledger rows name it, so it exists) matches none.
-	var after sql.NullInt64
-	err := st(db.settle.balance).QueryRowContext(ctx, int64(drawn), g.account).Scan(&after)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !after.Valid {
+	if acc.Balance == nil {
 		return nil // billed afterwards: no balance to journal
 	}
-	if err != nil {
+	var after int64
+	if err := st(db.settle.balance).QueryRowContext(ctx, int64(drawn), g.account).Scan(&after); err != nil {
 		return classify(err)
 	}
 	// The balance before the group is the final one plus what it drew;
 	// each draw's journal row records the balance it left.
-	left := pricing.Money(after.Int64) + drawn
+	left := pricing.Money(after) + drawn
 	journal := st(db.settle.journal)
 	for i, e := range g.entries {
 		if draws[i] <= 0 {
@@ -926,7 +959,7 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens
+	rows, err := db.r.QueryContext(ctx, `SELECT request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall
 		FROM ledger WHERE account_id = ? ORDER BY time DESC, rowid DESC LIMIT ?`, accountID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: entries of %q: %w", accountID, err)
@@ -935,14 +968,14 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 	entries := []store.Entry{}
 	for rows.Next() {
 		var (
-			e        store.Entry
-			cost, at int64
+			e                   store.Entry
+			cost, at, shortfall int64
 		)
 		if err := rows.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at,
-			&e.KeyID, &e.InputTokens, &e.OutputTokens); err != nil {
+			&e.KeyID, &e.InputTokens, &e.OutputTokens, &shortfall); err != nil {
 			return nil, fmt.Errorf("sqlite: entries of %q: %w", accountID, err)
 		}
-		e.Cost, e.Time = pricing.Money(cost), fromNanos(at)
+		e.Cost, e.Time, e.Shortfall = pricing.Money(cost), fromNanos(at), pricing.Money(shortfall)
 		entries = append(entries, e)
 	}
 	if err := rows.Err(); err != nil {

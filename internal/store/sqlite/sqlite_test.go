@@ -490,13 +490,13 @@ func TestSettleOnce(t *testing.T) {
 			mustCreateAccount(t, db, store.Account{ID: "acct", Plan: store.PlanPaid, Balance: tt.balance})
 			e := store.Entry{RequestID: "req_1", AccountID: "acct", Endpoint: "/v1/chat/completions",
 				Model: "m", Units: 1234, Unit: "token", Cost: pricing.Micro(1500), Time: fixed}
-			ok, err := db.Settle(ctx, e)
+			ok, err := db.Settle(ctx, &e)
 			if err != nil || !ok {
 				t.Fatalf("first Settle = %v, %v; want true", ok, err)
 			}
 			e2 := e
 			e2.Cost, e2.Model = pricing.USD(1), "other"
-			ok, err = db.Settle(ctx, e2)
+			ok, err = db.Settle(ctx, &e2)
 			if err != nil || ok {
 				t.Fatalf("second Settle = %v, %v; want false, nil", ok, err)
 			}
@@ -537,19 +537,29 @@ func TestSettleBalance(t *testing.T) {
 	ctx := context.Background()
 	mustCreateAccount(t, db, store.Account{ID: "acct", Plan: store.PlanPaid, Balance: mp(pricing.USD(1))})
 	steps := []struct {
-		cost pricing.Money
-		want pricing.Money
+		cost            pricing.Money
+		want            pricing.Money
+		charged, unpaid pricing.Money
 	}{
-		{pricing.Micro(250_000), pricing.Micro(750_000)},
-		{1, pricing.Micro(750_000) - 1},
-		{0, pricing.Micro(750_000) - 1},
-		{pricing.USD(1), -pricing.Micro(250_000) - 1}, // may go below zero: settlement records what happened
-		{-pricing.Micro(250_000) - 1, 0},              // a negative cost (credit) raises it
+		{pricing.Micro(250_000), pricing.Micro(750_000), pricing.Micro(250_000), 0},
+		{1, pricing.Micro(750_000) - 1, 1, 0},
+		{0, pricing.Micro(750_000) - 1, 0, 0},
+		// Never below zero: what the balance cannot pay is the shortfall.
+		{pricing.USD(1), 0, pricing.Micro(750_000) - 1, pricing.Micro(250_000) + 1},
+		{pricing.USD(1), 0, 0, pricing.USD(1)},
+		{-pricing.Micro(250_000) - 1, pricing.Micro(250_000) + 1, -pricing.Micro(250_000) - 1, 0}, // a negative cost (credit) raises it
 	}
 	for i, s := range steps {
-		ok, err := db.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("req_%d", i), AccountID: "acct", Cost: s.cost, Time: fixed})
+		e := store.Entry{RequestID: fmt.Sprintf("req_%d", i), AccountID: "acct", Cost: s.cost, Time: fixed}
+		ok, err := db.Settle(ctx, &e)
 		if err != nil || !ok {
 			t.Fatalf("step %d: Settle = %v, %v", i, ok, err)
+		}
+		if e.Cost != s.charged || e.Shortfall != s.unpaid {
+			t.Errorf("step %d: charged %s short %s, want %s and %s", i, e.Cost, e.Shortfall, s.charged, s.unpaid)
+		}
+		if es, _ := db.Entries(ctx, "acct", 1); len(es) != 1 || es[0].Cost != s.charged || es[0].Shortfall != s.unpaid {
+			t.Errorf("step %d: ledger %+v, want cost %s shortfall %s", i, es, s.charged, s.unpaid)
 		}
 		a, err := db.Account(ctx, "acct")
 		if err != nil {
@@ -561,19 +571,19 @@ func TestSettleBalance(t *testing.T) {
 	}
 
 	t.Run("unknown account", func(t *testing.T) {
-		ok, err := db.Settle(ctx, store.Entry{RequestID: "req_orphan", AccountID: "acct_missing", Cost: 5})
+		ok, err := db.Settle(ctx, &store.Entry{RequestID: "req_orphan", AccountID: "acct_missing", Cost: 5})
 		if ok || !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Settle = %v, %v; want false, ErrNotFound", ok, err)
 		}
 	})
 	t.Run("empty request id", func(t *testing.T) {
-		if ok, err := db.Settle(ctx, store.Entry{AccountID: "acct", Cost: 5}); ok || err == nil {
+		if ok, err := db.Settle(ctx, &store.Entry{AccountID: "acct", Cost: 5}); ok || err == nil {
 			t.Errorf("Settle = %v, %v; want an error", ok, err)
 		}
 	})
 	t.Run("zero time is now", func(t *testing.T) {
 		before := time.Now()
-		if ok, err := db.Settle(ctx, store.Entry{RequestID: "req_now", AccountID: "acct", Cost: 0}); !ok || err != nil {
+		if ok, err := db.Settle(ctx, &store.Entry{RequestID: "req_now", AccountID: "acct", Cost: 0}); !ok || err != nil {
 			t.Fatalf("Settle = %v, %v", ok, err)
 		}
 		es, _ := db.Entries(ctx, "acct", 1)
@@ -612,13 +622,13 @@ func TestSpendBuckets(t *testing.T) {
 	}
 	var total pricing.Money
 	for i, e := range entries {
-		if _, err := db.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "acct", Cost: e.cost, Time: at(e.at)}); err != nil {
+		if _, err := db.Settle(ctx, &store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "acct", Cost: e.cost, Time: at(e.at)}); err != nil {
 			t.Fatal(err)
 		}
 		total += e.cost
 	}
 	// Another account's spend never counts.
-	if _, err := db.Settle(ctx, store.Entry{RequestID: "x", AccountID: "acct_other", Cost: 7, Time: at("2025-03-01T12:00:00Z")}); err != nil {
+	if _, err := db.Settle(ctx, &store.Entry{RequestID: "x", AccountID: "acct_other", Cost: 7, Time: at("2025-03-01T12:00:00Z")}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -670,11 +680,11 @@ func TestEntries(t *testing.T) {
 		if i == 51 {
 			ts = fixed.Add(time.Duration((50*37)%105) * time.Microsecond)
 		}
-		if _, err := db.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("r_%03d", i), AccountID: "acct", Cost: pricing.Money(i), Time: ts}); err != nil {
+		if _, err := db.Settle(ctx, &store.Entry{RequestID: fmt.Sprintf("r_%03d", i), AccountID: "acct", Cost: pricing.Money(i), Time: ts}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Settle(ctx, store.Entry{RequestID: "other", AccountID: "acct_other", Cost: 1, Time: fixed.Add(time.Hour)}); err != nil {
+	if _, err := db.Settle(ctx, &store.Entry{RequestID: "other", AccountID: "acct_other", Cost: 1, Time: fixed.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -729,7 +739,7 @@ func TestPersistence(t *testing.T) {
 	if err := db.CreateKey(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Settle(ctx, store.Entry{RequestID: "r1", AccountID: "acct", Cost: pricing.USD(1), Time: fixed}); err != nil {
+	if _, err := db.Settle(ctx, &store.Entry{RequestID: "r1", AccountID: "acct", Cost: pricing.USD(1), Time: fixed}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -759,7 +769,7 @@ func TestPersistence(t *testing.T) {
 	if sp.Total != pricing.USD(1) || sp.Today != pricing.USD(1) {
 		t.Errorf("Spend = %+v", sp)
 	}
-	if ok, err := db.Settle(ctx, store.Entry{RequestID: "r1", AccountID: "acct", Cost: pricing.USD(1)}); ok || err != nil {
+	if ok, err := db.Settle(ctx, &store.Entry{RequestID: "r1", AccountID: "acct", Cost: pricing.USD(1)}); ok || err != nil {
 		t.Errorf("re-settle after reopen = %v, %v; want false", ok, err)
 	}
 	var v int
@@ -783,7 +793,7 @@ func TestConcurrentSettle(t *testing.T) {
 		cost := pricing.Micro(int64(1000+i*37)) + pricing.Money(i) // distinct, odd nano amounts
 		sum += cost
 		wg.Go(func() {
-			ok, err := db.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("req_%d", i), AccountID: "acct", Cost: cost, Time: fixed})
+			ok, err := db.Settle(ctx, &store.Entry{RequestID: fmt.Sprintf("req_%d", i), AccountID: "acct", Cost: cost, Time: fixed})
 			if err != nil || !ok {
 				t.Errorf("Settle %d = %v, %v", i, ok, err)
 			}
@@ -830,7 +840,7 @@ func TestConcurrentSettleSameRequest(t *testing.T) {
 	)
 	for range n {
 		wg.Go(func() {
-			ok, err := db.Settle(ctx, store.Entry{RequestID: "req_same", AccountID: "acct", Cost: pricing.USD(1), Time: fixed})
+			ok, err := db.Settle(ctx, &store.Entry{RequestID: "req_same", AccountID: "acct", Cost: pricing.USD(1), Time: fixed})
 			if err != nil {
 				t.Error(err)
 			}
@@ -878,7 +888,7 @@ func TestTwoHandlesOneFile(t *testing.T) {
 	}
 	defer db2.Close()
 	ctx := context.Background()
-	mustCreateAccount(t, db1, store.Account{ID: "acct", Plan: store.PlanPaid, Balance: mp(pricing.USD(100)), DailyCap: mp(0)})
+	mustCreateAccount(t, db1, store.Account{ID: "acct", Plan: store.PlanPaid, Balance: mp(pricing.USD(100)), DailyCap: mp(pricing.USD(1000))})
 
 	const n = 40
 	var wg sync.WaitGroup
@@ -888,7 +898,7 @@ func TestTwoHandlesOneFile(t *testing.T) {
 			db = db2
 		}
 		wg.Go(func() {
-			ok, err := db.Settle(ctx, store.Entry{RequestID: fmt.Sprintf("req_%d", i%(n/2)), AccountID: "acct", Cost: pricing.USD(1), Time: fixed})
+			ok, err := db.Settle(ctx, &store.Entry{RequestID: fmt.Sprintf("req_%d", i%(n/2)), AccountID: "acct", Cost: pricing.USD(1), Time: fixed})
 			if err != nil {
 				t.Errorf("Settle %d: %v (ok %v)", i, err, ok)
 			}
@@ -909,8 +919,8 @@ func TestTwoHandlesOneFile(t *testing.T) {
 	if *a.Balance != pricing.USD(100-n/2) {
 		t.Errorf("balance = %s, want %d.00", a.Balance, 100-n/2)
 	}
-	if *a.DailyCap != n {
-		t.Errorf("daily cap counter = %d, want %d", *a.DailyCap, n)
+	if *a.DailyCap != pricing.USD(1000)+n {
+		t.Errorf("daily cap counter = %d, want 1000 USD and %d", *a.DailyCap, n)
 	}
 }
 

@@ -26,7 +26,7 @@ func BatchConformance(t *testing.T, open func(t *testing.T) BatchStore) {
 	st := open(t)
 	mustAccount(t, st, store.Account{ID: "pre", Plan: store.PlanPaid, Balance: ptr(usd("100"))})
 	mustAccount(t, st, store.Account{ID: "post", Plan: store.PlanPaid})
-	if ok, err := st.Settle(ctx, store.Entry{RequestID: "old", AccountID: "post", Cost: usd("1")}); !ok || err != nil {
+	if ok, err := st.Settle(ctx, &store.Entry{RequestID: "old", AccountID: "post", Cost: usd("1")}); !ok || err != nil {
 		t.Fatalf("settle: %v %v", ok, err)
 	}
 	want := map[string]pricing.Money{"post": usd("1")}

@@ -19,6 +19,8 @@ func Conformance(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Accounts", func(t *testing.T) { testAccounts(t, open(t)) })
 	t.Run("Keys", func(t *testing.T) { testKeys(t, open(t)) })
 	t.Run("SettleOnce", func(t *testing.T) { testSettleOnce(t, open(t)) })
+	t.Run("Floor", func(t *testing.T) { testFloor(t, open(t)) })
+	t.Run("FloorConcurrent", func(t *testing.T) { testFloorConcurrent(t, open(t)) })
 	t.Run("FreeCredit", func(t *testing.T) { testFreeCredit(t, open(t)) })
 	t.Run("SpendAndEntries", func(t *testing.T) { testSpendAndEntries(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
@@ -64,13 +66,13 @@ func testJournal(t *testing.T, st store.Store) {
 	at := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
 	// 3 USD of free credit this month: the first call draws 1 from the
 	// balance, the second all of its 2.
-	if _, err := st.Settle(ctx, store.Entry{RequestID: "c1", AccountID: "pre", Cost: usd("4"), Time: at, FreeMonthlyCredit: usd("3")}); err != nil {
+	if _, err := st.Settle(ctx, &store.Entry{RequestID: "c1", AccountID: "pre", Cost: usd("4"), Time: at, FreeMonthlyCredit: usd("3")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Settle(ctx, store.Entry{RequestID: "c2", AccountID: "pre", Cost: usd("2"), Time: at, FreeMonthlyCredit: usd("3")}); err != nil {
+	if _, err := st.Settle(ctx, &store.Entry{RequestID: "c2", AccountID: "pre", Cost: usd("2"), Time: at, FreeMonthlyCredit: usd("3")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Settle(ctx, store.Entry{RequestID: "c2", AccountID: "pre", Cost: usd("2"), Time: at}); err != nil { // settled before: nothing
+	if _, err := st.Settle(ctx, &store.Entry{RequestID: "c2", AccountID: "pre", Cost: usd("2"), Time: at}); err != nil { // settled before: nothing
 		t.Fatal(err)
 	}
 	up(store.Movement{Kind: store.JournalSet}, func(a *store.Account) { *a.Balance = usd("20") })
@@ -89,7 +91,7 @@ func testJournal(t *testing.T, st store.Store) {
 	}
 	// A postpaid account has no balance and no journal; moving it to
 	// prepaid starts one.
-	if _, err := st.Settle(ctx, store.Entry{RequestID: "p1", AccountID: "post", Cost: usd("1")}); err != nil {
+	if _, err := st.Settle(ctx, &store.Entry{RequestID: "p1", AccountID: "post", Cost: usd("1")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, e := sumJournal(t, st, "post"); len(e) != 0 {
@@ -118,13 +120,13 @@ func testJournalConcurrent(t *testing.T, st store.Store) {
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", Cost: usd("0.75")}); err != nil {
+			if _, err := st.Settle(ctx, &store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", Cost: usd("0.75")}); err != nil {
 				t.Error(err)
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", Cost: usd("0.75")}); err != nil { // a retry
+			if _, err := st.Settle(ctx, &store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", Cost: usd("0.75")}); err != nil { // a retry
 				t.Error(err)
 			}
 		}()
@@ -280,22 +282,22 @@ func testSettleOnce(t *testing.T, st store.Store) {
 	mustAccount(t, st, store.Account{ID: "pre", Plan: store.PlanPaid, Balance: ptr(usd("1.00"))})
 	mustAccount(t, st, store.Account{ID: "post", Plan: store.PlanPaid})
 	e := store.Entry{RequestID: "req-1", AccountID: "pre", Endpoint: "chat", Model: "m", Units: 10, Unit: "token", Cost: usd("0.25")}
-	if ok, err := st.Settle(ctx, e); !ok || err != nil {
+	if ok, err := st.Settle(ctx, &e); !ok || err != nil {
 		t.Fatalf("settle = %v, %v", ok, err)
 	}
-	if ok, err := st.Settle(ctx, e); ok || err != nil {
+	if ok, err := st.Settle(ctx, &e); ok || err != nil {
 		t.Fatalf("second settle = %v, %v; want false, nil", ok, err)
 	}
 	if a, _ := st.Account(ctx, "pre"); *a.Balance != usd("0.75") {
 		t.Fatalf("balance %v, want 0.75", *a.Balance)
 	}
-	if ok, err := st.Settle(ctx, store.Entry{RequestID: "req-2", AccountID: "post", Cost: usd("3")}); !ok || err != nil {
+	if ok, err := st.Settle(ctx, &store.Entry{RequestID: "req-2", AccountID: "post", Cost: usd("3")}); !ok || err != nil {
 		t.Fatalf("postpaid settle = %v, %v", ok, err)
 	}
 	if a, _ := st.Account(ctx, "post"); a.Balance != nil {
 		t.Fatalf("a postpaid account got a balance: %v", *a.Balance)
 	}
-	if _, err := st.Settle(ctx, store.Entry{RequestID: "req-3", AccountID: "nobody", Cost: 1}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.Settle(ctx, &store.Entry{RequestID: "req-3", AccountID: "nobody", Cost: 1}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("settle for nobody: %v", err)
 	}
 }
@@ -306,7 +308,7 @@ func testFreeCredit(t *testing.T, st store.Store) {
 	mustAccount(t, st, store.Account{ID: "pre", Plan: store.PlanPaid, Balance: ptr(usd("10"))})
 	at := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
 	for i, c := range []string{"3", "3", "3"} {
-		if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "pre", Cost: usd(c), Time: at, FreeMonthlyCredit: usd("5")}); err != nil {
+		if _, err := st.Settle(ctx, &store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "pre", Cost: usd(c), Time: at, FreeMonthlyCredit: usd("5")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,7 +318,7 @@ func testFreeCredit(t *testing.T, st store.Store) {
 	}
 	// A new month brings new credit.
 	next := at.AddDate(0, 1, 0)
-	if _, err := st.Settle(ctx, store.Entry{RequestID: "r-next", AccountID: "pre", Cost: usd("2"), Time: next, FreeMonthlyCredit: usd("5")}); err != nil {
+	if _, err := st.Settle(ctx, &store.Entry{RequestID: "r-next", AccountID: "pre", Cost: usd("2"), Time: next, FreeMonthlyCredit: usd("5")}); err != nil {
 		t.Fatal(err)
 	}
 	if a, _ := st.Account(ctx, "pre"); *a.Balance != usd("6") {
@@ -338,7 +340,7 @@ func testSpendAndEntries(t *testing.T, st store.Store) {
 		{"today-1", now.Add(-time.Hour), "0.5"},
 		{"today-2", now, "0.25"},
 	} {
-		if _, err := st.Settle(ctx, store.Entry{RequestID: e.id, AccountID: "a", Cost: usd(e.cost), Time: e.at}); err != nil {
+		if _, err := st.Settle(ctx, &store.Entry{RequestID: e.id, AccountID: "a", Cost: usd(e.cost), Time: e.at}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -373,13 +375,13 @@ func testConcurrent(t *testing.T, st store.Store) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if _, err := st.Settle(ctx, store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", Cost: usd("0.5")}); err != nil {
+			if _, err := st.Settle(ctx, &store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", Cost: usd("0.5")}); err != nil {
 				t.Error(err)
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			ok, err := st.Settle(ctx, store.Entry{RequestID: "same", AccountID: "a", Cost: usd("1")})
+			ok, err := st.Settle(ctx, &store.Entry{RequestID: "same", AccountID: "a", Cost: usd("1")})
 			if err != nil {
 				t.Error(err)
 			}

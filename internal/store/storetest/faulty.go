@@ -58,7 +58,7 @@ func (f *Faulty) Spend(ctx context.Context, id string, now time.Time) (store.Spe
 	return f.Store.Spend(ctx, id, now)
 }
 
-func (f *Faulty) Settle(ctx context.Context, e store.Entry) (bool, error) {
+func (f *Faulty) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 	if f.failing(OpSettle) {
 		return false, ErrDown
 	}

@@ -87,11 +87,11 @@ func testUsage(t *testing.T, st store.Store) {
 	mustAccount(t, st, store.Account{ID: "b", Plan: store.PlanPaid})
 	entries := usageEntries()
 	for _, e := range entries {
-		if ok, err := st.Settle(ctx, e); !ok || err != nil {
+		if ok, err := st.Settle(ctx, &e); !ok || err != nil {
 			t.Fatalf("settle %s: %v %v", e.RequestID, ok, err)
 		}
 	}
-	if ok, err := st.Settle(ctx, entries[0]); ok || err != nil {
+	if ok, err := st.Settle(ctx, &entries[0]); ok || err != nil {
 		t.Fatalf("settle %s again: %v %v; want false, nil", entries[0].RequestID, ok, err)
 	}
 	got, err := st.Entries(ctx, "a", 1)
