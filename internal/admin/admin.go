@@ -418,8 +418,8 @@ type Charge struct {
 	Cost      pricing.Money `json:"cost_usd"`
 	// Shortfall is what the call cost beyond what the account could pay:
 	// "0" when none.
-	Shortfall string `json:"shortfall_usd"`
-	Time      time.Time     `json:"time"`
+	Shortfall string    `json:"shortfall_usd"`
+	Time      time.Time `json:"time"`
 }
 
 func (a *API) ledger(w http.ResponseWriter, r *http.Request) {
