@@ -276,3 +276,49 @@ func TestImagesStreamPreviewsBilled(t *testing.T) {
 	e.expectLedger(t, "previewer", ledgerEntry{RequestID: r.Header.Get("X-Gw-Request-Id"), Endpoint: "images", Model: "gpt-image-1", Units: 1, Unit: "image",
 		Cost: usageCost(t, "a whole kite", 0, 1, "high", "1024x1024", 0, false).String()})
 }
+
+// A stream without previews whose client leaves after its first image is
+// billed for the images the provider made, not for those delivered: the
+// gateway reads the provider's stream to its end after the client left.
+// When the rest cannot be read (the provider is still making images at
+// the time-out), the n images asked are billed at the table price.
+func TestImagesStreamClientLeavesBilledForWhatWasMade(t *testing.T) {
+	t.Parallel()
+	e := newImageEnv(t, "")
+	key := e.newAccountKey(t, map[string]any{"id": "leaver", "plan": "paid", "cleared": true})
+	c := e.client(key)
+	// leave asks for 3 low images as a stream, takes the first image and
+	// hangs up; it returns the request id.
+	leave := func() string {
+		t.Helper()
+		var resp *http.Response
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stream := c.Images.GenerateStreaming(ctx, openai.ImageGenerateParams{Prompt: "three kites", Quality: openai.ImageGenerateParamsQualityLow,
+			N: openai.Int(3)}, option.WithResponseInto(&resp))
+		if !stream.Next() || stream.Current().Type != "image_generation.completed" || stream.Current().B64JSON != fake.ImageData(0) {
+			t.Fatalf("no first image: %v", stream.Err())
+		}
+		cancel() // the client hangs up after the first image
+		stream.Close()
+		return resp.Header.Get("X-Gw-Request-Id")
+	}
+
+	// The provider goes on and makes two images in all (each taking a
+	// while): both are billed, at the table price of the quality and size.
+	e.OA.Push(fake.Script{Images: 2, ImageGap: 150 * time.Millisecond})
+	id := leave()
+	waitLedgerEntry(t, e.gateway, "leaver", id)
+	e.expectLedger(t, "leaver", ledgerEntry{RequestID: id, Endpoint: "images", Model: "gpt-image-1", Units: 2, Unit: "image",
+		Cost: tableCost(t, "low", "1024x1024", 2, 0, false).String()})
+
+	// The provider is still making the rest at the time-out (1 s here):
+	// the 3 images asked, at the table price the call held.
+	gate := make(chan struct{})
+	defer close(gate)
+	e.OA.Push(fake.Script{Gate: gate})
+	id = leave()
+	waitLedgerEntry(t, e.gateway, "leaver", id)
+	e.expectLedger(t, "leaver", ledgerEntry{RequestID: id, Endpoint: "images", Model: "gpt-image-1", Units: 3, Unit: "image",
+		Cost: tableCost(t, "low", "1024x1024", 3, 0, false).String()})
+}

@@ -390,6 +390,9 @@ func (h *Handler) Generate(c *pipeline.Call) error {
 		}
 	}
 	raw, _ := json.Marshal(body)
+	if r.stream {
+		return h.generateStream(c, raw, p, r, ab)
+	}
 	ctx, cancel := context.WithTimeout(c.R.Context(), h.timeout(h.cfg.GenerateTimeout, GenerateTimeout))
 	defer cancel()
 	resp, err := h.Upstream.Do(ctx, upstream.Request{Provider: p, Path: PathGenerations, Body: raw})
@@ -397,9 +400,6 @@ func (h *Handler) Generate(c *pipeline.Call) error {
 		return failure(ctx, err)
 	}
 	defer resp.Body.Close()
-	if r.stream {
-		return h.relay(c, ctx, resp.Body, r, ab)
-	}
 	// A generation carries no cost; the receipt does.
 	out, _, err := charge(c, ctx, resp.Body, r, ab)
 	if err != nil {
@@ -408,6 +408,23 @@ func (h *Handler) Generate(c *pipeline.Call) error {
 	answer, _ := json.Marshal(map[string]any{"created": out.created, "data": out.data})
 	writeJSON(c.W, answer)
 	return nil
+}
+
+// generateStream asks for a streamed generation and relays it. The
+// client leaving ends the call until the provider's stream begins; from
+// then on the stream is read to its end (within the time-out) whether or
+// not the client stays, since the provider makes and bills the images.
+func (h *Handler) generateStream(c *pipeline.Call, raw []byte, p *catalog.Provider, r *request, ab *catalog.Ability) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.R.Context()), h.timeout(h.cfg.GenerateTimeout, GenerateTimeout))
+	defer cancel()
+	stop := context.AfterFunc(c.R.Context(), cancel)
+	resp, err := h.Upstream.Do(ctx, upstream.Request{Provider: p, Path: PathGenerations, Body: raw})
+	begun := stop()
+	if err != nil {
+		return failure(ctx, err)
+	}
+	defer resp.Body.Close()
+	return h.relay(c, ctx, resp.Body, r, ab, begun)
 }
 
 // charge reads the provider's answer (at most r.n images), charges the
@@ -497,106 +514,165 @@ const (
 // shaped like the normal response, an error event when something fails
 // after the stream began, and data: [DONE] last.
 //
-// A stream with previews is billed once its first preview has been
-// delivered, for the images and previews asked: from then on the provider
-// bills the generation whether or not the client stays. A stream without
-// previews is billed before the last image asked for is relayed; one that
-// ends with fewer is billed for those it delivered, and one that delivered
-// nothing is not billed.
-func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, ab *catalog.Ability) error {
+// The stream is read to its end even when the client leaves (within the
+// call's time-out): once it began, the provider makes and bills the
+// images whether or not anyone reads them, so the call is billed for the
+// images the provider made (its completed events, at most n). A stream
+// with previews is billed once its first preview has been delivered, for
+// the images and previews asked. A stream without previews is billed
+// before the last image asked for is relayed; one that ends with fewer is
+// billed for those the provider made, and one that made none is not
+// billed. A stream the client left whose rest could not be read (a
+// time-out, a cut) is billed for the n images and previews asked at the
+// table price: the gateway cannot tell how many the provider made.
+// begun is false when the client left before the stream began: the call
+// is then not waited for.
+func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, ab *catalog.Ability, begun bool) error {
 	sse.StartStream(c.W)
 	c.W.Header().Set(pipeline.HeaderRoutedModel, ab.Model)
 	c.W.WriteHeader(http.StatusOK)
-	w := sse.NewWriter(c.W)
-	previews := r.previews(ab)
-	var delivered int64
-	var usage gjson.Result
-	var quality, size string
-	settled := false
-	settle := func(images, previews int64) bool {
-		if settled || images == 0 {
-			return true
-		}
-		settled = true
-		u := gjson.Result{}
-		if previews == 0 && images == 1 && r.n == 1 {
-			u = usage // the one image's usage; several images are billed by the table
-		}
-		_, err := c.Charge(pipeline.Bill{Units: images, Unit: pricing.UnitImage, Model: ab.Model, Alias: r.alias,
-			Cost: r.bill(c, ab, images, previews, u, quality, size)})
-		return err == nil
-	}
-	fail := func(msg, code string) error {
-		ev, _ := json.Marshal(map[string]any{"type": EventError, "error": map[string]any{"message": msg, "type": "api_error", "code": code}})
-		_ = w.Write(sse.Event{Data: ev})
-		_ = w.WriteDone()
-		return nil
-	}
+	s := &imageStream{c: c, r: r, ab: ab, w: sse.NewWriter(c.W), asked: r.previews(ab), begun: begun, gone: !begun}
 	rd := sse.NewReader(body)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			if !settle(delivered, 0) {
-				return fail("the images could not be billed; nothing more is sent", "settlement_unavailable")
-			}
-			if errors.Is(err, io.EOF) && delivered > 0 {
-				_ = w.WriteDone()
-				return nil
-			}
-			if ctx.Err() != nil && c.R.Context().Err() != nil {
-				return nil // the client left
-			}
-			upstream.Failed(ctx, body)
-			return fail("the image could not be made", gwerr.CodeCapabilityUnavailable)
+			return s.end(ctx, body, err)
 		}
 		if sse.IsDone(ev) {
 			continue
 		}
-		d := gjson.ParseBytes(ev.Data)
-		created := d.Get("created_at").Int()
-		if created == 0 {
-			created = time.Now().Unix()
-		}
-		if q := d.Get("quality"); q.Type == gjson.String {
-			quality = q.Str
-		}
-		if sz := d.Get("size"); sz.Type == gjson.String {
-			size = sz.Str
-		}
-		switch typ := d.Get("type").String(); typ {
-		case EventPartial:
-			out, _ := json.Marshal(map[string]any{"type": EventPartial, "created": created,
-				"partial_image_index": d.Get("partial_image_index").Int(), "b64_json": d.Get("b64_json").String()})
-			if w.Write(sse.Event{Data: out}) != nil {
-				return nil // the client left before this preview reached it
-			}
-			// The first preview delivered: the charge lands now and stands
-			// even if the client leaves.
-			if !settle(r.n, previews) {
-				return fail("the images could not be billed; nothing more is sent", "settlement_unavailable")
-			}
-		case EventCompleted:
-			img := d.Get("b64_json").String()
-			if img == "" || delivered >= r.n {
-				continue
-			}
-			usage = d.Get("usage")
-			if delivered+1 == r.n && !settle(r.n, 0) {
-				return fail("the image could not be billed; it is not sent", "settlement_unavailable")
-			}
-			out, _ := json.Marshal(map[string]any{"type": EventCompleted, "created": created,
-				"data": []any{map[string]any{"b64_json": img}}, "b64_json": img})
-			delivered++
-			if w.Write(sse.Event{Data: out}) != nil {
-				settle(delivered, 0)
-				return nil
-			}
-		case EventError:
-			upstream.Broke(body)
-			if !settle(delivered, 0) {
-				return fail("the images could not be billed", "settlement_unavailable")
-			}
-			return fail("the image could not be made", gwerr.CodeCapabilityUnavailable)
+		if done, err := s.event(body, gjson.ParseBytes(ev.Data)); done {
+			return err
 		}
 	}
+}
+
+// imageStream is one relayed image stream: what the provider made,
+// whether the client still reads it, and the call's one charge.
+type imageStream struct {
+	c  *pipeline.Call
+	r  *request
+	ab *catalog.Ability
+	w  *sse.Writer
+	// asked is the previews asked; made and previews what the provider
+	// sent (at most r.n and asked).
+	asked, made, previews int64
+	usage                 gjson.Result
+	quality, size         string
+	// begun: the stream began with the client there; gone: the client
+	// left (nothing more is written); settled: the charge is made.
+	begun, gone, settled bool
+}
+
+// send writes ev to the client unless it left; a write that fails means
+// it did.
+func (s *imageStream) send(ev []byte) bool {
+	if !s.left() && s.w.Write(sse.Event{Data: ev}) != nil {
+		s.gone = true
+	}
+	return !s.gone
+}
+
+// left reports whether the client left: a write failed, or its request
+// ended.
+func (s *imageStream) left() bool {
+	if !s.gone && s.c.R.Context().Err() != nil {
+		s.gone = true
+	}
+	return s.gone
+}
+
+// settle charges images and previews, once; nothing when no image was
+// made. It reports whether the charge stands.
+func (s *imageStream) settle(images, previews int64) bool {
+	if s.settled || images == 0 {
+		return true
+	}
+	s.settled = true
+	u := gjson.Result{}
+	if previews == 0 && images == 1 && s.r.n == 1 {
+		u = s.usage // the one image's usage; several images are billed by the table
+	}
+	_, err := s.c.Charge(pipeline.Bill{Units: images, Unit: pricing.UnitImage, Model: s.ab.Model, Alias: s.r.alias,
+		Cost: s.r.bill(s.c, s.ab, images, previews, u, s.quality, s.size)})
+	return err == nil
+}
+
+// fail ends the stream for a client still there: an error event, then
+// data: [DONE].
+func (s *imageStream) fail(msg, code string) error {
+	ev, _ := json.Marshal(map[string]any{"type": EventError, "error": map[string]any{"message": msg, "type": "api_error", "code": code}})
+	if s.send(ev) {
+		_ = s.w.WriteDone()
+	}
+	return nil
+}
+
+// event handles one event of the provider's stream; done ends the relay
+// with err.
+func (s *imageStream) event(body io.Reader, d gjson.Result) (done bool, err error) {
+	created := d.Get("created_at").Int()
+	if created == 0 {
+		created = time.Now().Unix()
+	}
+	if q := d.Get("quality"); q.Type == gjson.String {
+		s.quality = q.Str
+	}
+	if sz := d.Get("size"); sz.Type == gjson.String {
+		s.size = sz.Str
+	}
+	switch d.Get("type").String() {
+	case EventPartial:
+		s.previews = min(s.previews+1, s.asked) // never more than asked, and held
+		out, _ := json.Marshal(map[string]any{"type": EventPartial, "created": created,
+			"partial_image_index": d.Get("partial_image_index").Int(), "b64_json": d.Get("b64_json").String()})
+		// The first preview delivered: the charge lands now and stands
+		// even if the client leaves.
+		if s.send(out) && !s.settle(s.r.n, s.asked) {
+			return true, s.fail("the images could not be billed; nothing more is sent", "settlement_unavailable")
+		}
+	case EventCompleted:
+		img := d.Get("b64_json").String()
+		if img == "" || s.made >= s.r.n {
+			return false, nil
+		}
+		s.made++
+		s.usage = d.Get("usage")
+		if s.made == s.r.n && !s.settle(s.made, s.previews) {
+			return true, s.fail("the image could not be billed; it is not sent", "settlement_unavailable")
+		}
+		out, _ := json.Marshal(map[string]any{"type": EventCompleted, "created": created,
+			"data": []any{map[string]any{"b64_json": img}}, "b64_json": img})
+		s.send(out)
+	case EventError:
+		upstream.Broke(body)
+		if !s.settle(s.made, s.previews) {
+			return true, s.fail("the images could not be billed", "settlement_unavailable")
+		}
+		return true, s.fail("the image could not be made", gwerr.CodeCapabilityUnavailable)
+	}
+	return false, nil
+}
+
+// end settles a stream that ended (err io.EOF) or broke off, and ends the
+// relay.
+func (s *imageStream) end(ctx context.Context, body io.Reader, err error) error {
+	whole := errors.Is(err, io.EOF) && s.made > 0
+	if !whole {
+		upstream.Failed(ctx, body)
+	}
+	images, previews := s.made, s.previews
+	if !errors.Is(err, io.EOF) && s.left() && s.begun {
+		images, previews = s.r.n, s.asked
+	}
+	if !s.settle(images, previews) {
+		return s.fail("the images could not be billed; nothing more is sent", "settlement_unavailable")
+	}
+	if !whole {
+		return s.fail("the image could not be made", gwerr.CodeCapabilityUnavailable)
+	}
+	if !s.gone {
+		_ = s.w.WriteDone()
+	}
+	return nil
 }

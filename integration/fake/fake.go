@@ -175,6 +175,10 @@ type Script struct {
 	// An image answer reports gpt-image-1's usage for what it made unless
 	// Usage.Input is below zero.
 	Images int
+	// ImageGap, in a streamed image generation, is the time the provider
+	// takes to make each image after the first (the pause before its
+	// completed event).
+	ImageGap time.Duration
 	// WebSearches, on the responses endpoint, are web_search_call items
 	// (their queries) before the message; Citations are url_citation
 	// annotations of its text.

@@ -190,6 +190,9 @@ func (u *Upstream) images(w http.ResponseWriter, r *http.Request, body []byte, e
 		}
 	}
 	for i := range n {
+		if i > 0 && s.ImageGap > 0 && !u.wait(r, nil, s.ImageGap) {
+			panic(http.ErrAbortHandler)
+		}
 		ev := map[string]any{"b64_json": ImageData(i), "created_at": created,
 			"size": size, "quality": quality, "background": "opaque", "output_format": "png"}
 		if usage != nil {

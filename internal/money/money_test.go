@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/redis/go-redis/v9"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -701,6 +702,163 @@ func TestRedisHoldsLostNeverNegative(t *testing.T) {
 	mustHold(g, "1.00").Release(ctx)
 }
 
+// A Redis that comes back from a snapshot (SAVE, then a restart that
+// loads it) or a replica promoted in a failover still has the mark of
+// since when the holds are whole, yet lacks the holds written after the
+// snapshot: the nodes tell that server from the one they wrote to by its
+// run id and wait as for any loss, so no call is admitted against money
+// those holds cover; after the wait a call gets exactly the room left.
+func TestRedisHoldsLostToSnapshotOrFailover(t *testing.T) {
+	for _, name := range []string{"snapshot", "failover"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			var rs *testsvc.RedisSrv
+			if name == "failover" {
+				rs = testsvc.RedisPrimary(t)
+			} else {
+				rs = testsvc.RedisServer(t)
+			}
+			var socket atomic.Pointer[string]
+			client := switchingClient(t, rs.URL(), &socket)
+			// keep copies what Redis holds now (a snapshot, a replica that
+			// then stops following); lose puts that copy in Redis's place.
+			var keep, lose func()
+			switch name {
+			case "snapshot":
+				keep = func() {
+					if err := client.Save(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				lose = func() { rs.Stop(); rs.Start() }
+			case "failover":
+				var replica *testsvc.RedisSrv
+				keep = func() {
+					replica = rs.Replica()
+					rc := redisClientAt(t, replica.URL())
+					if err := rc.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				lose = func() {
+					rs.Stop()
+					to := socketOf(t, replica.URL())
+					socket.Store(&to)
+				}
+			}
+
+			f := newFixture(t, Policy{})
+			f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1.00"))})
+			// Two nodes whose renewals the test runs itself (as their
+			// ticks would), with a 400 ms wait after a loss.
+			const restore = 400 * time.Millisecond
+			var locks []*RedisLocks
+			var nodes []*Gate
+			for range 2 {
+				l := newRedisLocks(client, HoldLease, time.Hour, restore)
+				if err := l.first(ctx); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { l.Destruct() })
+				locks = append(locks, l)
+				nodes = append(nodes, &Gate{Store: f.store, Locks: l, Now: func() time.Time { return f.now }})
+			}
+			reserve := func(g *Gate, est string) (*Hold, error) {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					h, err := g.Reserve(ctx, "a", Ability, usd(est))
+					if err == nil || code(t, err) != gwerr.CodeCreditUnresolved || time.Now().After(deadline) {
+						return h, err
+					}
+					time.Sleep(20 * time.Millisecond) // polling an observable state
+				}
+			}
+
+			h1, err := reserve(nodes[0], "0.30")
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep()
+			h2, err := reserve(nodes[0], "0.60")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mark := client.Get(ctx, sinceKey).Val()
+			lose()
+			if err := client.Ping(ctx).Err(); err != nil {
+				t.Fatalf("Redis after the %s: %v", name, err)
+			}
+			// The mark came along; the hold taken after the copy did not.
+			if got := client.Get(ctx, sinceKey).Val(); got != mark || mark == "" {
+				t.Fatalf("mark %q after the %s, want %q", got, name, mark)
+			}
+			if n := client.HLen(ctx, holdsKey("a")).Val(); n != 1 {
+				t.Fatalf("%d hold records after the %s, want 1", n, name)
+			}
+			// 0.70 looks free to a check that trusts the mark: refused
+			// with credit_unresolved instead, until the holds are back.
+			if h, err := nodes[1].Reserve(ctx, "a", Ability, usd("0.50")); code(t, err) != gwerr.CodeCreditUnresolved {
+				h.Release(ctx)
+				t.Fatalf("reserve right after the %s: %v, want credit_unresolved", name, err)
+			}
+			if err := locks[0].renewAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Exactly the room left: 1.00 - 0.30 - 0.60.
+			if h, err := reserve(nodes[1], "0.11"); code(t, err) != gwerr.CodeCreditExhausted {
+				h.Release(ctx)
+				t.Fatalf("reserve 0.11 after the wait: %v, want credit_exhausted", err)
+			}
+			h3, err := reserve(nodes[1], "0.10")
+			if err != nil {
+				t.Fatalf("reserve 0.10 after the wait: %v", err)
+			}
+			for _, h := range []*Hold{h1, h2, h3} {
+				h.Release(ctx)
+			}
+			waitHeld(t, nodes[1].Locks, "a", 0)
+		})
+	}
+}
+
+// switchingClient connects to the Redis at url, and from then on to the
+// socket in *socket when set: the client's view of a failover.
+func switchingClient(t *testing.T, url string, socket *atomic.Pointer[string]) *redis.Client {
+	t.Helper()
+	first := socketOf(t, url)
+	socket.Store(&first)
+	client := redis.NewClient(&redis.Options{Network: "unix", Addr: *socket.Load(),
+		Dialer: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", *socket.Load())
+		}})
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// socketOf is the socket of a unix:// Redis URL.
+func socketOf(t *testing.T, url string) string {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil || opt.Network != "unix" {
+		t.Fatalf("not a socket: %s (%v)", url, err)
+	}
+	return opt.Addr
+}
+
+// redisClientAt connects to the Redis at url.
+func redisClientAt(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
 // A call whose work is done is charged even when the shared lock store is
 // down as it settles: the lock only orders admission checks.
 func TestSettleWithoutTheLock(t *testing.T) {
@@ -855,11 +1013,5 @@ func TestSpooledChargeKeepsItsHold(t *testing.T) {
 func redisClient(t *testing.T) (*testsvc.RedisSrv, *redis.Client) {
 	t.Helper()
 	rs := testsvc.RedisServer(t)
-	opt, err := redis.ParseURL(rs.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := redis.NewClient(opt)
-	t.Cleanup(func() { client.Close() })
-	return rs, client
+	return rs, redisClientAt(t, rs.URL())
 }

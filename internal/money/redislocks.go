@@ -48,9 +48,14 @@ const (
 //
 // The node keeps its outstanding holds in memory too, and writes them all
 // again at each renewal: a Redis that restarts empty or is flushed has
-// them back within HoldRenew. Meanwhile (RestoreWait from the moment any
-// node sees the loss) reservations are refused with credit_unresolved
-// rather than granted against holds that are not there.
+// them back within HoldRenew. A loss is found by the mark of since when
+// the holds are whole, which names the Redis server (its run id) it was
+// set on: missing (a restart empty, a flush) or set on another server (a
+// restart from an RDB or AOF snapshot, a replica promoted by a failover:
+// the mark came along, the holds written after the snapshot did not).
+// Meanwhile (RestoreWait from the moment any node sees the loss)
+// reservations are refused with credit_unresolved rather than granted
+// against holds that are not there.
 type RedisLocks struct {
 	Client redis.UniversalClient
 	node   string
@@ -136,9 +141,18 @@ func (l *RedisLocks) Destruct() error {
 }
 
 // sinceKey holds the Redis server time (milliseconds) from which its
-// holds are whole: set when the first node starts, and again when a node
-// finds it missing (Redis lost its data), which starts a RestoreWait.
-const sinceKey = "gw:holds:since"
+// holds are whole, and serverKey the run id of the Redis server they are
+// whole on: set when the first node starts, and again when a node finds
+// either missing (Redis lost its data) or serverKey naming another server
+// (Redis restarted from a snapshot, or another server took over), which
+// starts a RestoreWait.
+const (
+	sinceKey  = "gw:holds:since"
+	serverKey = "gw:holds:server"
+)
+
+// wholeKeys are the keys of the mark, in the order the scripts read them.
+var wholeKeys = []string{sinceKey, serverKey}
 
 func lockKey(account string) string  { return "gw:lock:{" + account + "}" }
 func holdsKey(account string) string { return "gw:holds:{" + account + "}" }
@@ -189,26 +203,50 @@ const nowMs = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
-// firstScript marks the holds whole as of restore ago when no node has
-// yet (the first node on a new Redis waits for nothing).
-var firstScript = redis.NewScript(nowMs + `
-redis.call('SET', KEYS[1], now - tonumber(ARGV[1]), 'NX')
+// serverRun is the Lua that reads the run id of the Redis server running
+// the script (INFO server): new at every start of a server, so a server
+// restarted from a snapshot, or a replica promoted in a failover, is told
+// from the one the holds were written to even though their data came
+// along. A server that names none reads as the empty id.
+const serverRun = `local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''
+`
+
+// wholeCheck is the Lua that finds a loss of the holds: the mark missing
+// (KEYS[1], Redis lost its data) or set on another server (KEYS[2] not
+// this server's run id). It then marks the holds whole from now on this
+// server (starting a RestoreWait) and leaves lost true; since is the mark.
+const wholeCheck = nowMs + serverRun + `
+local since = redis.call('GET', KEYS[1])
+local lost = (not since) or redis.call('GET', KEYS[2]) ~= run
+if lost then
+	since = now
+	redis.call('SET', KEYS[1], now)
+	redis.call('SET', KEYS[2], run)
+end
+`
+
+// firstScript marks the holds whole as of restore ago on this server when
+// no node has yet (the first node on a new Redis waits for nothing). A
+// mark already there is left for the checks to judge.
+var firstScript = redis.NewScript(nowMs + serverRun + `
+if redis.call('SET', KEYS[1], now - tonumber(ARGV[1]), 'NX') then
+	redis.call('SET', KEYS[2], run)
+end
 return 0
 `)
 
-// heldScript sums an account's holds that have not expired, deleting the
-// expired ones; never below zero. With the holds not whole (Redis lost
-// them less than RestoreWait ago) it answers the error errRestoring.
-var heldScript = redis.NewScript(nowMs + `
-local since = redis.call('GET', KEYS[2])
-if not since then
-	redis.call('SET', KEYS[2], now)
+// heldScript sums an account's holds (KEYS[3]) that have not expired,
+// deleting the expired ones; never below zero. With the holds not whole
+// (Redis lost them less than RestoreWait ago) it answers the error
+// errRestoring.
+var heldScript = redis.NewScript(wholeCheck + `
+if lost then
 	return redis.error_reply('GWRESTORING holds lost')
 end
 if now - tonumber(since) < tonumber(ARGV[1]) then
 	return redis.error_reply('GWRESTORING holds being restored')
 end
-local fields = redis.call('HGETALL', KEYS[1])
+local fields = redis.call('HGETALL', KEYS[3])
 local sum = 0
 for i = 1, #fields, 2 do
 	local v = fields[i + 1]
@@ -218,7 +256,7 @@ for i = 1, #fields, 2 do
 		amount, expiry = tonumber(string.sub(v, 1, sep - 1)) or 0, tonumber(string.sub(v, sep + 1)) or 0
 	end
 	if expiry <= now then
-		redis.call('HDEL', KEYS[1], fields[i])
+		redis.call('HDEL', KEYS[3], fields[i])
 	elseif amount > 0 then
 		sum = sum + amount
 	end
@@ -236,26 +274,16 @@ if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KE
 return 0
 `)
 
-// renewScript is holdScript for a renewal, which also marks the holds
-// whole from now when Redis lost that mark (starting a RestoreWait).
-var renewScript = redis.NewScript(nowMs + `
-redis.call('SET', KEYS[2], now, 'NX')
-local expiry = now + tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. expiry)
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-return 0
-`)
-
 // errRestoring is Held's answer while Redis's holds are being restored.
 var errRestoring = errors.New("money: the shared holds are being restored")
 
 func (l *RedisLocks) first(ctx context.Context) error {
-	return firstScript.Run(ctx, l.Client, []string{sinceKey}, l.restore.Milliseconds()).Err()
+	return firstScript.Run(ctx, l.Client, wholeKeys, l.restore.Milliseconds()).Err()
 }
 
 // Held sums the account's outstanding holds of every node.
 func (l *RedisLocks) Held(ctx context.Context, account string) (pricing.Money, error) {
-	s, err := heldScript.Run(ctx, l.Client, []string{holdsKey(account), sinceKey}, l.restore.Milliseconds()).Text()
+	s, err := heldScript.Run(ctx, l.Client, []string{sinceKey, serverKey, holdsKey(account)}, l.restore.Milliseconds()).Text()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "GWRESTORING") {
 			// Put this node's holds back at once; the other nodes do at
@@ -309,8 +337,10 @@ func (l *RedisLocks) Drop(ctx context.Context, account, id string) error {
 }
 
 // renewAll writes every outstanding hold of this node again with a fresh
-// lease (putting back what Redis lost), and deletes the orphans. A hold
-// dropped while the renewal ran is deleted again after it.
+// lease (putting back what Redis lost), and deletes the orphans. It first
+// checks the mark, as Held does, so a loss starts its wait at the first
+// renewal after it, even on a node that holds nothing. A hold dropped
+// while the renewal ran is deleted again after it.
 func (l *RedisLocks) renewAll(ctx context.Context) error {
 	l.mu.Lock()
 	holds := make(map[string]redisHold, len(l.holds))
@@ -321,17 +351,15 @@ func (l *RedisLocks) renewAll(ctx context.Context) error {
 	l.orphans = map[string]string{}
 	l.mu.Unlock()
 
+	// One connection carries the whole pipeline: a server that restarts
+	// or is replaced after the check fails the writes that follow it.
 	pipe := l.Client.Pipeline()
+	sinceScript.Eval(ctx, pipe, wholeKeys)
 	for id, h := range holds {
-		renewScript.Eval(ctx, pipe, []string{holdsKey(h.account), sinceKey}, id, int64(h.amount), l.lease.Milliseconds())
+		holdScript.Eval(ctx, pipe, []string{holdsKey(h.account)}, id, int64(h.amount), l.lease.Milliseconds())
 	}
 	for id, account := range orphans {
 		pipe.HDel(ctx, holdsKey(account), id)
-	}
-	if len(holds) == 0 {
-		// Mark the holds whole even when this node holds nothing, so a
-		// loss starts its wait without waiting for a check.
-		renewSince(ctx, pipe)
 	}
 	_, err := pipe.Exec(ctx)
 
@@ -364,12 +392,7 @@ func (l *RedisLocks) renewAll(ctx context.Context) error {
 	return err
 }
 
-// sinceScript marks the holds whole from now when Redis lost that mark.
-var sinceScript = redis.NewScript(nowMs + `
-redis.call('SET', KEYS[1], now, 'NX')
+// sinceScript is wholeCheck alone: a renewal's check of the mark.
+var sinceScript = redis.NewScript(wholeCheck + `
 return 0
 `)
-
-func renewSince(ctx context.Context, pipe redis.Pipeliner) {
-	sinceScript.Eval(ctx, pipe, []string{sinceKey})
-}

@@ -10,9 +10,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -45,11 +47,16 @@ func Redis(t testing.TB) string {
 }
 
 // RedisSrv is a redis-server a test may stop and start again on the same
-// socket (a fault and its end).
+// socket (a fault and its end). Nothing is saved unless the test asks
+// (SAVE): a start loads what the last SAVE wrote, as a restart from a
+// snapshot does.
 type RedisSrv struct {
 	t        testing.TB
 	bin, dir string
 	cancel   func()
+	// port is the loopback TCP port a primary also listens on (0: none),
+	// and primary the port a replica follows (0: it is no replica).
+	port, primary int
 }
 
 // RedisServer starts a redis-server for the test.
@@ -60,6 +67,39 @@ func RedisServer(t testing.TB) *RedisSrv {
 	return r
 }
 
+// RedisPrimary starts a redis-server for the test that also listens on a
+// loopback TCP port, so that a replica (Replica) can follow it.
+func RedisPrimary(t testing.TB) *RedisSrv {
+	t.Helper()
+	r := &RedisSrv{t: t, bin: need(t, "redis-server"), dir: t.TempDir(), port: freePort(t)}
+	r.Start()
+	return r
+}
+
+// Replica starts a redis-server on a socket of its own that replicates r
+// (a RedisPrimary) and returns once it holds r's data. A test promotes it
+// with REPLICAOF NO ONE, as a failover does.
+func (r *RedisSrv) Replica() *RedisSrv {
+	r.t.Helper()
+	if r.port == 0 {
+		r.t.Fatal("testsvc: a replica needs a RedisPrimary")
+	}
+	rep := &RedisSrv{t: r.t, bin: r.bin, dir: r.t.TempDir(), primary: r.port}
+	rep.Start()
+	return rep
+}
+
+// freePort is a loopback TCP port free when asked.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 // URL is the server's address.
 func (r *RedisSrv) URL() string { return "unix://" + filepath.Join(r.dir, "redis.sock") }
 
@@ -67,9 +107,18 @@ func (r *RedisSrv) URL() string { return "unix://" + filepath.Join(r.dir, "redis
 func (r *RedisSrv) Start() {
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, r.bin, "--port", "0", "--unixsocket", filepath.Join(r.dir, "redis.sock"), "--unixsocketperm", "700",
-		"--save", "", "--appendonly", "no", "--dir", r.dir)
-	exited := start(r.t, cmd, cancel, "ready to accept connections")
+	args := []string{"--port", strconv.Itoa(r.port), "--unixsocket", filepath.Join(r.dir, "redis.sock"), "--unixsocketperm", "700",
+		"--save", "", "--appendonly", "no", "--dir", r.dir}
+	ready := "ready to accept connections"
+	if r.port != 0 {
+		args = append(args, "--bind", "127.0.0.1", "--repl-diskless-sync-delay", "0")
+	}
+	if r.primary != 0 {
+		args = append(args, "--replicaof", "127.0.0.1", strconv.Itoa(r.primary))
+		ready = "MASTER <-> REPLICA sync: Finished with success"
+	}
+	cmd := exec.CommandContext(ctx, r.bin, args...)
+	exited := start(r.t, cmd, cancel, ready)
 	r.cancel = func() {
 		cancel()
 		<-exited
