@@ -247,12 +247,19 @@ func TestChatMoneyRefusals(t *testing.T) {
 		const account = "free-chat"
 		key := e.account(t, account, map[string]any{"plan": "free", "cleared": false})
 		// One call within the stop reports 100,000 output tokens on
-		// claude-opus-4-1: 7.50 USD of output, 0.015 of input.
+		// claude-opus-4-1: 7.50 USD of output, 0.015 of input. The
+		// account pays the 1 USD the stop leaves; the rest is the
+		// operator's shortfall.
 		u := tokenUsage{Input: 1000, Output: 100000}
-		cost := e.billedCall(t, chatClient, key, account, chatReq{model: "gw-pinned-claude-opus-4-1"}, "claude-opus-4-1", false, u, false)
-		if want := mustUSD(t, "7.515"); cost != want {
-			t.Errorf("cost %s, want %s", cost, want)
+		e.reset()
+		e.AN.Push(fake.Script{Text: billedText, Usage: fakeUsage(true, u)})
+		r := e.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-claude-opus-4-1","messages":[{"role":"user","content":"hi"}]}`, bearer(key)...)
+		cost := mustUSD(t, "1.00")
+		if r.Status != http.StatusOK || r.Header.Get("X-Gw-Cost-Usd") != cost.String() {
+			t.Fatalf("status %d, X-Gw-Cost-Usd %q: want 200 and %s", r.Status, r.Header.Get("X-Gw-Cost-Usd"), cost)
 		}
+		e.expectLedger(t, account, ledgerEntry{RequestID: r.Header.Get("X-Gw-Request-Id"), Endpoint: "chat",
+			Model: "claude-opus-4-1", Units: u.Units(), Unit: "token", Cost: cost.String(), Shortfall: "6.515"})
 		e.reset()
 		refused(t, account, key)
 		if n := len(e.OA.Requests()) + len(e.AN.Requests()); n != 0 {

@@ -210,6 +210,7 @@ type ledgerEntry struct {
 	Units     int64  `json:"units"`
 	Unit      string `json:"unit"`
 	Cost      string `json:"cost_usd"`
+	Shortfall string `json:"shortfall_usd"`
 	Time      string `json:"time"`
 }
 
@@ -247,6 +248,9 @@ func (g *gateway) expectLedger(t testing.TB, account string, want ledgerEntry) {
 	got.Time = ""
 	if want.Endpoint == "" {
 		got.Endpoint = ""
+	}
+	if want.Shortfall == "" {
+		want.Shortfall = "0"
 	}
 	if got != want {
 		t.Errorf("ledger entry %+v\nwant         %+v", got, want)

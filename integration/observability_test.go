@@ -50,6 +50,7 @@ type accessEntry struct {
 	Alias        string `json:"gw_alias"`
 	Model        string `json:"gw_model"`
 	Cost         string `json:"gw_cost_usd"`
+	Shortfall    string `json:"gw_shortfall_usd"`
 	InputTokens  *int64 `json:"gw_input_tokens"`
 	OutputTokens *int64 `json:"gw_output_tokens"`
 	Resp         struct {

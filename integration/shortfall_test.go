@@ -1,0 +1,168 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caddy-gw/caddy-gw/integration/fake"
+	"github.com/caddy-gw/caddy-gw/internal/testsvc"
+	"github.com/caddy-gw/caddy-gw/pricing"
+)
+
+// shortfallPrompt is about 4,000 characters of prose: the worst case
+// reserves a token a byte, the gateway's own count of it is near 900.
+var shortfallPrompt = strings.Repeat("the quick brown fox jumps over the lazy dog ", 91)
+
+// shortfallBody is a chat call of shortfallPrompt with the client's own
+// output limit of 64 tokens, which the gateway never lowers.
+var shortfallBody = `{"model":"gw-pinned-gpt-4.1-mini","max_tokens":64,"messages":[{"role":"user","content":"` + shortfallPrompt + `"}]}`
+
+// shortfallUsage is what the provider bills for shortfallBody: three
+// times the gateway's count of the prompt, the output limit in full.
+var shortfallUsage = tokenUsage{Input: 3000, Output: 64}
+
+// shortfallMetric is the shortfall counted for the chat calls of
+// gpt-4.1-mini in g's metrics.
+func shortfallMetric(t *testing.T, g *gateway) pricing.Money {
+	t.Helper()
+	v := scrape(t, g)[`gw_shortfall_usd_total{family="chat",model="gpt-4.1-mini"}`]
+	return pricing.Money(v*float64(pricing.NanoPerUSD) + 0.5)
+}
+
+// TestShortfallRecorded: a provider that bills three times the prompt the
+// gateway counted (the tightened reservation, since the worst case does
+// not fit) never takes the balance below zero. The call is charged what
+// the balance held, the receipt, the ledger and the access log say so,
+// the rest is the entry's shortfall_usd and in gw_shortfall_usd_total,
+// the journal checks, and the next call is refused.
+func TestShortfallRecorded(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t, "")
+	cost := listCost(t, "gpt-4.1-mini", shortfallUsage, false)
+	balance := cost * 7 / 10 // less than the worst case, more than the tightened hold
+	const account = "short"
+	key := e.account(t, account, map[string]any{"balance_usd": balance.String()})
+	e.OA.Push(fake.Script{Text: "Foxes.", Usage: fakeUsage(false, shortfallUsage), CapOutput: true})
+	r := e.do(t, http.MethodPost, "/v1/chat/completions", shortfallBody, bearer(key)...)
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d %s", r.Status, r.Body)
+	}
+	if got := r.Header.Get("X-Gw-Cost-Usd"); got != balance.String() {
+		t.Errorf("X-Gw-Cost-Usd %s, want the balance %s", got, balance)
+	}
+	id := r.Header.Get("X-Gw-Request-Id")
+	e.expectLedger(t, account, ledgerEntry{RequestID: id, Endpoint: "chat", Model: "gpt-4.1-mini", Units: shortfallUsage.Units(), Unit: "token",
+		Cost: balance.String(), Shortfall: (cost - balance).String()})
+	if _, left := e.accountMoney(t, account); left != pricing.Money(0).String() {
+		t.Errorf("balance %s, want 0", left)
+	}
+	if got := shortfallMetric(t, e.gateway); got != cost-balance {
+		t.Errorf("gw_shortfall_usd_total %s, want %s", got, cost-balance)
+	}
+	if l := accessLog(t, e.gateway, []string{id})[id]; l.Cost != balance.String() || l.Shortfall != (cost-balance).String() {
+		t.Errorf("access log cost %q shortfall %q, want %s and %s", l.Cost, l.Shortfall, balance, cost-balance)
+	}
+	e.waitLog(t, func(log string) bool {
+		return strings.Contains(log, `"shortfall: the provider billed more than the account could pay"`) && strings.Contains(log, id)
+	}, "the shortfall's warning")
+	e.expectJournalOK(t)
+	r = e.do(t, http.MethodPost, "/v1/chat/completions", shortfallBody, bearer(key)...)
+	if r.Status != http.StatusPaymentRequired || r.Header.Get("X-Gw-Hold-Reason") != "credit_exhausted" {
+		t.Fatalf("next call: %d %s, want 402 credit_exhausted", r.Status, r.Body)
+	}
+}
+
+// TestShortfallConcurrent: a balance worth 5.5 calls and 24 calls at once
+// against a provider that bills three times the gateway's count, on one
+// node and on two nodes sharing PostgreSQL and Redis. No balance goes
+// below zero; every entry's cost and shortfall add up to the provider's
+// figure at list prices; the receipts add up to the ledger and the
+// shortfall metrics to its shortfalls; the journal checks.
+func TestShortfallConcurrent(t *testing.T) {
+	t.Parallel()
+	cost := listCost(t, "gpt-4.1-mini", shortfallUsage, false)
+	balance := cost*11/2 + 1
+	script := fake.Script{Text: "Foxes.", Usage: fakeUsage(false, shortfallUsage), CapOutput: true}
+	t.Run("one node", func(t *testing.T) {
+		t.Parallel()
+		e := newChatEnv(t, "")
+		e.OA.SetDefault(script)
+		shortfallRun(t, []*gateway{e.gateway}, balance, cost)
+	})
+	t.Run("two nodes", func(t *testing.T) {
+		t.Parallel()
+		pg, rs := testsvc.PostgresServer(t), testsvc.RedisServer(t)
+		db := pg.NewDatabase(t)
+		oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+		t.Cleanup(oa.Close)
+		t.Cleanup(an.Close)
+		oa.SetDefault(script)
+		cfg := withGW(t, "\t\tlimits {\n\t\t\tchat_requests_per_minute 1000\n\t\t}")
+		var nodes []*gateway
+		for range 2 {
+			nodes = append(nodes, startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg,
+				Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rs.URL()}}))
+		}
+		shortfallRun(t, nodes, balance, cost)
+	})
+}
+
+// shortfallRun makes 24 calls at once, spread over nodes, on an account
+// holding balance, each billed cost by the provider, and checks the money.
+func shortfallRun(t *testing.T, nodes []*gateway, balance, cost pricing.Money) {
+	const account, n = "crowd", 24
+	key := nodes[0].newAccountKey(t, map[string]any{"id": account, "plan": "paid", "cleared": true, "balance_usd": balance.String()})
+	var mu sync.Mutex
+	var receipts pricing.Money
+	served := 0
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := nodes[i%len(nodes)].do(t, http.MethodPost, "/v1/chat/completions", shortfallBody, bearer(key)...)
+			switch r.Status {
+			case http.StatusOK:
+				mu.Lock()
+				receipts += mustUSD(t, r.Header.Get("X-Gw-Cost-Usd"))
+				served++
+				mu.Unlock()
+			case http.StatusPaymentRequired:
+			default:
+				t.Errorf("status %d %s, want 200 or 402", r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	g := nodes[0]
+	spent, left := g.accountMoney(t, account)
+	if mustUSD(t, left) < 0 || spent+mustUSD(t, left) != balance {
+		t.Errorf("spent %s, left %s of %s: want no overdraft and the two adding up", spent, left, balance)
+	}
+	entries := g.ledger(t, account)
+	if len(entries) != served || served == 0 {
+		t.Fatalf("%d served, %d ledger entries", served, len(entries))
+	}
+	var ledger, short pricing.Money
+	for _, l := range entries {
+		c, s := mustUSD(t, l.Cost), mustUSD(t, l.Shortfall)
+		if c < 0 || s < 0 || c+s != cost {
+			t.Errorf("entry %s: cost %s + shortfall %s, want %s", l.RequestID, l.Cost, l.Shortfall, cost)
+		}
+		ledger += c
+		short += s
+	}
+	if ledger != spent || receipts != ledger {
+		t.Errorf("ledger %s, spend %s, receipts %s: want all equal", ledger, spent, receipts)
+	}
+	var counted pricing.Money
+	for _, node := range nodes {
+		counted += shortfallMetric(t, node)
+	}
+	if counted != short {
+		t.Errorf("gw_shortfall_usd_total %s over the nodes, ledger shortfalls %s", counted, short)
+	}
+	g.expectJournalOK(t)
+	t.Log(fmt.Sprintf("%d of %d served, %s charged, %s short", served, n, ledger, short))
+}
