@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
+	"github.com/caddy-gw/caddy-gw/internal/testsvc"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -84,10 +85,11 @@ type propOp struct {
 	account *propAccount
 
 	// Chat.
-	prompt string
-	client clientKind
-	model  string // also the transcription alias
-	limit  int    // output limit the client sets; 0 none
+	prompt  string
+	client  clientKind
+	model   string // also the transcription alias
+	backing string // the provider's model of a chat call
+	limit   int    // output limit the client sets; 0 none
 	// script is what the fake answers (chat and images).
 	script fake.Script
 	// gate, when set, holds the fake's stream after its first event
@@ -246,19 +248,29 @@ func propGenerate(r *rand.Rand, n int, accounts []*propAccount) []*propOp {
 				models = propFreeModels
 			}
 			b := models[r.IntN(len(models))]
-			o.model = b.model
+			o.model, o.backing = b.model, b.backing
 			o.client = clientKinds[r.IntN(len(clientKinds))]
 			if o.client == messagesClient {
 				o.limit = []int{256, 1024, 4096}[r.IntN(3)]
 			} else if r.IntN(10) < 3 {
 				o.limit = []int{64, 512, 2048}[r.IntN(3)]
 			}
-			// A real model reports the prompt it read (here well under
-			// the gateway's count of it) and stops at its output limit.
+			// A real model reports the prompt it read (mostly well
+			// under the gateway's count of it, sometimes up to three
+			// times the worst case of a token a byte: a provider that
+			// counts more than was reserved) and stops at its output
+			// limit.
 			o.prompt = fmt.Sprintf("[op-%d] %s", i, propText(r, 10+r.IntN(30)))
+			in := max(1, len(o.prompt)/10)
+			switch r.IntN(6) {
+			case 0:
+				in = len(o.prompt)
+			case 1:
+				in = 3 * len(o.prompt)
+			}
 			o.script = fake.Script{
 				Text:      propText(r, 3+r.IntN(20)),
-				Usage:     fake.Usage{Input: max(1, len(o.prompt)/10), Output: 50 + r.IntN(3000)},
+				Usage:     fake.Usage{Input: in, Output: 50 + r.IntN(3000)},
 				CapOutput: true,
 			}
 			if o.kind != opAbandon && r.IntN(8) == 0 {
@@ -298,9 +310,37 @@ func propGenerate(r *rand.Rand, n int, accounts []*propAccount) []*propOp {
 
 // TestMoneyProperties runs a seeded random mix of billed calls and top-ups
 // concurrently and checks the money properties once every call is settled
-// (GW_PROPERTY_SEED replays a run's operations, GW_PROPERTY_OPS sizes it).
+// (GW_PROPERTY_SEED replays a run's operations, GW_PROPERTY_OPS sizes it):
+// on one node with the embedded store, and spread over two nodes sharing
+// PostgreSQL and Redis.
 func TestMoneyProperties(t *testing.T) {
 	t.Parallel()
+	t.Run("one node", func(t *testing.T) {
+		t.Parallel()
+		e := newChatEnv(t, withAccessLog(t))
+		propTest(t, []*gateway{e.gateway}, e.OA, e.AN)
+	})
+	t.Run("two nodes", func(t *testing.T) {
+		t.Parallel()
+		pg, rs := testsvc.PostgresServer(t), testsvc.RedisServer(t)
+		db := pg.NewDatabase(t)
+		oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+		t.Cleanup(oa.Close)
+		t.Cleanup(an.Close)
+		cfg := withGW(t, "\t\tlimits {\n\t\t\tchat_requests_per_minute 100000\n\t\t}")
+		var nodes []*gateway
+		for range 2 {
+			nodes = append(nodes, startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg,
+				Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rs.URL()}}))
+		}
+		propTest(t, nodes, oa, an)
+	})
+}
+
+// propTest is one run of the property test on nodes (which share their
+// store), the fakes oa and an behind them; operation i goes to node i mod
+// len(nodes).
+func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 	seed := propSeed(t)
 	nOps := propOps(t)
 	t.Logf("seed %d, %d operations (replay: GW_PROPERTY_SEED=%d GW_PROPERTY_OPS=%d)", seed, nOps, seed, nOps)
@@ -328,7 +368,6 @@ func TestMoneyProperties(t *testing.T) {
 		}
 	}
 
-	e := newChatEnv(t, withAccessLog(t))
 	choose := func(body []byte) (fake.Script, bool) {
 		m := propMarker.FindSubmatch(body)
 		if m == nil {
@@ -340,8 +379,9 @@ func TestMoneyProperties(t *testing.T) {
 		}
 		return ops[i].script, true
 	}
-	e.OA.Choose, e.AN.Choose = choose, choose
+	oa.Choose, an.Choose = choose, choose
 
+	g := nodes[0]
 	for _, a := range accounts {
 		body := map[string]any{"id": a.id, "plan": "paid", "cleared": true}
 		if a.free {
@@ -359,7 +399,7 @@ func TestMoneyProperties(t *testing.T) {
 		for k, v := range a.fields {
 			body[k] = v
 		}
-		a.key = e.newAccountKey(t, body)
+		a.key = g.newAccountKey(t, body)
 	}
 
 	client := &http.Client{
@@ -375,7 +415,7 @@ func TestMoneyProperties(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for o := range work {
-				propRun(e.gateway, client, o, wavs)
+				propRun(nodes[o.n%len(nodes)], client, o, wavs)
 			}
 		}()
 	}
@@ -397,9 +437,57 @@ func TestMoneyProperties(t *testing.T) {
 		t.FailNow()
 	}
 
-	ledgers := propSettle(t, e.gateway, accounts, ops)
-	propCheck(t, e.gateway, accounts, ops, ledgers)
+	ledgers := propSettle(t, nodes, accounts, ops)
+	propCheck(t, g, accounts, ops, ledgers)
+	propShortfalls(t, nodes, accounts, ops, ledgers)
 	propStats(t, ops)
+}
+
+// propShortfalls checks what the accounts could not pay: no entry is below
+// zero, a chat call whose usage the provider reported is in the ledger at
+// the provider's figure at list prices (cost and shortfall together), and
+// the nodes' gw_shortfall_usd_total adds up to the ledger's shortfalls.
+func propShortfalls(t *testing.T, nodes []*gateway, accounts []*propAccount, ops []*propOp, ledgers map[string][]ledgerEntry) {
+	t.Helper()
+	byID := map[string]ledgerEntry{}
+	var short pricing.Money
+	for _, a := range accounts {
+		for _, l := range ledgers[a.id] {
+			byID[l.RequestID] = l
+			s := mustUSD(t, l.Shortfall)
+			if s < 0 {
+				t.Errorf("%s: entry %+v has a shortfall below zero", a.id, l)
+			}
+			short += s
+		}
+	}
+	checked := 0
+	for _, o := range ops {
+		l, ok := byID[o.requestID]
+		// The provider's figure is known when the client set the output
+		// limit (the answer stops there) and the usage was reported.
+		if !ok || o.backing == "" || o.limit == 0 || o.script.NoUsage || o.script.MidStreamError || o.kind == opAbandon {
+			continue
+		}
+		payg, _ := o.account.fields["payg"].(bool)
+		want := listCost(t, o.backing, tokenUsage{Input: int64(o.script.Usage.Input), Output: int64(min(o.script.Usage.Output, o.limit))}, payg)
+		if got := mustUSD(t, l.Cost) + mustUSD(t, l.Shortfall); got != want {
+			t.Errorf("entry %+v: cost and shortfall %s, the provider's figure %s: %s", l, got, want, o)
+		}
+		checked++
+	}
+	var counted pricing.Money
+	for _, g := range nodes {
+		for name, v := range scrape(t, g) {
+			if strings.HasPrefix(name, "gw_shortfall_usd_total{") {
+				counted += pricing.Money(v*float64(pricing.NanoPerUSD) + 0.5)
+			}
+		}
+	}
+	if counted != short {
+		t.Errorf("gw_shortfall_usd_total adds up to %s, the ledger's shortfalls to %s", counted, short)
+	}
+	t.Logf("shortfalls: %s in all; %d chat entries held to the provider's figure", short, checked)
 }
 
 // propRun runs one operation, recording what happened; it never calls
@@ -572,18 +660,55 @@ func propRun(g *gateway, client *http.Client, o *propOp, wavs map[int][]byte) {
 // log line is written: a stream its client left is read to its end and
 // settled before that) and then until two readings of every ledger agree;
 // it returns the last reading.
-func propSettle(t *testing.T, g *gateway, accounts []*propAccount, ops []*propOp) map[string][]ledgerEntry {
+func propSettle(t *testing.T, nodes []*gateway, accounts []*propAccount, ops []*propOp) map[string][]ledgerEntry {
 	t.Helper()
 	deadline := time.Now().Add(propSettleTimeout)
 	timer := time.NewTimer(propSettleTimeout)
 	defer timer.Stop()
-	pending := map[string]bool{}
-	for _, o := range ops {
-		if o.requestID != "" {
-			pending[o.requestID] = true
-		}
-	}
 	start := time.Now()
+	// Each call is finished once its node has logged it.
+	for i, g := range nodes {
+		pending := map[string]bool{}
+		for _, o := range ops {
+			if o.requestID != "" && o.n%len(nodes) == i {
+				pending[o.requestID] = true
+			}
+		}
+		propFinished(t, g, ops, pending, timer)
+	}
+	t.Logf("every call finished %s after the last operation returned", time.Since(start).Round(time.Millisecond))
+	g := nodes[0]
+	read := func() map[string][]ledgerEntry {
+		out := map[string][]ledgerEntry{}
+		for _, a := range accounts {
+			out[a.id] = g.ledger(t, a.id)
+		}
+		return out
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := read()
+	for {
+		select {
+		case <-tick.C:
+		case <-timer.C:
+			t.Fatalf("the ledgers still changed after %s", propSettleTimeout)
+		}
+		now := read()
+		if fmt.Sprint(now) == fmt.Sprint(last) {
+			return now
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ledgers still changed after %s", propSettleTimeout)
+		}
+		last = now
+	}
+}
+
+// propFinished waits until g's access log names every request id of
+// pending, or fails at timer.
+func propFinished(t *testing.T, g *gateway, ops []*propOp, pending map[string]bool, timer *time.Timer) {
+	t.Helper()
 	for len(pending) > 0 {
 		log, changed := g.log.snapshot()
 		for _, l := range strings.Split(log, "\n") {
@@ -610,33 +735,6 @@ func propSettle(t *testing.T, g *gateway, accounts []*propAccount, ops []*propOp
 			}
 			t.Fatalf("%d calls not finished within %s:\n  %s", len(left), propSettleTimeout, strings.Join(left, "\n  "))
 		}
-	}
-
-	t.Logf("every call finished %s after the last operation returned", time.Since(start).Round(time.Millisecond))
-	read := func() map[string][]ledgerEntry {
-		out := map[string][]ledgerEntry{}
-		for _, a := range accounts {
-			out[a.id] = g.ledger(t, a.id)
-		}
-		return out
-	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	last := read()
-	for {
-		select {
-		case <-tick.C:
-		case <-timer.C:
-			t.Fatalf("the ledgers still changed after %s", propSettleTimeout)
-		}
-		now := read()
-		if fmt.Sprint(now) == fmt.Sprint(last) {
-			return now
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ledgers still changed after %s", propSettleTimeout)
-		}
-		last = now
 	}
 }
 
