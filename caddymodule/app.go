@@ -329,6 +329,19 @@ func (a *App) Start() error {
 	backend := store.Store(st)
 	if b, ok := st.(*cached.Batched); ok {
 		backend = b.Unwrap()
+		// A charge this node keeps in its spool keeps its hold on every
+		// node until PostgreSQL has it, even past this node's life.
+		spoolHold := func(f func(context.Context, money.Locks, store.Entry) error) func(store.Entry) {
+			return func(e store.Entry) {
+				ctx, cancel := context.WithTimeout(context.Background(), spoolHoldWait)
+				defer cancel()
+				if err := f(ctx, locks, e); err != nil {
+					a.logger.Warn("a spooled charge's hold could not be kept or dropped now; the next renewal tries again",
+						zap.String("request_id", e.RequestID), zap.Error(err))
+				}
+			}
+		}
+		b.SetSpoolHooks(spoolHold(money.KeepSpooled), spoolHold(money.DropSpooled))
 	}
 	if ls, ok := backend.(tools.LinkStore); ok && toolSet.Apps != nil {
 		toolSet.Apps.Links = tools.StoredLinks{Store: ls}
@@ -372,6 +385,10 @@ func (a *App) logOverrun(account, requestID string, held, cost pricing.Money) {
 	a.logger.Warn("settlement above its hold", zap.String("account", account), zap.String("request_id", requestID),
 		zap.Stringer("held_usd", held), zap.Stringer("cost_usd", cost))
 }
+
+// spoolHoldWait bounds how long keeping or dropping a spooled charge's
+// hold waits for Redis.
+const spoolHoldWait = 2 * time.Second
 
 // logShortfall records a settlement the account could not pay in full:
 // it was charged what it had left, and the rest is the operator's loss.

@@ -95,6 +95,33 @@ type Locks interface {
 	Drop(ctx context.Context, account, id string) error
 }
 
+// Keeper is Locks that can keep a hold past its node's life (see
+// RedisLocks.Keep).
+type Keeper interface {
+	Keep(ctx context.Context, account, id string, amount pricing.Money) error
+}
+
+// KeepSpooled keeps the hold of e, a charge a node keeps in its spool, at
+// what e charged, on every node and past the node's life, until
+// DropSpooled: other nodes then never admit calls against a balance that
+// lacks it, even when its node dies before the shared store has it. Locks
+// that are not a Keeper (one node's memory) keep it as it is.
+func KeepSpooled(ctx context.Context, l Locks, e store.Entry) error {
+	if k, ok := l.(Keeper); ok && e.HoldID != "" {
+		return k.Keep(ctx, e.AccountID, e.HoldID, e.Cost)
+	}
+	return nil
+}
+
+// DropSpooled drops the hold of e, a spooled charge the shared store now
+// has.
+func DropSpooled(ctx context.Context, l Locks, e store.Entry) error {
+	if e.HoldID == "" {
+		return nil
+	}
+	return l.Drop(ctx, e.AccountID, e.HoldID)
+}
+
 // Gate is the money gate.
 type Gate struct {
 	Store  store.Store
@@ -367,6 +394,7 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 	e.FreeMonthlyCredit = h.gate.Policy.FreeMonthlyCredit
 	e.Limits = h.limits
 	e.Held = &h.amount
+	e.HoldID = h.id
 	cost := e.Cost
 	if e.Time.IsZero() {
 		e.Time = h.gate.now()

@@ -577,6 +577,56 @@ func TestRedisLocksAcrossNodes(t *testing.T) {
 	}
 }
 
+// A node that dies with a charge in its spool (the shared store was down)
+// leaves that charge's money held on every node: its kept hold outlives
+// the lease that ends its other holds, and a clean stop, until the next
+// process on its data folder drops it once the store has the charge.
+func TestKeptHoldOutlivesItsNode(t *testing.T) {
+	_, client := redisClient(t)
+	ctx := context.Background()
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "spooler", Plan: store.PlanPaid, Cleared: true, Balance: ptr(usd("1"))})
+	other, err := NewRedisLocks(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Destruct() })
+	dying := newRedisLocks(client, 300*time.Millisecond, time.Hour, RestoreWait)
+	g := &Gate{Store: f.store, Locks: dying, Now: func() time.Time { return f.now }}
+	spooled, err := g.Reserve(ctx, "spooler", Ability, usd("0.40"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Reserve(ctx, "spooler", Ability, usd("0.10")); err != nil { // a hold that dies with the node
+		t.Fatal(err)
+	}
+	// The charge went to the spool at 0.30 (its hold's id travels with it).
+	e := store.Entry{RequestID: "spooled", AccountID: "spooler", Cost: usd("0.30"), HoldID: spooled.id}
+	if err := KeepSpooled(ctx, dying, e); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, other, "spooler", usd("0.40")) // 0.30 kept, 0.10 until its lease ends
+	// The node dies (nobody renews its holds): once the plain hold's
+	// lease has ended, the kept one still counts, and stays through a
+	// clean stop of the node's locks.
+	waitHeld(t, other, "spooler", usd("0.30"))
+	dying.Destruct()
+	if held, err := other.Held(ctx, "spooler"); err != nil || held != usd("0.30") {
+		t.Fatalf("held %s (%v) after the node stopped, want the kept 0.30", held, err)
+	}
+	og := &Gate{Store: f.store, Locks: other, Now: func() time.Time { return f.now }}
+	if _, err := og.Reserve(ctx, "spooler", Ability, usd("0.75")); code(t, err) != gwerr.CodeCreditExhausted {
+		t.Fatalf("a reservation counting the dead node's spooled charge: %v, want credit_exhausted", err)
+	}
+	// The next process applies the spool and drops the hold by its id.
+	if err := DropSpooled(ctx, other, e); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := other.Held(ctx, "spooler"); err != nil || held != 0 {
+		t.Fatalf("held %s (%v) after the spool was applied, want 0", held, err)
+	}
+}
+
 // waitHeld waits (at most 10 s) until the account's holds sum to want.
 func waitHeld(t *testing.T, l Locks, account string, want pricing.Money) {
 	t.Helper()

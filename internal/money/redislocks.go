@@ -65,6 +65,9 @@ type RedisLocks struct {
 
 	mu    sync.Mutex
 	holds map[string]redisHold // this node's outstanding holds by id
+	// kept are the holds of charges this node keeps in its spool (see
+	// Keep), which outlive the node; renewals write them again.
+	kept map[string]redisHold
 	// orphans are holds released while Redis could not be told; each
 	// renewal tries to delete them again (they expire in any case).
 	orphans map[string]string // hold id → account
@@ -96,7 +99,7 @@ func NewRedisLocks(ctx context.Context, c redis.UniversalClient) (*RedisLocks, e
 
 func newRedisLocks(c redis.UniversalClient, lease, renew, restore time.Duration) *RedisLocks {
 	return &RedisLocks{Client: c, node: randomToken(), lease: lease, renew: renew, restore: restore,
-		holds: map[string]redisHold{}, orphans: map[string]string{}, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+		holds: map[string]redisHold{}, kept: map[string]redisHold{}, orphans: map[string]string{}, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
 // Node is this node's id, the prefix of its holds' ids.
@@ -121,7 +124,7 @@ func (l *RedisLocks) loop() {
 }
 
 // Destruct stops the renewal and deletes this node's outstanding holds,
-// which then stop counting at once.
+// which then stop counting at once; kept holds stay (see Keep).
 func (l *RedisLocks) Destruct() error {
 	l.once.Do(func() {
 		close(l.stop)
@@ -156,6 +159,7 @@ var wholeKeys = []string{sinceKey, serverKey}
 
 func lockKey(account string) string  { return "gw:lock:{" + account + "}" }
 func holdsKey(account string) string { return "gw:holds:{" + account + "}" }
+func keptKey(account string) string  { return "gw:kept:{" + account + "}" }
 
 func randomToken() string {
 	var b [12]byte
@@ -236,7 +240,8 @@ return 0
 `)
 
 // heldScript sums an account's holds (KEYS[3]) that have not expired,
-// deleting the expired ones; never below zero. With the holds not whole
+// deleting the expired ones, and its kept holds (KEYS[4], which never
+// expire); never below zero. With the holds not whole
 // (Redis lost them less than RestoreWait ago) it answers the error
 // errRestoring.
 var heldScript = redis.NewScript(wholeCheck + `
@@ -261,6 +266,11 @@ for i = 1, #fields, 2 do
 		sum = sum + amount
 	end
 end
+local kept = redis.call('HVALS', KEYS[4])
+for i = 1, #kept do
+	local amount = tonumber(kept[i]) or 0
+	if amount > 0 then sum = sum + amount end
+end
 if sum < 0 then sum = 0 end
 return tostring(sum)
 `)
@@ -283,7 +293,7 @@ func (l *RedisLocks) first(ctx context.Context) error {
 
 // Held sums the account's outstanding holds of every node.
 func (l *RedisLocks) Held(ctx context.Context, account string) (pricing.Money, error) {
-	s, err := heldScript.Run(ctx, l.Client, []string{sinceKey, serverKey, holdsKey(account)}, l.restore.Milliseconds()).Text()
+	s, err := heldScript.Run(ctx, l.Client, []string{sinceKey, serverKey, holdsKey(account), keptKey(account)}, l.restore.Milliseconds()).Text()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "GWRESTORING") {
 			// Put this node's holds back at once; the other nodes do at
@@ -321,13 +331,43 @@ func (l *RedisLocks) Hold(ctx context.Context, account string, amount pricing.Mo
 	return id, nil
 }
 
-// Drop deletes hold id of the account. One Redis could not be told of is
-// deleted at a later renewal, and expires in any case.
+// keepScript turns hold ARGV[1] into a kept hold of ARGV[2].
+var keepScript = redis.NewScript(`
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HDEL', KEYS[1], ARGV[1])
+return 0
+`)
+
+// Keep makes hold id of the account a kept hold of amount: it counts on
+// every node, never expires and is not deleted when this node stops, until
+// Drop deletes it. A charge kept in this node's spool keeps its money held
+// so, even when the node dies before the shared store has the charge; the
+// node (or the next process on its data folder) drops it once the store
+// has it. An id this node does not know is kept all the same (a spool left
+// by an earlier process).
+func (l *RedisLocks) Keep(ctx context.Context, account, id string, amount pricing.Money) error {
+	l.mu.Lock()
+	delete(l.holds, id)
+	l.kept[id] = redisHold{account: account, amount: amount}
+	l.mu.Unlock()
+	return keepScript.Run(ctx, l.Client, []string{holdsKey(account), keptKey(account)}, id, int64(amount)).Err()
+}
+
+// Drop deletes hold id of the account, kept or not. One Redis could not be
+// told of is deleted at a later renewal (a hold not kept expires in any
+// case).
 func (l *RedisLocks) Drop(ctx context.Context, account, id string) error {
 	l.mu.Lock()
 	delete(l.holds, id)
+	delete(l.kept, id)
 	l.mu.Unlock()
 	if err := l.Client.HDel(ctx, holdsKey(account), id).Err(); err != nil {
+		l.mu.Lock()
+		l.orphans[id] = account
+		l.mu.Unlock()
+		return err
+	}
+	if err := l.Client.HDel(ctx, keptKey(account), id).Err(); err != nil {
 		l.mu.Lock()
 		l.orphans[id] = account
 		l.mu.Unlock()
@@ -347,6 +387,10 @@ func (l *RedisLocks) renewAll(ctx context.Context) error {
 	for id, h := range l.holds {
 		holds[id] = h
 	}
+	kept := make(map[string]redisHold, len(l.kept))
+	for id, h := range l.kept {
+		kept[id] = h
+	}
 	orphans := l.orphans
 	l.orphans = map[string]string{}
 	l.mu.Unlock()
@@ -358,8 +402,12 @@ func (l *RedisLocks) renewAll(ctx context.Context) error {
 	for id, h := range holds {
 		holdScript.Eval(ctx, pipe, []string{holdsKey(h.account)}, id, int64(h.amount), l.lease.Milliseconds())
 	}
+	for id, h := range kept {
+		pipe.HSet(ctx, keptKey(h.account), id, int64(h.amount))
+	}
 	for id, account := range orphans {
 		pipe.HDel(ctx, holdsKey(account), id)
+		pipe.HDel(ctx, keptKey(account), id)
 	}
 	_, err := pipe.Exec(ctx)
 
@@ -369,22 +417,35 @@ func (l *RedisLocks) renewAll(ctx context.Context) error {
 			l.orphans[id] = account
 		}
 	}
+	// gone: written again above, but dropped (or kept, for a hold)
+	// meanwhile.
 	gone := map[string]string{}
 	for id, h := range holds {
 		if _, ok := l.holds[id]; !ok {
 			gone[id] = h.account
 		}
 	}
+	goneKept := map[string]string{}
+	for id, h := range kept {
+		if _, ok := l.kept[id]; !ok {
+			goneKept[id] = h.account
+		}
+	}
 	l.mu.Unlock()
-	if len(gone) > 0 {
+	if len(gone)+len(goneKept) > 0 {
 		pipe := l.Client.Pipeline()
 		for id, account := range gone {
 			pipe.HDel(ctx, holdsKey(account), id)
 		}
+		for id, account := range goneKept {
+			pipe.HDel(ctx, keptKey(account), id)
+		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			l.mu.Lock()
-			for id, account := range gone {
-				l.orphans[id] = account
+			for _, g := range []map[string]string{gone, goneKept} {
+				for id, account := range g {
+					l.orphans[id] = account
+				}
 			}
 			l.mu.Unlock()
 		}

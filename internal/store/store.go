@@ -126,6 +126,10 @@ type Entry struct {
 	// while the shared database is down) charges at most this. It is not
 	// stored.
 	Held *pricing.Money
+	// HoldID names the reservation's record in the money locks: a charge
+	// a node keeps in its spool keeps its hold until the shared store has
+	// it (the spool stores it; the ledger does not).
+	HoldID string
 }
 
 // Limits are bounds of the gateway's policy on what an account may spend,

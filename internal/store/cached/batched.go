@@ -39,6 +39,13 @@ type Batched struct {
 	spool        *spool // nil: no spool
 	spoolStop    chan struct{}
 	spoolStopped chan struct{}
+	// keep and release hear of each charge that enters and leaves the
+	// spool (SetSpoolHooks), under hmu.
+	hmu           sync.Mutex
+	keep, release func(store.Entry)
+	// left are the charges that left the spool before there was a
+	// release hook (an earlier process's, applied at start).
+	left []store.Entry
 
 	mu      sync.Mutex
 	queue   []*shared
@@ -190,9 +197,18 @@ func (s *Batched) commit(batch []*shared) {
 					late[j].Floor(*h)
 				}
 			}
+			// Kept before the spool has them: a node that dies at once
+			// leaves their money held all the same.
+			for _, e := range late {
+				s.kept(e)
+			}
 			if err := s.spool.add(late); err == nil {
 				for j, i := range at {
 					charged[i], errs[i], entries[i] = true, nil, late[j]
+				}
+			} else {
+				for _, e := range late {
+					s.released(e)
 				}
 			}
 		}
@@ -213,6 +229,49 @@ func (s *Batched) commit(batch []*shared) {
 		}
 		close(c.done)
 	}
+}
+
+// SetSpoolHooks has keep hear of every charge that enters the spool
+// (before it is durable there), and of every charge an earlier process
+// left in it (at once), and release of every charge that leaves it (the
+// database has it, or refused it for good), each charge's keep before its
+// release. The money gate keeps each spooled charge's hold so
+// (money.KeepSpooled, money.DropSpooled): other nodes count it until the
+// database has the charge, even when this node dies meanwhile.
+func (s *Batched) SetSpoolHooks(keep, release func(store.Entry)) {
+	if s.spool == nil {
+		return
+	}
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	s.keep, s.release = keep, release
+	for _, e := range s.spool.next(s.spool.len()) {
+		keep(e)
+	}
+	for _, e := range s.left {
+		release(e)
+	}
+	s.left = nil
+}
+
+// kept tells the keep hook of e.
+func (s *Batched) kept(e store.Entry) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.keep != nil {
+		s.keep(e)
+	}
+}
+
+// released tells the release hook of e, or keeps e for SetSpoolHooks.
+func (s *Batched) released(e store.Entry) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.release != nil {
+		s.release(e)
+		return
+	}
+	s.left = append(s.left, e)
 }
 
 // Unwrap returns the backend (for what it offers beyond a store, such as

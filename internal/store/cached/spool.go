@@ -218,6 +218,11 @@ func (s *Batched) applySpool() {
 		if err := s.spool.remove(done); err != nil {
 			s.report(fmt.Errorf("emptying the charge spool: %w", err))
 		}
+		for _, e := range batch {
+			if done[e.RequestID] {
+				s.released(e)
+			}
+		}
 		if !failed {
 			pause = spoolRetryMin
 			continue

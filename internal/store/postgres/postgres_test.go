@@ -145,8 +145,10 @@ func TestSpooledChargesOutliveTheDatabase(t *testing.T) {
 	}
 	at := time.Now().UTC()
 	entry := func(id string, cost pricing.Money) *store.Entry {
-		return &store.Entry{RequestID: id, AccountID: "a", Endpoint: "chat", Cost: cost, Time: at}
+		return &store.Entry{RequestID: id, AccountID: "a", Endpoint: "chat", Cost: cost, Time: at, HoldID: "hold-" + id}
 	}
+	var hooks spoolHooks
+	b.SetSpoolHooks(hooks.keep, hooks.release)
 	settle := func(b *cached.Batched, e *store.Entry) {
 		t.Helper()
 		if charged, err := b.Settle(ctx, e); err != nil || !charged {
@@ -156,9 +158,20 @@ func TestSpooledChargesOutliveTheDatabase(t *testing.T) {
 	settle(b, entry("up", 1000))
 	pg.Stop()
 	settle(b, entry("down1", 2000))
-	settle(b, entry("down2", 3000))
+	// A spooled charge is charged at most its hold: the node cannot see
+	// the balance.
+	held := pricing.Money(2500)
+	down2 := entry("down2", 3000)
+	down2.Held = &held
+	settle(b, down2)
+	if down2.Cost != 2500 || down2.Shortfall != 500 {
+		t.Fatalf("spooled past its hold: charged %s short %s, want 2500 and 500 nano-dollars", down2.Cost, down2.Shortfall)
+	}
 	if n := b.Spooled(); n != 2 {
 		t.Fatalf("%d spooled, want 2", n)
+	}
+	if got := hooks.String(); got != "kept [hold-down1:2000 hold-down2:2500], released []" {
+		t.Fatalf("hooks while spooled: %s", got)
 	}
 	// Told again while spooled: settled before.
 	if charged, err := b.Settle(ctx, entry("down1", 2000)); err != nil || charged {
@@ -175,12 +188,15 @@ func TestSpooledChargesOutliveTheDatabase(t *testing.T) {
 	default:
 		t.Fatal("Applied not closed once the database has the charge")
 	}
+	if got := hooks.String(); got != "kept [hold-down1:2000 hold-down2:2500], released [hold-down1 hold-down2]" {
+		t.Fatalf("hooks once applied: %s", got)
+	}
 	acc, err := b.Account(ctx, "a")
-	if err != nil || *acc.Balance != balance-6000 {
-		t.Fatalf("balance %v (%v), want %d", acc.Balance, err, balance-6000)
+	if err != nil || *acc.Balance != balance-5500 {
+		t.Fatalf("balance %v (%v), want %d", acc.Balance, err, balance-5500)
 	}
 	sp, err := b.Spend(ctx, "a", at)
-	if err != nil || sp.Total != 6000 || sp.Today != 6000 {
+	if err != nil || sp.Total != 5500 || sp.Today != 5500 {
 		t.Fatalf("spend %+v (%v)", sp, err)
 	}
 
@@ -203,7 +219,15 @@ func TestSpooledChargesOutliveTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b2.Close() })
+	// The next process keeps the holds of what it finds in the spool and
+	// drops each once the database has its charge (also one applied
+	// before it was told how).
+	var hooks2 spoolHooks
+	b2.SetSpoolHooks(hooks2.keep, hooks2.release)
 	waitSpooled(t, b2, 0)
+	if rel := hooks2.releasedSorted(); rel != "[hold-left1 hold-left2]" {
+		t.Fatalf("released %s, want both left behind", rel)
+	}
 	entries, err := b2.Entries(ctx, "a", 100)
 	if err != nil || len(entries) != 5 {
 		t.Fatalf("%d entries (%v), want 5", len(entries), err)
@@ -217,12 +241,43 @@ func TestSpooledChargesOutliveTheDatabase(t *testing.T) {
 			t.Fatalf("%s in the ledger %d times", id, seen[id])
 		}
 	}
-	if acc, err := b2.Account(ctx, "a"); err != nil || *acc.Balance != balance-15000 {
-		t.Fatalf("balance %v (%v), want %d", acc.Balance, err, balance-15000)
+	if acc, err := b2.Account(ctx, "a"); err != nil || *acc.Balance != balance-14500 {
+		t.Fatalf("balance %v (%v), want %d", acc.Balance, err, balance-14500)
 	}
 	if problems, err := b2.CheckJournal(ctx); err != nil || len(problems) != 0 {
 		t.Fatalf("journal %v %v", problems, err)
 	}
+}
+
+// spoolHooks records what a spool's hooks heard, in order.
+type spoolHooks struct {
+	mu             sync.Mutex
+	kept, released []string
+}
+
+func (h *spoolHooks) keep(e store.Entry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.kept = append(h.kept, fmt.Sprintf("%s:%d", e.HoldID, int64(e.Cost)))
+}
+
+func (h *spoolHooks) release(e store.Entry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.released = append(h.released, e.HoldID)
+}
+
+func (h *spoolHooks) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return fmt.Sprintf("kept %v, released %v", h.kept, h.released)
+}
+
+// releasedSorted lists the released hold ids in order of their ids.
+func (h *spoolHooks) releasedSorted() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return fmt.Sprint(slices.Sorted(slices.Values(h.released)))
 }
 
 // A spooled charge counts in the node's own reads until the database has
