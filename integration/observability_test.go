@@ -85,7 +85,8 @@ func accessLog(t *testing.T, g *gateway, ids []string) map[string]accessEntry {
 // TestObservability runs a workload of plain, streamed, cut, escalated,
 // cached, abandoned and refused chat calls, then reads the metrics and the
 // access log: the money and tokens counted are exactly the ledger's, each
-// failed upstream attempt is counted with its reason, every answer carries
+// failed upstream attempt is counted with its reason (and the cut stream,
+// paid only for what it delivered, as unpaid), every answer carries
 // Server-Timing, every access log line carries the gateway's fields and
 // never a key; a reload keeps the counts.
 func TestObservability(t *testing.T) {
@@ -194,20 +195,29 @@ func TestObservability(t *testing.T) {
 			`gw_cache_hits_total{family="chat"}`:                                            1,
 			`gw_upstream_errors_total{family="chat",provider="openai",reason="status_5xx"}`: 1,
 			`gw_upstream_errors_total{family="chat",provider="openai",reason="cut"}`:        1,
+			`gw_upstream_unbilled_total{family="chat",provider="openai",reason="cut"}`:      1,
 			`gw_time_to_first_token_seconds_count{family="chat",model="gpt-4.1-mini"}`:      3,
 		} {
 			if m[name] != want {
 				t.Errorf("%s = %v, want %v", name, m[name], want)
 			}
 		}
-		var upstreamErrors float64
+		var upstreamErrors, unbilled float64
 		for name, v := range m {
 			if strings.HasPrefix(name, "gw_upstream_errors_total{") {
 				upstreamErrors += v
 			}
+			if strings.HasPrefix(name, "gw_upstream_unbilled_total{") {
+				unbilled += v
+			}
 		}
 		if upstreamErrors != 2 {
 			t.Errorf("%v failed upstream attempts counted, want 2 (the 500 and the cut)", upstreamErrors)
+		}
+		if unbilled != 1 {
+			// The 500 was not billed; the abandoned stream was read to
+			// its end and paid for whole.
+			t.Errorf("%v unpaid upstream attempts counted, want 1 (the cut)", unbilled)
 		}
 	}
 	check(scrape(t, e.gateway))

@@ -140,6 +140,7 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 	}
 	var last error
 	attempts := 0
+	emptied := false // a model answered empty: the call escalated once for it
 	for i, m := range rt.Candidates {
 		if attempts == MaxAttempts {
 			break
@@ -174,6 +175,16 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 			break
 		}
 		h.Router.Health.Fail(m.ID)
+		if upstream.TimeoutsSpent(c.R.Context()) {
+			// The call waited out its time-outs: no other model is tried.
+			break
+		}
+		if isEmpty(err) {
+			if emptied {
+				break // an empty answer escalates once
+			}
+			emptied = true
+		}
 	}
 	if cl.lowered {
 		c.W.Header().Del(HeaderOutputLimit) // no attempt answered
@@ -261,17 +272,52 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 		err = cl.whole(resp.Body, resp.ContentLength, m, target, escalated)
 	}
 	var ue *upstream.Error
-	if cl.broke || errors.As(err, &ue) {
+	switch {
+	case isEmpty(err):
+		upstream.Empty(resp.Body)
+	case cl.broke || errors.As(err, &ue):
 		upstream.Broke(resp.Body)
 	}
 	return err
+}
+
+// emptyAnswer is the failure of an answer that came whole with nothing in
+// it: set aside, and escalated at most once in a call.
+type emptyAnswer struct{ err *upstream.Error }
+
+func (e emptyAnswer) Error() string { return e.err.Error() }
+
+// Unwrap lets errors.As find the upstream.Error.
+func (e emptyAnswer) Unwrap() error { return e.err }
+
+// errEmpty is the failure of m's empty answer; retryable tells whether
+// another model may be tried.
+func errEmpty(m *catalog.Model, retryable bool) error {
+	return emptyAnswer{&upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s gave an empty answer", m.ID), Retryable: retryable}}
+}
+
+// isEmpty reports whether err is an empty answer's failure.
+func isEmpty(err error) bool {
+	var e emptyAnswer
+	return errors.As(err, &e)
+}
+
+// readFailed is the failure of m's answer whose reading failed with err
+// before anything reached the client: a time-out when the provider fell
+// silent past its idle time-out, otherwise an answer that broke off
+// (what, "answer" or "stream"). Either may be tried on another model.
+func readFailed(m *catalog.Model, what string, err error) error {
+	if errors.Is(err, upstream.ErrIdle) {
+		return &upstream.Error{Err: gwerr.New(gwerr.Timeout, "the %s of %s fell silent for longer than its idle time-out", what, m.ID), Retryable: true}
+	}
+	return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the %s of %s broke off", what, m.ID), Retryable: true}
 }
 
 // whole serves a non-streaming answer of size bytes (-1: unknown).
 func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, escalated bool) error {
 	b, err := readAll(io.LimitReader(r, MaxResponse+1), size)
 	if err != nil {
-		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s broke off", m.ID), Retryable: true}
+		return readFailed(m, "answer", err)
 	}
 	if len(b) > MaxResponse {
 		// Cut, it cannot be served (and its usage, written last, is
@@ -286,7 +332,7 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 	if empty && !cl.req.stops {
 		// An empty answer after the request's own stop sequences is the
 		// answer it asked for: served and billed, not escalated.
-		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s gave an empty answer", m.ID), Retryable: true}
+		return errEmpty(m, true)
 	}
 	out, err := responseFor(b, from, cl.format, m.ID)
 	if err != nil {

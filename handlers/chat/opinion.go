@@ -147,15 +147,18 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
 	if err != nil {
+		upstream.Broke(resp.Body)
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion broke off")
 	}
 	reported, _ := readAnswer(up, b)
 	if !reported.Valid() {
+		upstream.Broke(resp.Body)
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion reported usage that cannot be right")
 	}
 	u := cl.billableAs(cl.RequestID+secondOpinionSuffix, m, reported, func() int64 { return int64(promptTokens(checkerFormat, prompt)) },
 		func() int64 { return outputTokens(up, b) })
 	if b, err = responseFor(b, up, checkerFormat, m.ID); err != nil {
+		upstream.Broke(resp.Body)
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion could not be read")
 	}
 	cost, err := cl.Charge(cl.bill(m, u, pricing.Cost(cl.Account.PAYG, usageLines(m, u)...), cl.RequestID+secondOpinionSuffix))

@@ -41,12 +41,12 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 			if len(first) == 0 {
 				// After the request's own stop sequences an empty answer is
 				// not the model's failure: not retried elsewhere.
-				return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "%s gave an empty answer", m.ID), Retryable: !cl.req.stops}
+				return errEmpty(m, !cl.req.stops)
 			}
 			break
 		}
 		if err != nil {
-			return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the stream of %s broke off", m.ID), Retryable: true}
+			return readFailed(m, "stream", err)
 		}
 		out, err := tr.Event(ev)
 		if err != nil {
@@ -68,7 +68,7 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 	sse.StartStream(cl.W)
 	cl.W.WriteHeader(http.StatusOK)
 	w := sse.NewWriter(cl.W)
-	s := &relay{call: cl, m: m, tr: tr, w: w, escalated: escalated}
+	s := &relay{call: cl, m: m, tr: tr, w: w, escalated: escalated, body: r}
 	// Events are queued as they are read and flushed together when the
 	// upstream has sent nothing more yet: none waits for the next.
 	rd.OnWait(s.flush)
@@ -120,10 +120,13 @@ type relay struct {
 	tr        translate.Stream
 	w         *sse.Writer
 	escalated bool
-	settled   bool
-	failed    bool
-	sawDone   bool
-	gone      bool // the client stopped reading
+	// body is the provider's answer, told when the caller paid for it
+	// whole (upstream.Paid).
+	body    io.Reader
+	settled bool
+	failed  bool
+	sawDone bool
+	gone    bool // the client stopped reading
 	// delivered counts the output tokens relayed so far (text, reasoning
 	// and tool-call arguments, with the o200k tokenizer): what a stream
 	// that fails is billed for when its provider reported no output. The
@@ -269,6 +272,11 @@ func (s *relay) settle(u translate.Usage) (translate.Usage, pricing.Money, bool)
 	if err != nil {
 		s.fail(gwerr.As(err).Message)
 		return u, 0, false
+	}
+	if !s.failed {
+		// The whole answer's usage, not the part a failed stream
+		// delivered (billDelivered): a failure after is no unpaid attempt.
+		upstream.Paid(s.body)
 	}
 	s.record(s.m, s.escalated, cost)
 	return u, cost, true

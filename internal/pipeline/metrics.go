@@ -16,6 +16,10 @@ type Metrics struct {
 	Requests       *prometheus.CounterVec
 	Duration       *prometheus.HistogramVec
 	UpstreamErrors *prometheus.CounterVec
+	// UpstreamUnbilled counts the attempts a provider may bill that the
+	// caller did not pay for, by family, provider and reason (obs's
+	// Unbilled constants).
+	UpstreamUnbilled *prometheus.CounterVec
 	// Tokens counts billed tokens by family, model and kind; Cost the
 	// money charged by family and model.
 	Tokens *prometheus.CounterVec
@@ -116,6 +120,10 @@ func NewMetrics() *Metrics {
 			Namespace: "gw", Name: "upstream_errors_total",
 			Help: "Failed upstream attempts, by route family, provider and reason.",
 		}, []string{"family", "provider", "reason"}),
+		UpstreamUnbilled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gw", Name: "upstream_unbilled_total",
+			Help: "Upstream attempts the provider may bill that the caller did not pay for, by route family, provider and reason.",
+		}, []string{"family", "provider", "reason"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "gw", Name: "tokens_total",
 			Help: "Tokens billed, by route family, model and kind.",
@@ -161,7 +169,7 @@ func (m *Metrics) ObserveCommit(d time.Duration, charges int) {
 // Register adds the collectors to reg, keeping whichever collector is
 // already registered under the same name.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Requests, m.Duration, m.UpstreamErrors, m.ChargeCommit, m.ChargesCommitted,
+	for _, c := range []prometheus.Collector{m.Requests, m.Duration, m.UpstreamErrors, m.UpstreamUnbilled, m.ChargeCommit, m.ChargesCommitted,
 		m.Tokens, m.Cost, m.Shortfall, m.TTFT, m.Overhead, m.Refusals, m.CacheHits} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

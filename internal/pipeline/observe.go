@@ -233,6 +233,14 @@ func (o *observation) UpstreamFailed(provider, reason string) {
 	}
 }
 
+// UpstreamUnbilled counts an attempt of the call that the provider may
+// bill and the caller does not pay for.
+func (o *observation) UpstreamUnbilled(provider, reason string) {
+	if observing && o.metrics != nil {
+		o.metrics.UpstreamUnbilled.WithLabelValues(o.family, provider, reason).Inc()
+	}
+}
+
 // stampTiming sets the Server-Timing header once, before the answer's
 // first byte.
 func (w *statusWriter) stampTiming() {

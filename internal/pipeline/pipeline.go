@@ -169,7 +169,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, re
 	if outer != nil {
 		o.outer, _ = outer.Owner.(*Call)
 	}
-	c.rec.Parent, c.rec.Failed, c.rec.Owner = outer, o, c
+	c.rec.Parent, c.rec.Reporter, c.rec.Owner = outer, o, c
 	c.rec.Span = trace.SpanFromContext(r.Context())
 	r = r.WithContext(obs.With(r.Context(), &c.rec))
 	c.R = r

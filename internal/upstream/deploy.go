@@ -28,12 +28,6 @@ const (
 	// maxRest bounds how long a 429 or 529's Retry-After rests a
 	// deployment.
 	maxRest = 10 * time.Minute
-	// MaxTimeouts bounds the deployments one call waits out: an attempt
-	// that times out has waited the provider's whole header time-out, and
-	// the provider may bill it. Failures that come fast (a refused
-	// connection, a 5xx, a 429) do not count: every deployment is tried
-	// for them.
-	MaxTimeouts = 2
 	// maxSets bounds the providers whose deployment sets are kept (each
 	// reload's catalogue adds its own).
 	maxSets = 1024

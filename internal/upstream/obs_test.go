@@ -15,18 +15,33 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/obs"
 )
 
-// failures collects the failed attempts a call's record is told of.
+// failures collects the failed attempts a call's record is told of (got)
+// and the unpaid ones (unbilled).
 type failures struct {
-	mu  sync.Mutex
-	got []string
+	mu            sync.Mutex
+	got, unbilled []string
 }
 
 func (f *failures) record() *obs.Record {
-	return &obs.Record{Failed: obs.ReporterFunc(func(provider, reason string) {
-		f.mu.Lock()
-		f.got = append(f.got, provider+"/"+reason)
-		f.mu.Unlock()
-	})}
+	return &obs.Record{Reporter: obs.Funcs{
+		Failed: func(provider, reason string) {
+			f.mu.Lock()
+			f.got = append(f.got, provider+"/"+reason)
+			f.mu.Unlock()
+		},
+		Unbilled: func(provider, reason string) {
+			f.mu.Lock()
+			f.unbilled = append(f.unbilled, provider+"/"+reason)
+			f.mu.Unlock()
+		},
+	}}
+}
+
+// reported is what f was told of so far.
+func (f *failures) reported() (failed, unbilled []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.got), slices.Clone(f.unbilled)
 }
 
 // TestAttemptFailuresReported: each failed attempt reaches the call's
@@ -91,7 +106,7 @@ func TestAttemptFailuresReported(t *testing.T) {
 }
 
 // TestConnectFailureReported: a provider that cannot be reached is a
-// connect failure.
+// connect failure, and no unpaid attempt (it got no request).
 func TestConnectFailureReported(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -105,7 +120,7 @@ func TestConnectFailureReported(t *testing.T) {
 	if _, err := New().Do(obs.With(context.Background(), f.record()), Request{Provider: p, Path: "/x"}); err == nil {
 		t.Fatal("a call to a closed port succeeded")
 	}
-	if !slices.Equal(f.got, []string{"gone/connect"}) {
-		t.Errorf("reported %v, want [gone/connect]", f.got)
+	if !slices.Equal(f.got, []string{"gone/connect"}) || len(f.unbilled) != 0 {
+		t.Errorf("reported %v, unpaid %v; want [gone/connect] and none (nothing was sent)", f.got, f.unbilled)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -198,24 +199,41 @@ type Request struct {
 	Tokens int64
 }
 
+// MaxTimeouts bounds the attempts that time out in one client call, over
+// every deployment and every model it tries together (escalation
+// included): each waited a whole time-out, and the provider may bill it.
+// Once they are spent no further attempt is made. Failures that come fast
+// (a refused connection, a 5xx, a 429) do not count: every deployment is
+// tried for them.
+const MaxTimeouts = 2
+
 // Do sends r and returns the provider's successful response, whose body
 // enforces the provider's idle time-out between reads. The call goes to
 // one of the provider's deployments (see choose); one that fails before
 // answering (no connection, a time-out, 5xx, 429, 529, a refused key or
 // account) rests for the provider's cooldown and the call goes on to
 // another, each tried at most once, until one answers, every one failed
-// or MaxTimeouts of them timed out (then the last failure is returned);
-// a request the provider calls faulty
-// (400, 413, 422) is not sent again. A failure is a *gwerr.Error;
-// Retryable tells whether another model may be tried.
+// or the client's call has waited out MaxTimeouts attempts (then the last
+// failure is returned); a request the provider calls faulty (400, 413,
+// 422) is not sent again. The time-outs are counted on the call's record
+// (obs.From(ctx)), across every Do of the call: a call that has spent them
+// sends nothing (TimeoutsSpent). A failure is a *gwerr.Error; Retryable
+// tells whether another model may be tried.
 func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	p := r.Provider
+	rec := obs.From(ctx)
+	if rec == nil { // a call outside the pipeline counts for itself
+		rec = new(obs.Record)
+		ctx = obs.With(ctx, rec)
+	}
+	if rec.Timeouts() >= MaxTimeouts {
+		return nil, &Error{Err: gwerr.New(gwerr.Timeout, "provider %s was not asked: the call already waited out %d time-outs", p.Name, MaxTimeouts)}
+	}
 	set := c.deployments(p)
 	var tried uint64
-	timeouts := 0
 	var last, unchecked error
 	var wait time.Duration // until the first deployment refused by its limits fits
-	for timeouts < MaxTimeouts {
+	for rec.Timeouts() < MaxTimeouts {
 		now := time.Now().UnixNano()
 		i := set.choose(now, tried)
 		if i < 0 {
@@ -239,7 +257,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 			return nil, err
 		}
 		if gwerr.As(err).Kind == gwerr.Timeout {
-			timeouts++
+			rec.TimedOut()
 		}
 		set.rest(i, time.Now().UnixNano(), restFor(err, p.Cooldown))
 	}
@@ -257,6 +275,13 @@ func (c *Client) Do(ctx context.Context, r Request) (*http.Response, error) {
 	}
 	g.RetryAfter = limits.RetryAfterSeconds(wait)
 	return nil, &Error{Err: g, Retryable: true}
+}
+
+// TimeoutsSpent reports whether the client's call of ctx has waited out
+// MaxTimeouts attempts: it makes no further attempt (Do sends nothing),
+// and its caller stops trying other models.
+func TimeoutsSpent(ctx context.Context) bool {
+	return obs.From(ctx).Timeouts() >= MaxTimeouts
 }
 
 // restFor is how long a deployment rests after err: the wait a 429 or
@@ -277,6 +302,7 @@ func restFor(err error, cooldown time.Duration) time.Duration {
 func (c *Client) attempt(ctx context.Context, r Request, p *catalog.Provider, st *deployState) (*http.Response, error) {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
+	ctx, sent := traceSent(ctx)
 	method := r.Method
 	if method == "" {
 		method = http.MethodPost
@@ -325,6 +351,9 @@ func (c *Client) attempt(ctx context.Context, r Request, p *catalog.Provider, st
 		err = transportError(parent, p, err)
 		reason := failReason(parent, err, 0)
 		rec.Fail(p.Name, reason)
+		if sent.Load() {
+			rec.Unbilled(p.Name, unbilledReason(parent, err))
+		}
 		endAttempt(span, 0, reason)
 		return nil, err
 	}
@@ -347,6 +376,33 @@ func (c *Client) attempt(ctx context.Context, r Request, p *catalog.Provider, st
 	ib.parent, ib.rec, ib.provider, ib.span, ib.status, ib.state = parent, rec, p.Name, span, resp.StatusCode, st
 	resp.Body = ib
 	return resp, nil
+}
+
+// traceSent returns ctx for a request that notes, in the flag returned,
+// that it was written whole to the provider: from then on the provider
+// may bill it.
+func traceSent(ctx context.Context) (context.Context, *atomic.Bool) {
+	sent := new(atomic.Bool)
+	trace := &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
+		if w.Err == nil {
+			sent.Store(true)
+		}
+	}}
+	return httptrace.WithClientTrace(ctx, trace), sent
+}
+
+// unbilledReason is why an attempt sent to the provider that failed
+// without an answer (err) is left unpaid: the client left (ctx cancelled),
+// or it timed out; "" for any other failure (the provider could not take
+// the request).
+func unbilledReason(ctx context.Context, err error) string {
+	switch {
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return obs.UnbilledClientLeft
+	case gwerr.As(err).Kind == gwerr.Timeout:
+		return obs.UnbilledTimeout
+	}
+	return ""
 }
 
 // tracerName names the instrumentation of the gateway's attempt spans.
@@ -585,6 +641,13 @@ type idleBody struct {
 	provider string
 	cut      bool
 	closed   bool // the gateway closed it: a read after is no cut
+	// paid: the caller was charged for the whole answer (Paid); a failure
+	// after is not unpaid.
+	paid bool
+	// left: a failure was reported once the call's context was done (the
+	// client left): unless a report that counts anyway comes (Stalled),
+	// Close counts the attempt as unpaid for the client's leaving.
+	left bool
 	// span is the attempt's span, ended at Close with the reason of a
 	// failure reported before; status is the provider's.
 	span   trace.Span
@@ -629,9 +692,9 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		fired := b.fired
 		b.mu.Unlock()
 		if fired {
-			b.reportCut(obs.ReasonTimeout)
+			b.report(obs.ReasonTimeout, obs.UnbilledTimeout, false)
 		} else {
-			b.reportCut(obs.ReasonCut)
+			b.report(obs.ReasonCut, obs.UnbilledCut, false)
 		}
 		if fired {
 			return n, ErrIdle
@@ -642,52 +705,88 @@ func (b *idleBody) Read(p []byte) (int, error) {
 
 // Broke reports the answer body of Do as failed after it began (an error
 // event, an early end, an answer that cannot be read), once per attempt
-// however often it is reported, a broken read included. Nothing is
-// reported once the call's context is done (the client left).
+// however often it is reported, a broken read included. A failure is
+// also an attempt the provider may bill and the caller does not pay for
+// (unless Paid came first). Once the call's context is done (the client
+// left) it is not a failure of the provider: the attempt is counted as
+// unpaid for the client's leaving when the body is closed.
 func Broke(body io.Reader) {
 	if b, ok := body.(*idleBody); ok {
-		b.reportCut(obs.ReasonCut)
+		b.report(obs.ReasonCut, obs.UnbilledCut, false)
+	}
+}
+
+// Empty reports the answer body of Do as read whole with nothing in it,
+// and set aside: a failed attempt (a cut, for the failures' count) that
+// the provider may bill, reported as Broke does.
+func Empty(body io.Reader) {
+	if b, ok := body.(*idleBody); ok {
+		b.report(obs.ReasonCut, obs.UnbilledEmpty, false)
 	}
 }
 
 // Stalled reports the answer body of Do as ended by the caller's own
 // clock: the provider sent too little in time. It is reported though that
-// clock cancelled the call's context.
+// clock cancelled the call's context, and counts as an attempt that timed
+// out.
 func Stalled(body io.Reader) {
 	if b, ok := body.(*idleBody); ok {
-		b.report(obs.ReasonTimeout, true)
+		b.report(obs.ReasonTimeout, obs.UnbilledTimeout, true)
 	}
 }
 
 // Failed reports the answer body of Do, read under ctx, as failed after
-// it began: a timeout when ctx ran out of time, nothing when ctx was
-// cancelled (the client left), otherwise a cut.
+// it began: a timeout when ctx ran out of time, otherwise as Broke does
+// (the client's leaving when ctx was cancelled).
 func Failed(ctx context.Context, body io.Reader) {
-	switch err := ctx.Err(); {
-	case errors.Is(err, context.DeadlineExceeded):
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		Stalled(body)
-	case err == nil:
-		Broke(body)
+		return
+	}
+	Broke(body)
+}
+
+// Paid notes that the caller was charged for the whole answer of body (an
+// answer of Do): a failure reported after it is still a failed attempt,
+// but not an unpaid one.
+func Paid(body io.Reader) {
+	if b, ok := body.(*idleBody); ok {
+		b.mu.Lock()
+		b.paid = true
+		b.mu.Unlock()
 	}
 }
 
-// reportCut reports, once, an answer that broke off (for reason) while
-// the client still waited for it.
-func (b *idleBody) reportCut(reason string) { b.report(reason, false) }
-
-// report reports, once, an answer that failed for reason; unless always,
-// only while the call's context is live.
-func (b *idleBody) report(reason string, always bool) {
+// report reports, once, an answer that failed: for reason (the failures'
+// count) and unbilled (the unpaid attempts'). Unless always, a failure
+// reported once the call's context is done (the client left, or the
+// caller's own clock cancelled it) is left to Close. A timeout counts
+// against the call's time-outs.
+func (b *idleBody) report(reason, unbilled string, always bool) {
+	if b.rec == nil { // a body made outside Do
+		return
+	}
 	b.mu.Lock()
-	report := !b.cut && !b.closed && b.rec != nil && (always || b.parent.Err() == nil)
-	if report {
+	first := !b.cut && !b.closed
+	live := always || b.parent.Err() == nil
+	paid := b.paid
+	switch {
+	case first && live:
 		b.cut, b.reason = true, reason
+	case first:
+		b.left = true
 	}
 	b.mu.Unlock()
-	if !report {
+	if !first || !live {
 		return
 	}
 	b.rec.Fail(b.provider, reason)
+	if reason == obs.ReasonTimeout {
+		b.rec.TimedOut()
+	}
+	if !paid {
+		b.rec.Unbilled(b.provider, unbilled)
+	}
 }
 
 func (b *idleBody) Close() error {
@@ -695,7 +794,11 @@ func (b *idleBody) Close() error {
 	first := !b.closed
 	b.closed = true
 	reason := b.reason
+	left := first && b.left && !b.cut && !b.paid
 	b.mu.Unlock()
+	if left {
+		b.rec.Unbilled(b.provider, obs.UnbilledClientLeft)
+	}
 	if first && b.span != nil {
 		endAttempt(b.span, b.status, reason)
 	}
