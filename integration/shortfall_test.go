@@ -1,11 +1,16 @@
 package integration
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 	"github.com/caddy-gw/caddy-gw/internal/testsvc"
@@ -165,4 +170,100 @@ func shortfallRun(t *testing.T, nodes []*gateway, balance, cost pricing.Money) {
 	}
 	g.expectJournalOK(t)
 	t.Log(fmt.Sprintf("%d of %d served, %s charged, %s short", served, n, ledger, short))
+}
+
+// TestNodeKilledDuringOutage: a node whose stream is charged while
+// PostgreSQL is down keeps the charge in its spool and its money held in
+// Redis as a kept hold; killed then, it leaves that hold standing (the
+// other nodes keep counting the money, however long), and the next
+// gateway on its data folder applies the spool once PostgreSQL is back and
+// drops the hold: the charge is in the ledger once, at its receipt's cost.
+func TestNodeKilledDuringOutage(t *testing.T) {
+	t.Parallel()
+	pg, rs := testsvc.PostgresServer(t), testsvc.RedisServer(t)
+	db := pg.NewDatabase(t)
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	env := map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rs.URL()}
+	a := startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Env: env})
+	const account = "spooler"
+	key := a.newAccountKey(t, map[string]any{"id": account, "plan": "paid", "cleared": true, "balance_usd": "1.00"})
+
+	gate := make(chan struct{})
+	oa.SetDefault(fake.Script{Text: "an answer streamed in several pieces", Chunks: 4, Usage: fake.Usage{Input: 12, Output: 40}, Gate: gate})
+	started := make(chan struct{})
+	var body strings.Builder
+	var id string
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, a.BaseURL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"gw-pinned-gpt-4.1-mini","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := streamClient.Do(req)
+		if err != nil {
+			close(started)
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		id = resp.Header.Get("X-Gw-Request-Id")
+		sc := bufio.NewScanner(resp.Body)
+		first := true
+		for sc.Scan() {
+			body.WriteString(sc.Text() + "\n")
+			if first && strings.Contains(sc.Text(), `"content":"`) {
+				first = false
+				close(started)
+			}
+		}
+		if first {
+			close(started)
+		}
+		done <- sc.Err()
+	}()
+	<-started
+	pg.Stop()
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cost := sseCost([]byte(body.String()))
+	if cost == "" || id == "" || !strings.HasSuffix(body.String(), "data: [DONE]\n\n") {
+		t.Fatalf("the stream was not delivered whole with its usage:\n%s", body.String())
+	}
+	a.kill(t)
+
+	// The dead node's spooled charge is held in Redis at its cost, with no
+	// lease to end.
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(opt)
+	t.Cleanup(func() { rc.Close() })
+	ctx := context.Background()
+	kept, err := rc.HGetAll(ctx, "gw:kept:{"+account+"}").Result()
+	if err != nil || len(kept) != 1 {
+		t.Fatalf("kept holds %v (%v), want the spooled charge's", kept, err)
+	}
+	for _, v := range kept {
+		if v != strconv.FormatInt(int64(mustUSD(t, cost)), 10) {
+			t.Fatalf("kept hold %s nano-dollars, want the charge's %s USD", v, cost)
+		}
+	}
+	if ttl, err := rc.PTTL(ctx, "gw:kept:{"+account+"}").Result(); err != nil || ttl != -1 {
+		t.Fatalf("the kept holds expire (%s, %v)", ttl, err)
+	}
+
+	// The next gateway on the node's data folder applies the spool and
+	// drops the hold.
+	pg.Start()
+	a.start(t)
+	a.waitLog(t, func(string) bool { n, _ := rc.Exists(ctx, "gw:kept:{"+account+"}").Result(); return n == 0 }, "the kept hold dropped")
+	a.expectLedger(t, account, ledgerEntry{RequestID: id, Endpoint: "chat", Model: "gpt-4.1-mini", Units: 52, Unit: "token", Cost: cost})
+	if spent, left := a.accountMoney(t, account); spent != mustUSD(t, cost) || mustUSD(t, left) != mustUSD(t, "1.00")-spent {
+		t.Fatalf("spent %s, left %s; want %s charged once", spent, left, cost)
+	}
+	a.expectJournalOK(t)
 }
