@@ -11,10 +11,10 @@ import (
 )
 
 // readings are the readings of a client body: validation and routing
-// needs (every call, before the money check), the local count of
-// count_tokens and of an answer without usage, the byte bound and the
-// unbounded-part scan of a tightened reservation, and the translation to
-// the other format.
+// needs (every call, before the money check, inline documents included),
+// the local count of count_tokens and of an answer without usage, the
+// byte bound of a tightened reservation, and the translation to the other
+// format.
 var readings = []struct {
 	name string
 	read func(tb testing.TB, body []byte, f Format)
@@ -25,15 +25,13 @@ var readings = []struct {
 		}
 	}},
 	{"count", func(tb testing.TB, body []byte, f Format) {
-		if _, err := countLocal(gjson.ParseBytes(body)); err != nil {
+		if _, err := countLocal(f.spec().billing, gjson.ParseBytes(body)); err != nil {
 			tb.Fatal(err)
 		}
 		promptTokens(f, body)
 	}},
 	{"bound", func(tb testing.TB, body []byte, f Format) {
-		root := gjson.ParseBytes(body)
-		promptUnbounded(root)
-		promptBoundTokens(root)
+		promptBoundTokens(f.spec().billing, gjson.ParseBytes(body))
 	}},
 	{"translate", func(tb testing.TB, body []byte, f Format) {
 		to := Messages
