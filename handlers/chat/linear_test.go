@@ -2,12 +2,15 @@ package chat
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/pdfpages/pdftest"
 )
 
 // readings are the readings of a client body: validation and routing
@@ -79,6 +82,16 @@ var bodyShapes = []struct {
 	{"tiny input items", Responses, func(size int) []byte {
 		item := `{"role":"user","content":[{"type":"input_text","text":"a"}]},`
 		return wrap(`{"model":"m","input":[`, repeatTo(item, size), `]}`)
+	}},
+	{"tiny documents", ChatCompletions, func(size int) []byte {
+		pdf := base64.StdEncoding.EncodeToString(pdftest.Make(1, pdftest.Options{}))
+		part := `{"type":"file","file":{"file_data":"data:application/pdf;base64,` + pdf + `"}},`
+		return wrap(`{"model":"m","messages":[{"role":"user","content":[`, repeatTo(part, size), `]}]}`)
+	}},
+	{"one large document", Messages, func(size int) []byte {
+		pdf := base64.StdEncoding.EncodeToString(pdftest.Make(10, pdftest.Options{Text: strings.Repeat("1 0 obj (a) ", size*3/4/12)}))
+		return []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` +
+			pdf + `"}}]}]}`)
 	}},
 }
 
