@@ -2,6 +2,7 @@ package chat
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/lanes"
+	"github.com/caddy-gw/caddy-gw/internal/pdfpages/pdftest"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
@@ -138,6 +140,10 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"}]}`), 0)
 	f.Add([]byte(`{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image"}]}]}`), 2)
 	f.Add([]byte(`{"input":[{"role":"user","content":[{"type":"input_text","text":"a"}]}]}`), 1)
+	pdf := base64.StdEncoding.EncodeToString(pdftest.Make(2, pdftest.Options{ObjectStreams: true}))
+	for i, tc := range documentBodies {
+		f.Add([]byte(tc.body(pdf)), int(tc.f)+3*i)
+	}
 	f.Fuzz(func(t *testing.T, body []byte, format int) {
 		fm := Format(((format % 3) + 3) % 3)
 		r, err := parse(body, fm)

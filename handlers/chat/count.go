@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -20,10 +21,6 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
-
-// countFields are the fields of a messages body that the count_tokens
-// endpoint of a messages-style provider accepts.
-var countFields = []string{"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"}
 
 // perMessageTokens is added per message by the local count, for the role
 // and the separators a chat template adds around it.
@@ -62,7 +59,7 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 		}
 		n, err = h.countUpstream(c, p, m, root, betas.names)
 	} else {
-		n, err = countLocal(root)
+		n, err = countLocal(messagesMembers, root)
 	}
 	if err != nil {
 		return err
@@ -89,17 +86,21 @@ func setRaw(b []byte, path, raw string) ([]byte, error) {
 	return sjson.SetRawBytes(b, path, []byte(raw))
 }
 
-// countUpstream asks m's provider to count the prompt of root, with the
-// call's checked betas.
+// countUpstream asks m's provider to count the prompt of root (a body of
+// the provider's format), with the call's checked betas: the members of
+// root its format's table says the count endpoint takes, and the model.
 func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalog.Model, root gjson.Result, betas []string) (int, error) {
 	out := []byte(`{}`)
+	table := upstreamFormat(p).spec().billing
 	var err error
-	for _, f := range countFields {
-		if v := root.Get(f); v.Exists() {
-			if out, err = setRaw(out, f, v.Raw); err != nil {
-				return 0, gwerr.New(gwerr.Invalid, "the body could not be read").WithParam("body")
-			}
+	root.ForEach(func(k, v gjson.Result) bool {
+		if table.rule(k.Str).countable {
+			out, err = setRaw(out, k.Str, v.Raw)
 		}
+		return err == nil
+	})
+	if err != nil {
+		return 0, gwerr.New(gwerr.Invalid, "the body could not be read").WithParam("body")
 	}
 	if out, err = translate.SetModel(out, m.ID); err != nil {
 		return 0, err
@@ -205,15 +206,16 @@ func promptTokens(f Format, body []byte) int {
 
 // countLocalPrompt is countLocal's count of a body with messages (0 when
 // the tokenizer is unavailable).
-func countLocalPrompt(root gjson.Result) int {
-	n, _ := countLocal(root)
+func countLocalPrompt(t memberTable, root gjson.Result) int {
+	n, _ := countLocal(t, root)
 	return n
 }
 
-// countLocal counts the text of the system prompt, the messages and the
-// tool definitions with the o200k tokenizer, plus perMessageTokens per
-// message.
-func countLocal(root gjson.Result) (int, error) {
+// countLocal counts a body with messages with the o200k tokenizer: the
+// text of its system prompt and messages, plus perMessageTokens per
+// message, and the JSON of every other member its format's table t bills
+// as prompt (tool and function definitions, tool choice, output schemas).
+func countLocal(t memberTable, root gjson.Result) (int, error) {
 	if _, err := o200k.get(); err != nil {
 		return 0, gwerr.New(gwerr.Internal, "tokenizer unavailable: %v", err)
 	}
@@ -233,8 +235,20 @@ func countLocal(root gjson.Result) (int, error) {
 			return true
 		})
 	}
-	if tools := root.Get("tools"); tools.Exists() {
-		count(tools.Raw)
-	}
-	return total, nil
+	return total + countOthers(t, root, "system", "messages"), nil
+}
+
+// countOthers counts with the o200k tokenizer the JSON of the members of
+// root that its format's table t bills as prompt (a prediction, billed as
+// output when unused, is not), but those named in done (counted their own
+// way).
+func countOthers(t memberTable, root gjson.Result, done ...string) int {
+	n := 0
+	root.ForEach(func(k, v gjson.Result) bool {
+		if t.rule(k.Str).billed == asPrompt && !slices.Contains(done, k.Str) {
+			n += countTokens(v.Raw)
+		}
+		return true
+	})
+	return n
 }

@@ -97,6 +97,16 @@ type formatSpec struct {
 	// unpricedFields are top-level fields that buy something the gateway
 	// does not price (or would run unbilled in the background).
 	unpricedFields []string
+	// pricedValues are top-level fields whose other values change the
+	// price in a way the gateway does not bill: only the values listed
+	// pass (absent or null passes too).
+	pricedValues map[string][]string
+	// billing is the format's table of its requests' top-level members:
+	// how the provider bills each. The worst case (bytes), the tightened
+	// count (tokens), the local count and what goes to a provider's count
+	// endpoint all read it. A member it does not list is counted as
+	// prompt.
+	billing memberTable
 
 	// answerList is the member of a whole answer that holds its pieces.
 	answerList string
@@ -161,3 +171,71 @@ func usageObject(counts ...tokenCount) []byte {
 	}
 	return b
 }
+
+// billedAs is how a provider bills a top-level member of a request.
+type billedAs uint8
+
+const (
+	// asPrompt: read as prompt and billed as its tokens. Counted wherever
+	// the prompt is: its bytes in the worst case, its tokens in the
+	// tightened count and the local count, and it is sent to a provider's
+	// count endpoint that takes it.
+	asPrompt billedAs = iota
+	// asOutput: counted as prompt, and its tokens may be billed as output
+	// beyond the output limit (a predicted output the answer does not
+	// use is billed at output rates): reserved as output too.
+	asOutput
+	// unbilled: no tokens are billed for the member itself (its rule says
+	// why).
+	unbilled
+)
+
+// memberRule is a format's rule for one top-level member of its requests.
+type memberRule struct {
+	billed billedAs
+	// why says why an unbilled member is not billed.
+	why string
+	// countable: the format's count endpoint takes the member, and it is
+	// sent there with the prompt (a member the endpoint does not take is
+	// refused by it).
+	countable bool
+}
+
+// memberTable is a format's rules by member name.
+type memberTable map[string]memberRule
+
+// rule is the rule of the member named k: asPrompt when the table does
+// not list it.
+func (t memberTable) rule(k string) memberRule { return t[k] }
+
+// counted reports a member whose tokens are billed (as prompt, or as
+// prompt and output).
+func (t memberTable) counted(k string) bool { return t[k].billed != unbilled }
+
+// prompt is the rule of a member billed as prompt; countable when the
+// format's count endpoint takes it.
+func prompt(countable bool) memberRule { return memberRule{billed: asPrompt, countable: countable} }
+
+// notBilled is the rule of a member billed no tokens, for the reason why.
+func notBilled(why string) memberRule { return memberRule{billed: unbilled, why: why} }
+
+// Why members are not billed as tokens, shared by the formats' tables.
+const (
+	whyModel       = "names the model"
+	whySampling    = "a sampling or stopping setting"
+	whyOutputLimit = "the output limit: reserved as output"
+	whyAnswers     = "how many answers: each reserved as output"
+	whyLogprobs    = "log-probabilities of the output, part of the answer"
+	whyDelivery    = "how the answer is delivered"
+	whyLabel       = "a label kept with the call (user, metadata, identifiers)"
+	whyCache       = "steers the provider's prompt cache; the tokens it reads or writes are the prompt's, reserved at the dearer of the input and cache-write prices"
+	whyStore       = "keeps the answer at the provider, which bills no tokens for it"
+	whyTier        = "a service tier, refused unless priced at list price"
+	whyToolUse     = "how tools are called; their definitions are counted"
+	whyEffort      = "how much the model thinks or writes: output, bounded by the output limit"
+	whyModeration  = "runs the provider's moderation, which bills no tokens"
+	whyRefused     = "refused: it buys what the gateway does not price"
+	whyBetaRefused = "needs a beta the gateway refuses (it buys what the gateway does not price)"
+	whyOwn         = "the gateway's own member, never sent to the provider"
+	whyTruncation  = "drops input to fit the context: bills less, never more"
+)

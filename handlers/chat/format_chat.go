@@ -17,11 +17,12 @@ var chatCompletionsSpec = formatSpec{
 	streamUsage: true,
 
 	readPrompt:   readChatPrompt,
-	promptTokens: countLocalPrompt,
+	promptTokens: func(root gjson.Result) int { return countLocalPrompt(chatCompletionsMembers, root) },
 
 	pricedTools:    map[string]bool{"function": true, "custom": true},
 	serviceTiers:   map[string]bool{"auto": true, "default": true, "flex": true},
 	unpricedFields: []string{"web_search_options", "audio"},
+	billing:        chatCompletionsMembers,
 
 	answerList:     "choices",
 	itemStopReason: "finish_reason",
@@ -56,6 +57,53 @@ var chatCompletionsSpec = formatSpec{
 	},
 }
 
+// chatCompletionsMembers is the chat completions format's table of
+// request members: what the provider bills as prompt (the messages, tool
+// and legacy function definitions, the tool choice, the response format's
+// schema), what it may bill as output (a prediction), and why the rest
+// bills nothing.
+var chatCompletionsMembers = memberTable{
+	"messages":        prompt(false),
+	"tools":           prompt(false),
+	"tool_choice":     prompt(false),
+	"functions":       prompt(false),
+	"function_call":   prompt(false),
+	"response_format": prompt(false),
+	"prediction":      {billed: asOutput},
+
+	"model":                  notBilled(whyModel),
+	"max_completion_tokens":  notBilled(whyOutputLimit),
+	"max_tokens":             notBilled(whyOutputLimit),
+	"n":                      notBilled(whyAnswers),
+	"temperature":            notBilled(whySampling),
+	"top_p":                  notBilled(whySampling),
+	"frequency_penalty":      notBilled(whySampling),
+	"presence_penalty":       notBilled(whySampling),
+	"logit_bias":             notBilled(whySampling),
+	"seed":                   notBilled(whySampling),
+	"stop":                   notBilled(whySampling),
+	"logprobs":               notBilled(whyLogprobs),
+	"top_logprobs":           notBilled(whyLogprobs),
+	"reasoning_effort":       notBilled(whyEffort),
+	"verbosity":              notBilled(whyEffort),
+	"parallel_tool_calls":    notBilled(whyToolUse),
+	"stream":                 notBilled(whyDelivery),
+	"stream_options":         notBilled(whyDelivery),
+	"user":                   notBilled(whyLabel),
+	"safety_identifier":      notBilled(whyLabel),
+	"metadata":               notBilled(whyLabel),
+	"store":                  notBilled(whyStore),
+	"prompt_cache_key":       notBilled(whyCache),
+	"prompt_cache_retention": notBilled(whyCache),
+	"prompt_cache_options":   notBilled(whyCache),
+	"service_tier":           notBilled(whyTier),
+	"moderation":             notBilled(whyModeration),
+	"modalities":             notBilled("output modalities: any but text is refused"),
+	"audio":                  notBilled(whyRefused),
+	"web_search_options":     notBilled(whyRefused),
+	"second_opinion":         notBilled(whyOwn),
+}
+
 // readChatPrompt reads a chat completion request's messages, output
 // limits and answers (n); a whole answer must fit what the gateway reads.
 func readChatPrompt(req *request, top members, size int) error {
@@ -87,8 +135,7 @@ func readChatPrompt(req *request, top members, size int) error {
 			return err
 		}
 	}
-	readMessageList(req, &top, msgs, size)
-	return nil
+	return readMessageList(req, &top, msgs, size)
 }
 
 // chatHasUsage reports a chunk with a usage object (the final usage: a

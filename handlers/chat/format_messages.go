@@ -17,7 +17,7 @@ var messagesSpec = formatSpec{
 	counts:      true,
 
 	readPrompt:   readMessagesPrompt,
-	promptTokens: countLocalPrompt,
+	promptTokens: func(root gjson.Result) int { return countLocalPrompt(messagesMembers, root) },
 
 	// Custom tools (type absent or "custom") and the client-executed tools
 	// whose cost is tokens.
@@ -25,6 +25,8 @@ var messagesSpec = formatSpec{
 	clientToolPrefixes: []string{"bash_", "text_editor_", "computer_"},
 	serviceTiers:       map[string]bool{"auto": true, "standard_only": true},
 	unpricedFields:     []string{"mcp_servers", "container"},
+	pricedValues:       map[string][]string{"inference_geo": {"global"}},
+	billing:            messagesMembers,
 
 	answerList:    "content",
 	stopReasonKey: "stop_reason",
@@ -57,6 +59,43 @@ var messagesSpec = formatSpec{
 			tokenCount{"cache_read_input_tokens", u.CachedInput}, tokenCount{"output_tokens", u.Output})
 	},
 	watch: messagesWatch,
+}
+
+// messagesMembers is the messages format's table of request members
+// (stable and beta): what the provider bills as prompt (the messages, the
+// system prompt, tool definitions and choice, the output format's
+// schema), which of them its count endpoint takes, and why the rest bills
+// nothing.
+var messagesMembers = memberTable{
+	"messages":      prompt(true),
+	"system":        prompt(true),
+	"tools":         prompt(true),
+	"tool_choice":   prompt(true),
+	"output_config": prompt(true),
+	"output_format": prompt(true),
+	"thinking":      {billed: unbilled, why: "the thinking budget: output, bounded by max_tokens; the count endpoint reads it", countable: true},
+	"context_management": {billed: unbilled, why: "edits the context (clears old tool results and thinking): bills less, never more; the count endpoint reads it",
+		countable: true},
+	"mcp_servers": {billed: unbilled, why: whyRefused, countable: true},
+
+	"model":                 notBilled(whyModel),
+	"max_tokens":            notBilled(whyOutputLimit),
+	"temperature":           notBilled(whySampling),
+	"top_k":                 notBilled(whySampling),
+	"top_p":                 notBilled(whySampling),
+	"stop_sequences":        notBilled(whySampling),
+	"stream":                notBilled(whyDelivery),
+	"metadata":              notBilled(whyLabel),
+	"cache_control":         notBilled(whyCache),
+	"service_tier":          notBilled(whyTier),
+	"inference_geo":         notBilled("where the model runs: any but global costs more than list price and is refused"),
+	"speed":                 notBilled("fast mode, billed at the percentages of its beta"),
+	"container":             notBilled(whyRefused),
+	"compaction":            notBilled(whyBetaRefused),
+	"fallbacks":             notBilled(whyBetaRefused),
+	"fallback_credit_token": notBilled("a credit for a call retried after a refusal, with its beta: bills nothing more"),
+	"diagnostics":           notBilled("asks for diagnostic fields in the answer"),
+	"second_opinion":        notBilled(whyOwn),
 }
 
 // messagesWatch reads a messages stream's usage: the input at
@@ -94,8 +133,7 @@ func readMessagesPrompt(req *request, top members, size int) error {
 		return err
 	}
 	req.needs.MaxTokens = mt
-	readMessageList(req, &top, msgs, size)
-	return nil
+	return readMessageList(req, &top, msgs, size)
 }
 
 // messagesPart reads one content block of a message: text, thinking, a

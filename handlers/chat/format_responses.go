@@ -23,11 +23,12 @@ var responsesSpec = formatSpec{
 	servedBy: func(p *catalog.Provider) bool { return p.Format == catalog.FormatOpenAI && p.Responses },
 
 	readPrompt:   readResponsesPrompt,
-	promptTokens: responsesPromptTokens,
+	promptTokens: func(root gjson.Result) int { return responsesPromptTokens(responsesMembers, root) },
 
 	pricedTools:    map[string]bool{"function": true, "custom": true},
 	serviceTiers:   map[string]bool{"auto": true, "default": true, "flex": true},
-	unpricedFields: []string{"previous_response_id", "conversation", "prompt"},
+	unpricedFields: []string{"previous_response_id", "conversation", "prompt", "context_management"},
+	billing:        responsesMembers,
 
 	answerList:    "output",
 	stopReasonKey: "status",
@@ -69,6 +70,47 @@ var responsesSpec = formatSpec{
 	},
 }
 
+// responsesMembers is the responses format's table of request members:
+// what the provider bills as prompt (the instructions, the input, tool
+// definitions and choice, the text format's schema) and why the rest
+// bills nothing.
+var responsesMembers = memberTable{
+	"instructions": prompt(false),
+	"input":        prompt(false),
+	"tools":        prompt(false),
+	"tool_choice":  prompt(false),
+	"text":         prompt(false),
+
+	"model":                  notBilled(whyModel),
+	"max_output_tokens":      notBilled(whyOutputLimit),
+	"temperature":            notBilled(whySampling),
+	"top_p":                  notBilled(whySampling),
+	"top_logprobs":           notBilled(whyLogprobs),
+	"include":                notBilled("asks for more of the answer (encrypted reasoning, log-probabilities, image URLs)"),
+	"reasoning":              notBilled(whyEffort),
+	"parallel_tool_calls":    notBilled(whyToolUse),
+	"max_tool_calls":         notBilled(whyToolUse),
+	"truncation":             notBilled(whyTruncation),
+	"stream":                 notBilled(whyDelivery),
+	"stream_options":         notBilled(whyDelivery),
+	"user":                   notBilled(whyLabel),
+	"safety_identifier":      notBilled(whyLabel),
+	"metadata":               notBilled(whyLabel),
+	"store":                  notBilled("sent false by the gateway"),
+	"prompt_cache_key":       notBilled(whyCache),
+	"prompt_cache_retention": notBilled(whyCache),
+	"prompt_cache_options":   notBilled(whyCache),
+	"service_tier":           notBilled(whyTier),
+	"moderation":             notBilled(whyModeration),
+	"access_programs":        notBilled("an access program: allows or refuses the call, at the same price"),
+	"background":             notBilled(whyRefused),
+	"previous_response_id":   notBilled(whyRefused),
+	"conversation":           notBilled(whyRefused),
+	"prompt":                 notBilled(whyRefused),
+	"context_management":     notBilled("server-side compaction, a summarising run the gateway does not price: refused"),
+	"second_opinion":         notBilled(whyOwn),
+}
+
 // responsesFinal are the responses stream's terminal events that carry the
 // usage of a finished answer: complete, or cut short by its output limit.
 var responsesFinal = map[string]bool{"response.completed": true, "response.incomplete": true}
@@ -89,7 +131,6 @@ func readResponsesPrompt(req *request, top members, size int) error {
 	n.MaxTokens = mt
 	n.Tools = len(top.tools.Array()) > 0
 	n.JSON = jsonFormat(top.text.Get("format.type"))
-	n.PromptBound = promptBound(size, 0, 0, n.Tools)
 	if !req.stream {
 		if err := fitsWhole(n, top.topLogprobs.Type == gjson.Number, top.topLogprobs.Int()); err != nil {
 			return err
@@ -99,28 +140,25 @@ func readResponsesPrompt(req *request, top members, size int) error {
 		n.Text = in.String()
 	} else if items := in.Array(); len(items) > 0 {
 		n.Text = text(items[len(items)-1].Get("content"))
-		pics, data := images(in)
-		req.images = pics
-		n.Vision = pics > 0
-		n.PromptTokens += pics * ImageTokenCeiling
-		n.PromptBound = promptBound(size, pics, data, n.Tools)
 	}
-	return nil
+	return readInline(req, &top, in, "input", size)
 }
 
 // responsesPromptTokens counts a responses body's prompt locally: its
-// instructions and the text of its input.
-func responsesPromptTokens(root gjson.Result) int {
+// instructions, the text of its input, and the JSON of every other member
+// the format's table t bills as prompt (tools, the text format's schema).
+func responsesPromptTokens(t memberTable, root gjson.Result) int {
 	n := countTokens(root.Get("instructions").String())
 	in := root.Get("input")
 	if in.Type == gjson.String {
-		return n + countTokens(in.String())
+		n += countTokens(in.String())
+	} else {
+		in.ForEach(func(_, item gjson.Result) bool {
+			n += perMessageTokens + countTokens(text(item.Get("content")))
+			return true
+		})
 	}
-	in.ForEach(func(_, item gjson.Result) bool {
-		n += perMessageTokens + countTokens(text(item.Get("content")))
-		return true
-	})
-	return n
+	return n + countOthers(t, root, "instructions", "input")
 }
 
 // responsesPart reads one output item of a response: a message's text and

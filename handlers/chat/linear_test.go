@@ -2,19 +2,22 @@ package chat
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/pdfpages/pdftest"
 )
 
 // readings are the readings of a client body: validation and routing
-// needs (every call, before the money check), the local count of
-// count_tokens and of an answer without usage, the byte bound and the
-// unbounded-part scan of a tightened reservation, and the translation to
-// the other format.
+// needs (every call, before the money check, inline documents included),
+// the local count of count_tokens and of an answer without usage, the
+// byte bound of a tightened reservation, and the translation to the other
+// format.
 var readings = []struct {
 	name string
 	read func(tb testing.TB, body []byte, f Format)
@@ -25,15 +28,13 @@ var readings = []struct {
 		}
 	}},
 	{"count", func(tb testing.TB, body []byte, f Format) {
-		if _, err := countLocal(gjson.ParseBytes(body)); err != nil {
+		if _, err := countLocal(f.spec().billing, gjson.ParseBytes(body)); err != nil {
 			tb.Fatal(err)
 		}
 		promptTokens(f, body)
 	}},
 	{"bound", func(tb testing.TB, body []byte, f Format) {
-		root := gjson.ParseBytes(body)
-		promptUnbounded(root)
-		promptBoundTokens(root)
+		promptBoundTokens(f.spec().billing, gjson.ParseBytes(body))
 	}},
 	{"translate", func(tb testing.TB, body []byte, f Format) {
 		to := Messages
@@ -81,6 +82,16 @@ var bodyShapes = []struct {
 	{"tiny input items", Responses, func(size int) []byte {
 		item := `{"role":"user","content":[{"type":"input_text","text":"a"}]},`
 		return wrap(`{"model":"m","input":[`, repeatTo(item, size), `]}`)
+	}},
+	{"tiny documents", ChatCompletions, func(size int) []byte {
+		pdf := base64.StdEncoding.EncodeToString(pdftest.Make(1, pdftest.Options{}))
+		part := `{"type":"file","file":{"file_data":"data:application/pdf;base64,` + pdf + `"}},`
+		return wrap(`{"model":"m","messages":[{"role":"user","content":[`, repeatTo(part, size), `]}]}`)
+	}},
+	{"one large document", Messages, func(size int) []byte {
+		pdf := base64.StdEncoding.EncodeToString(pdftest.Make(10, pdftest.Options{Text: strings.Repeat("1 0 obj (a) ", size*3/4/12)}))
+		return []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` +
+			pdf + `"}}]}]}`)
 	}},
 }
 

@@ -28,7 +28,11 @@ type request struct {
 	stops bool
 	// images is how many image parts the prompt holds.
 	images int
-	needs  lanes.Needs
+	// documentTokens is the most the prompt's inline documents (PDFs by
+	// their pages, text files by their bytes) can be billed for, in
+	// tokens; counted apart from the rest of the prompt.
+	documentTokens int
+	needs          lanes.Needs
 }
 
 // parse validates a client body of format f and reads what routing,
@@ -95,17 +99,37 @@ func messageList(v gjson.Result) ([]gjson.Result, error) {
 
 // readMessageList reads what routing and reservation need of a body's
 // messages (msgs, checked by messageList), the body being size bytes:
-// tools, JSON mode, the last message's text, and the images.
-func readMessageList(req *request, top *members, msgs []gjson.Result, size int) {
+// tools, JSON mode, the last message's text, the images and documents.
+func readMessageList(req *request, top *members, msgs []gjson.Result, size int) error {
 	n := &req.needs
 	n.Tools = len(top.tools.Array()) > 0
 	n.JSON = jsonFormat(top.responseFormat.Get("type"))
 	n.Text = text(msgs[len(msgs)-1].Get("content"))
-	pics, data := images(top.messages)
-	req.images = pics
-	n.Vision = pics > 0
-	n.PromptTokens += pics * ImageTokenCeiling
-	n.PromptBound = promptBound(size, pics, data, n.Tools)
+	return readInline(req, top, top.messages, "messages", size)
+}
+
+// readInline reads the inline parts of a body's messages or input items
+// (list, the member name), the body being size bytes: the images and
+// documents, for routing and the worst case (PromptBound), with the
+// members the format bills no tokens for left out and those it bills as
+// output reserved as output too. A document whose cost cannot be bounded
+// is a 400 naming it.
+func readInline(req *request, top *members, list gjson.Result, name string, size int) error {
+	n := &req.needs
+	in := inlineParts{}
+	in.images, in.dataBytes = images(list)
+	docs, err := documents(list, name)
+	if err != nil {
+		return err
+	}
+	in.dataBytes += docs.dataBytes
+	in.documentTokens = docs.tokens
+	req.images, req.documentTokens = in.images, docs.tokens
+	n.Vision = in.images > 0
+	n.PromptTokens += in.images * ImageTokenCeiling
+	n.PromptBound = promptBound(size-top.unbilledBytes, in, n.Tools)
+	n.ExtraOutput = top.outputBytes
+	return nil
 }
 
 // jsonFormat reports a structured output format type (JSON mode).
@@ -121,14 +145,26 @@ type members struct {
 	maxTokens, maxCompletionTokens, maxOutputTokens, n             gjson.Result
 	responseFormat, text, logprobs, topLogprobs                    gjson.Result
 	// unpriced are the members of the format's unpricedFields present and
-	// not null.
-	unpriced []string
+	// not null; unpricedValues the members of its pricedValues with a value
+	// it does not list.
+	unpriced, unpricedValues []string
+	// unbilledBytes are the bytes of the members the format's table bills
+	// no tokens for (key and value); outputBytes the bytes of those it
+	// bills as output too.
+	unbilledBytes, outputBytes int
 }
 
 // readMembers reads root's top-level members for a body of format f.
 func readMembers(root gjson.Result, f Format) members {
 	var m members
+	spec := f.spec()
 	root.ForEach(func(k, v gjson.Result) bool {
+		switch spec.billing[k.Str].billed {
+		case unbilled:
+			m.unbilledBytes += len(k.Raw) + 1 + len(v.Raw)
+		case asOutput:
+			m.outputBytes += len(v.Raw)
+		}
 		switch k.Str {
 		case "model":
 			m.model = v
@@ -171,8 +207,14 @@ func readMembers(root gjson.Result, f Format) members {
 		case "top_logprobs":
 			m.topLogprobs = v
 		default:
-			if v.Type != gjson.Null && slices.Contains(f.spec().unpricedFields, k.Str) {
+			if v.Type == gjson.Null {
+				break
+			}
+			if slices.Contains(spec.unpricedFields, k.Str) {
 				m.unpriced = append(m.unpriced, k.Str)
+			}
+			if vals, ok := spec.pricedValues[k.Str]; ok && (v.Type != gjson.String || !slices.Contains(vals, v.Str)) {
+				m.unpricedValues = append(m.unpricedValues, k.Str)
 			}
 		}
 		return true
@@ -240,12 +282,20 @@ func fitsWhole(n *lanes.Needs, logprobs bool, top int64) error {
 // tokens), with room.
 const ToolUseOverheadTokens = 1024
 
-// promptBound is the most prompt tokens a body of size bytes can be billed
-// for: every token is at least one byte of text, except image parts, which
-// cost at most ImageTokenCeiling each whatever their inline data's size
-// (dataBytes), and the provider's own prompt for tools.
-func promptBound(size, pics, dataBytes int, tools bool) int {
-	b := size - dataBytes + pics*ImageTokenCeiling
+// inlineParts are the parts of a prompt billed otherwise than by their
+// bytes: how many images, the tokens its documents can be billed for, and
+// the bytes of the inline data of both.
+type inlineParts struct {
+	images, documentTokens, dataBytes int
+}
+
+// promptBound is the most prompt tokens a body can be billed for, from
+// counted, the bytes of its members billed as prompt: every token is at
+// least one byte of text, except inline parts (in): an image costs at
+// most ImageTokenCeiling whatever its data's size, a document its bound
+// (documentTokens); and the provider adds its own prompt for tools.
+func promptBound(counted int, in inlineParts, tools bool) int {
+	b := counted - in.dataBytes + in.images*ImageTokenCeiling + in.documentTokens
 	if tools {
 		b += ToolUseOverheadTokens
 	}
@@ -262,6 +312,11 @@ func unpriced(root gjson.Result, m *members, f Format) error {
 		if slices.Contains(m.unpriced, field) {
 			return invalid(field, "%s is not supported through the gateway (it cannot be priced or is not kept)", field)
 		}
+	}
+	if len(m.unpricedValues) > 0 {
+		field := m.unpricedValues[0]
+		return invalid(field, "this %s costs more than list price, which the gateway does not bill; send %s", field,
+			strings.Join(spec.pricedValues[field], " or "))
 	}
 	if m.background.Type == gjson.True {
 		return invalid("background", "background responses are not supported through the gateway")

@@ -78,10 +78,7 @@ func (cl *call) reserve(m *catalog.Model) (limit int, err error) {
 	if _, _, ok := cl.fit(m, 0, room); !ok {
 		return 0, refused
 	}
-	prompt, ok := cl.countPrompt(m)
-	if !ok {
-		return 0, refused
-	}
+	prompt := cl.countPrompt(m)
 	for i := range tightenTries {
 		if i > 0 {
 			if room, err = cl.Room(); err != nil {
@@ -114,7 +111,8 @@ func minOutput(m *catalog.Model) int {
 	return MinOutputTokens
 }
 
-// fit prices a call to m with a prompt of prompt tokens into room: the
+// fit prices a call to m with a prompt of prompt tokens into room (and
+// the output it may be billed beyond its limit, ExtraOutput): the
 // estimate with the client's output limit, or with the most output up to
 // lanes.DefaultMaxTokens (at least minOutput) that room covers when the
 // client set none (out). ok is false when it does not fit. It prices at
@@ -131,10 +129,10 @@ func (cl *call) fit(m *catalog.Model, prompt int64, room pricing.Money) (est pri
 			in, outRate = max(in, lp.InputPrice, lp.CacheWriteRate()), max(outRate, lp.OutputPrice)
 		}
 	}
-	answers := int64(max(cl.req.needs.Answers, 1))
+	answers, extra := int64(max(cl.req.needs.Answers, 1)), int64(cl.req.needs.ExtraOutput)
 	cost := func(out int) pricing.Money {
 		return pricing.Cost(cl.Account.PAYG, pricing.Line{Units: prompt, Rate: pricing.PerMillion(in)},
-			pricing.Line{Units: int64(out) * answers, Rate: pricing.PerMillion(outRate)})
+			pricing.Line{Units: (int64(out) + extra) * answers, Rate: pricing.PerMillion(outRate)})
 	}
 	if set := cl.req.needs.MaxTokens; set > 0 {
 		est = cost(set)
@@ -158,49 +156,61 @@ func (cl *call) fit(m *catalog.Model, prompt int64, room pricing.Money) (est pri
 }
 
 // countPrompt counts the call's prompt for m, from above: with the
-// provider's own count endpoint (free) when m speaks the messages format,
-// else (or when that endpoint fails) with the o200k tokenizer over the
-// prompt's JSON (promptBoundTokens); then countMarginPercent and
-// countMarginTokens over. ok is false when the prompt holds what no count
-// of its bytes bounds (promptUnbounded): the worst case stands.
-func (cl *call) countPrompt(m *catalog.Model) (n int64, ok bool) {
-	root := jsonbody.Parse(cl.body)
-	if promptUnbounded(root) {
-		return 0, false
-	}
+// provider's own count endpoint (free) when m speaks the messages format
+// (the members its count endpoint does not take counted locally), else
+// (or when that endpoint fails) with the o200k tokenizer over the JSON of
+// every member the format bills as prompt (promptBoundTokens); then
+// countMarginPercent and countMarginTokens over. Inline documents are
+// counted at their bound (documents), the count endpoint not asked.
+func (cl *call) countPrompt(m *catalog.Model) int64 {
 	p := cl.Gateway.Catalog.Providers[m.Provider]
+	var n int64
 	counted := false
-	if up := upstreamFormat(p); up.spec().counts {
+	if up := upstreamFormat(p); up.spec().counts && cl.req.documentTokens == 0 {
 		body := cl.body
 		var err error
 		if cl.format != up {
 			body, _, err = requestFor(cl.body, cl.format, up, m.ID, false)
 		}
 		if err == nil {
+			root := gjson.ParseBytes(body)
 			var c int
-			if c, err = cl.h.countUpstream(cl.Call, p, m, gjson.ParseBytes(body), cl.betas.forwarded(cl.Gateway.Catalog, m)); err == nil {
-				n, counted = int64(c), true
+			if c, err = cl.h.countUpstream(cl.Call, p, m, root, cl.betas.forwarded(cl.Gateway.Catalog, m)); err == nil {
+				n, counted = int64(c)+uncountable(up.spec().billing, root), true
 			}
 		}
 	}
 	if !counted {
-		n = promptBoundTokens(root) + replyPrimerTokens
+		n = promptBoundTokens(cl.format.spec().billing, jsonbody.Parse(cl.body)) + replyPrimerTokens
 	}
-	return n + n*countMarginPercent/100 + countMarginTokens, true
+	n += int64(cl.req.documentTokens)
+	return n + n*countMarginPercent/100 + countMarginTokens
 }
 
-// promptMembers are the members of a chat body the provider reads as its
-// prompt, in any of the three formats.
-var promptMembers = []string{"messages", "input", "system", "instructions", "tools", "tool_choice", "response_format", "text"}
-
-// promptBoundTokens counts the prompt members of a body as raw JSON with
-// the o200k tokenizer: quotes, keys and escapes only add tokens, so it
-// bounds what the provider counts from above. An image part counts
-// ImageTokenCeiling instead of its inline data.
-func promptBoundTokens(root gjson.Result) int64 {
+// promptBoundTokens counts the members of a body that its format's table
+// t bills as prompt (every member it does not say is unbilled) as raw
+// JSON with the o200k tokenizer: quotes, keys and escapes only add
+// tokens, so it bounds what the provider counts from above. An image part
+// counts ImageTokenCeiling instead of its inline data; an inline document
+// counts nothing here (its bound is added apart).
+func promptBoundTokens(t memberTable, root gjson.Result) int64 {
 	var n int64
 	root.ForEach(func(k, v gjson.Result) bool {
-		if slices.Contains(promptMembers, k.Str) {
+		if t.counted(k.Str) {
+			n += boundTokens(v)
+		}
+		return true
+	})
+	return n
+}
+
+// uncountable is promptBoundTokens for the members of a body sent to a
+// count endpoint that its table t bills as prompt but the endpoint does
+// not take (so its count leaves them out).
+func uncountable(t memberTable, root gjson.Result) int64 {
+	var n int64
+	root.ForEach(func(k, v gjson.Result) bool {
+		if r := t.rule(k.Str); r.billed != unbilled && !r.countable {
 			n += boundTokens(v)
 		}
 		return true
@@ -209,8 +219,8 @@ func promptBoundTokens(root gjson.Result) int64 {
 }
 
 // boundTokens is promptBoundTokens for one value: an image part at its
-// ceiling, a value that may hold inline data member by member, any other
-// value as its raw JSON.
+// ceiling, an inline document at nothing, a value that may hold inline
+// data member by member, any other value as its raw JSON.
 func boundTokens(v gjson.Result) int64 {
 	if !v.IsObject() && !v.IsArray() {
 		return int64(countTokens(v.Raw))
@@ -219,6 +229,9 @@ func boundTokens(v gjson.Result) int64 {
 		switch v.Get("type").String() {
 		case "image_url", "input_image", "image":
 			return ImageTokenCeiling
+		}
+		if _, ok := inlineFile(v); ok {
+			return 0
 		}
 	}
 	if !mayHold(v.Raw, "data") && !mayHold(v.Raw, "base64") {
@@ -230,36 +243,4 @@ func boundTokens(v gjson.Result) int64 {
 		return true
 	})
 	return n
-}
-
-// promptUnbounded reports a prompt part whose cost no count of its bytes
-// bounds: an inline file (a PDF is billed as its pages' text and an image
-// of each page), as a chat-completions file part's file_data, a responses
-// input_file's file_data or a messages-style base64 document.
-func promptUnbounded(root gjson.Result) bool {
-	if !mayHold(root.Raw, "file_data") && !mayHold(root.Raw, "document") {
-		return false
-	}
-	found := false
-	var walk func(v gjson.Result)
-	walk = func(v gjson.Result) {
-		v.ForEach(func(_, x gjson.Result) bool {
-			if x.IsObject() {
-				switch x.Get("type").String() {
-				case "file":
-					found = x.Get("file.file_data").Exists()
-				case "input_file":
-					found = x.Get("file_data").Exists()
-				case "document":
-					found = x.Get("source.type").String() == "base64"
-				}
-			}
-			if !found && (x.IsObject() || x.IsArray()) {
-				walk(x)
-			}
-			return !found
-		})
-	}
-	walk(root)
-	return found
 }

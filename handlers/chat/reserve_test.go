@@ -150,35 +150,39 @@ func BenchmarkReserve(b *testing.B) {
 }
 
 // TestPromptBound: the tightened count bounds the provider's from above,
-// whatever carries the prompt: text, tool calls and results, schemas; an
-// image part counts its ceiling, not its inline data; an inline file is
-// unbounded.
+// whatever member of the format's table carries the prompt: text, tool
+// calls and results, tool and legacy function definitions, every schema
+// (response_format, output_format, output_config, text.format),
+// instructions, a member the table does not know; an image part counts
+// its ceiling, not its inline data; an inline document counts nothing
+// (its pages are added apart); members billed no tokens count nothing.
 func TestPromptBound(t *testing.T) {
 	big := strings.Repeat("word ", 3000)
+	n := countTokens(big)
 	for _, tc := range []struct {
-		body      string
-		atLeast   int
-		atMost    int
-		unbounded bool
+		f               Format
+		body            string
+		atLeast, atMost int
 	}{
-		{`{"messages":[{"role":"user","content":"` + big + `"}]}`, countTokens(big), countTokens(big) + 30, false},
-		{`{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"` + big + `"}}]}]}`, countTokens(big), countTokens(big) + 60, false},
-		{`{"input":[{"type":"function_call_output","call_id":"c","output":"` + big + `"}]}`, countTokens(big), countTokens(big) + 40, false},
-		{`{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"description":"` + big + `"}}}}`, countTokens(big), countTokens(big) + 60, false},
-		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("QUJD", 50000) + `"}}]}]}`, ImageTokenCeiling, ImageTokenCeiling + 40, false},
-		{`{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:application/pdf;base64,QUJD"}}]}]}`, 0, 0, true},
-		{`{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"QUJD"}}]}]}`, 0, 0, true},
-		{`{"input":[{"role":"user","content":[{"type":"input_file","file_data":"QUJD"}]}]}`, 0, 0, true},
+		{ChatCompletions, `{"messages":[{"role":"user","content":"` + big + `"}]}`, n, n + 30},
+		{ChatCompletions, `{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"` + big + `"}}]}]}`, n, n + 60},
+		{Responses, `{"input":[{"type":"function_call_output","call_id":"c","output":"` + big + `"}]}`, n, n + 40},
+		{ChatCompletions, `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"description":"` + big + `"}}}}`, n, n + 60},
+		{ChatCompletions, `{"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f","description":"` + big + `","parameters":{}}]}`, n, n + 60},
+		{ChatCompletions, `{"messages":[{"role":"user","content":"hi"}],"prediction":{"type":"content","content":"` + big + `"}}`, n, n + 60},
+		{Messages, `{"messages":[{"role":"user","content":"hi"}],"output_format":{"type":"json_schema","schema":{"description":"` + big + `"}}}`, n, n + 60},
+		{Messages, `{"messages":[{"role":"user","content":"hi"}],"output_config":{"format":{"type":"json_schema","schema":{"description":"` + big + `"}}}}`, n, n + 60},
+		{Responses, `{"input":"hi","instructions":"` + big + `"}`, n, n + 20},
+		{Responses, `{"input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"description":"` + big + `"}}}}`, n, n + 60},
+		{Messages, `{"messages":[{"role":"user","content":"hi"}],"a_member_not_known":"` + big + `"}`, n, n + 30},
+		{ChatCompletions, `{"messages":[{"role":"user","content":"hi"}],"metadata":{"note":"` + big + `"},"user":"` + big + `","model":"` + big + `"}`, 0, 30},
+		{ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("QUJD", 50000) + `"}}]}]}`, ImageTokenCeiling, ImageTokenCeiling + 40},
+		{ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:application/pdf;base64,` + strings.Repeat("QUJD", 50000) + `"}}]}]}`, 0, 40},
+		{Messages, `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + strings.Repeat("QUJD", 50000) + `"}}]}]}`, 0, 60},
+		{Responses, `{"input":[{"role":"user","content":[{"type":"input_file","file_data":"` + strings.Repeat("QUJD", 50000) + `"}]}]}`, 0, 40},
 	} {
-		root := gjson.Parse(tc.body)
-		if got := promptUnbounded(root); got != tc.unbounded {
-			t.Errorf("%.80s: unbounded %t", tc.body, got)
-		}
-		if tc.unbounded {
-			continue
-		}
-		if n := promptBoundTokens(root); n < int64(tc.atLeast) || n > int64(tc.atMost) {
-			t.Errorf("%.80s: %d tokens, want %d to %d", tc.body, n, tc.atLeast, tc.atMost)
+		if got := promptBoundTokens(tc.f.spec().billing, gjson.Parse(tc.body)); got < int64(tc.atLeast) || got > int64(tc.atMost) {
+			t.Errorf("%.100s: %d tokens, want %d to %d", tc.body, got, tc.atLeast, tc.atMost)
 		}
 	}
 }

@@ -15,6 +15,13 @@ func NewAnthropic() *Upstream { return newUpstream(formatAnthropic, serveAnthrop
 // (2026-10-21 is what @anthropic-ai/sdk 1.x sends).
 var anthropicVersions = map[string]bool{"2023-06-01": true, "2023-01-01": true, "2026-10-21": true}
 
+// countTokensMembers are the members count_tokens takes (its request
+// type in the official SDK, betas' members included); any other is a 400,
+// as the real endpoint refuses extra inputs.
+var countTokensMembers = map[string]bool{"model": true, "messages": true, "system": true, "tools": true, "tool_choice": true,
+	"thinking": true, "output_config": true, "output_format": true, "context_management": true, "mcp_servers": true,
+	"cache_control": true, "compaction": true, "speed": true}
+
 func serveAnthropic(u *Upstream, w http.ResponseWriter, r *http.Request, body []byte) {
 	rid := newID("req_011C", 20)
 	w.Header().Set("request-id", rid)
@@ -102,6 +109,12 @@ func serveAnthropic(u *Upstream, w http.ResponseWriter, r *http.Request, body []
 	}
 
 	if countOnly {
+		for k := range req {
+			if !countTokensMembers[k] {
+				anthropicError(w, rid, http.StatusBadRequest, "invalid_request_error", k+": Extra inputs are not permitted")
+				return
+			}
+		}
 		if u.CountError.Status != 0 {
 			writeJSON(w, u.CountError.Status, anthropicErrorBody{Type: "error", Error: anthropicScriptError(u.CountError, u.CountError.Status), RequestID: rid})
 			return

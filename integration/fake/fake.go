@@ -41,7 +41,9 @@
 //     SSE events message_start, content_block_start, ping,
 //     content_block_delta (text_delta / input_json_delta), content_block_stop,
 //     message_delta, message_stop.
-//   - POST /v1/messages/count_tokens: {"input_tokens": CountTokens(body)}.
+//   - POST /v1/messages/count_tokens: {"input_tokens": CountTokens(body)};
+//     a member the real endpoint does not take (max_tokens, stream, ...)
+//     is a 400 invalid_request_error, as it is there.
 //
 // # Strictness
 //
@@ -671,16 +673,25 @@ func newHexID(prefix string, n int) string {
 	return b.String()
 }
 
+// countedMembers are the members of a messages body whose text the
+// Anthropic fake counts, as the provider bills them as prompt: the system
+// prompt, the messages, the tool definitions and choice, and the output
+// format's schema (beta output_format or output_config.format).
+var countedMembers = []string{"system", "messages", "tools", "tool_choice", "output_format", "output_config"}
+
 // CountTokens is the Anthropic fake's count_tokens estimate for a request
-// body: the runes of every JSON string value under "system", "messages" and
-// "tools" (keys excluded), divided by four and rounded up, at least 1.
+// body: the runes of every JSON string value under the members the
+// provider bills as prompt ("system", "messages", "tools", "tool_choice",
+// "output_format", "output_config"; keys excluded), divided by four and
+// rounded up, at least 1. What it counts of a body sent to /v1/messages
+// is what a test has the fake bill for it.
 func CountTokens(body []byte) int {
 	var req map[string]any
 	if json.Unmarshal(body, &req) != nil {
 		return 1
 	}
 	n := 0
-	for _, k := range []string{"system", "messages", "tools"} {
+	for _, k := range countedMembers {
 		n += stringRunes(req[k])
 	}
 	if t := (n + 3) / 4; t > 1 {

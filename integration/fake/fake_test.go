@@ -1048,6 +1048,7 @@ func TestAnthropicValidation(t *testing.T) {
 		{"system role", anthropicHeaders(), "/v1/messages", `{"model":"c","max_tokens":10,"messages":[{"role":"system","content":"x"},{"role":"user","content":"hi"}]}`, 400, "invalid_request_error"},
 		{"tool role", anthropicHeaders(), "/v1/messages", `{"model":"c","max_tokens":10,"messages":[{"role":"user","content":"hi"},{"role":"tool","content":"x"}]}`, 400, "invalid_request_error"},
 		{"count without messages", anthropicHeaders(), "/v1/messages/count_tokens", `{"model":"c"}`, 400, "invalid_request_error"},
+		{"count with max_tokens", anthropicHeaders(), "/v1/messages/count_tokens", `{"model":"c","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error"},
 		{"unknown path", anthropicHeaders(), "/v1/complete", `{}`, 404, "not_found_error"},
 	}
 	for _, c := range cases {
@@ -1098,6 +1099,11 @@ func TestAnthropicCountTokens(t *testing.T) {
 	}
 	if n := fake.CountTokens([]byte(`{"system":"abcd","messages":[{"role":"user","content":"abcde"}]}`)); n != 4 {
 		// "abcd" 4 + "user" 4 + "abcde" 5 = 13 runes → 4 tokens
+		t.Errorf("CountTokens = %d, want 4", n)
+	}
+	// The output format's schema is billed as prompt, and counted.
+	if n := fake.CountTokens([]byte(`{"messages":[],"output_format":{"schema":{"description":"abcdefgh"}},"output_config":{"format":{"schema":{"title":"abcdefgh"}}},"model":"not counted"}`)); n != 4 {
+		// "abcdefgh" 8 + "abcdefgh" 8 = 16 runes → 4 tokens; the model is not counted
 		t.Errorf("CountTokens = %d, want 4", n)
 	}
 }

@@ -37,6 +37,10 @@ type Needs struct {
 	Answers int
 	// MaxTokens is the most output the request allows (0: unknown).
 	MaxTokens int
+	// ExtraOutput is the most output an answer can be billed for beyond
+	// MaxTokens (a predicted output it does not use is billed as output),
+	// per answer.
+	ExtraOutput int
 	// Text is the last user message's text, for classification.
 	Text string
 }
@@ -164,8 +168,8 @@ const DefaultMaxTokens = 4096
 // EstimateLines is the most a request with n could cost on m, as priced
 // lines: every prompt token (the larger of PromptBound and PromptTokens)
 // at the dearer of the input and cache write prices, and the output limit
-// (DefaultMaxTokens when unset) at the output price times the answers
-// asked for. The chat handler reserves it; the router compares candidates
+// (DefaultMaxTokens when unset) and the extra output at the output price
+// times the answers asked for. The chat handler reserves it; the router compares candidates
 // by it. Units saturate rather than wrap, so no request can make its own
 // estimate small by making it huge.
 func EstimateLines(m *catalog.Model, n Needs) []pricing.Line {
@@ -175,7 +179,7 @@ func EstimateLines(m *catalog.Model, n Needs) []pricing.Line {
 	}
 	return []pricing.Line{
 		{Units: int64(max(n.PromptBound, n.PromptTokens, 0)), Rate: pricing.PerMillion(max(m.InputPrice, m.CacheWriteRate()))},
-		{Units: mulSat(out, int64(max(n.Answers, 1))), Rate: pricing.PerMillion(m.OutputPrice)},
+		{Units: mulSat(out+int64(max(n.ExtraOutput, 0)), int64(max(n.Answers, 1))), Rate: pricing.PerMillion(m.OutputPrice)},
 	}
 }
 
