@@ -21,7 +21,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
-	"github.com/caddy-gw/caddy-gw/internal/testsvc"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -322,18 +321,8 @@ func TestMoneyProperties(t *testing.T) {
 	})
 	t.Run("two nodes", func(t *testing.T) {
 		t.Parallel()
-		pg, rs := testsvc.PostgresServer(t), testsvc.RedisServer(t)
-		db := pg.NewDatabase(t)
-		oa, an := fake.NewOpenAI(), fake.NewAnthropic()
-		t.Cleanup(oa.Close)
-		t.Cleanup(an.Close)
-		cfg := withGW(t, "\t\tlimits {\n\t\t\tchat_requests_per_minute 100000\n\t\t}")
-		var nodes []*gateway
-		for range 2 {
-			nodes = append(nodes, startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg,
-				Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rs.URL()}}))
-		}
-		propTest(t, nodes, oa, an)
+		s := startSharedNodes(t, 2, 100000)
+		propTest(t, s.nodes, s.oa, s.an)
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
-	"github.com/caddy-gw/caddy-gw/internal/testsvc"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -23,17 +22,8 @@ import (
 // less the ledger, never below zero.
 func TestNodesStreamsChargedThroughOutages(t *testing.T) {
 	t.Parallel()
-	pg, rs := testsvc.PostgresServer(t), testsvc.RedisServer(t)
-	db := pg.NewDatabase(t)
-	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
-	t.Cleanup(oa.Close)
-	t.Cleanup(an.Close)
-	cfg := withGW(t, "\t\tlimits {\n\t\t\tchat_requests_per_minute 1000\n\t\t}")
-	var nodes []*gateway
-	for range 2 {
-		nodes = append(nodes, startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg,
-			Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rs.URL()}}))
-	}
+	s := startSharedNodes(t, 2, 1000)
+	nodes, oa, pg, rs := s.nodes, s.oa, s.pg, s.rs
 	const start = "1.00"
 	key := nodes[0].newAccountKey(t, map[string]any{"id": "streamer", "plan": "paid", "cleared": true, "balance_usd": start})
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
-	"github.com/caddy-gw/caddy-gw/internal/testsvc"
 )
 
 // Faults of the shared servers, with real servers stopped and started
@@ -19,14 +18,9 @@ import (
 // both come back by themselves, and only answered calls are charged.
 func TestNodesFaults(t *testing.T) {
 	t.Parallel()
-	pg, rs := testsvc.PostgresServer(t), testsvc.RedisServer(t)
-	db := pg.NewDatabase(t)
-	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
-	t.Cleanup(oa.Close)
-	t.Cleanup(an.Close)
-	oa.Default = fake.Script{Text: "ok", Usage: fake.Usage{Input: 10, Output: 100}}
-	g := startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: withGW(t, "\t\tlimits {\n\t\t\tchat_requests_per_minute 1000\n\t\t}"),
-		Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rs.URL()}})
+	s := startSharedNodes(t, 1, 1000)
+	g, pg, rs := s.nodes[0], s.pg, s.rs
+	s.oa.Default = fake.Script{Text: "ok", Usage: fake.Usage{Input: 10, Output: 100}}
 	key := g.newAccountKey(t, map[string]any{"id": "faulty", "plan": "paid", "cleared": true, "balance_usd": "1.00"})
 	chat := func() response { return g.do(t, http.MethodPost, "/v1/chat/completions", nodesChat, bearer(key)...) }
 	answered := 0

@@ -364,3 +364,28 @@ func rawPost(url, key, body string) (*http.Response, []byte, error) {
 }
 
 var rawClient = &http.Client{Timeout: 30 * time.Second}
+
+// sharedNodes are gateways on one PostgreSQL database and one Redis, with
+// the chat fakes behind them.
+type sharedNodes struct {
+	nodes  []*gateway
+	oa, an *fake.Upstream
+	pg     *testsvc.PG
+	rs     *testsvc.RedisSrv
+}
+
+// startSharedNodes starts n nodes of Caddyfile.example (chat calls up to
+// chatPerMinute a minute) on a new database and Redis of their own.
+func startSharedNodes(t *testing.T, n, chatPerMinute int) *sharedNodes {
+	t.Helper()
+	s := &sharedNodes{pg: testsvc.PostgresServer(t), rs: testsvc.RedisServer(t), oa: fake.NewOpenAI(), an: fake.NewAnthropic()}
+	t.Cleanup(s.oa.Close)
+	t.Cleanup(s.an.Close)
+	db := s.pg.NewDatabase(t)
+	cfg := withGW(t, fmt.Sprintf("\t\tlimits {\n\t\t\tchat_requests_per_minute %d\n\t\t}", chatPerMinute))
+	for range n {
+		s.nodes = append(s.nodes, startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg,
+			Env: map[string]string{"GW_OPENAI_BASE_URL": s.oa.URL, "GW_ANTHROPIC_BASE_URL": s.an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": s.rs.URL()}}))
+	}
+	return s
+}

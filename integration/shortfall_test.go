@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
-	"github.com/caddy-gw/caddy-gw/internal/testsvc"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -99,19 +98,9 @@ func TestShortfallConcurrent(t *testing.T) {
 	})
 	t.Run("two nodes", func(t *testing.T) {
 		t.Parallel()
-		pg, rs := testsvc.PostgresServer(t), testsvc.RedisServer(t)
-		db := pg.NewDatabase(t)
-		oa, an := fake.NewOpenAI(), fake.NewAnthropic()
-		t.Cleanup(oa.Close)
-		t.Cleanup(an.Close)
-		oa.SetDefault(script)
-		cfg := withGW(t, "\t\tlimits {\n\t\t\tchat_requests_per_minute 1000\n\t\t}")
-		var nodes []*gateway
-		for range 2 {
-			nodes = append(nodes, startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg,
-				Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rs.URL()}}))
-		}
-		shortfallRun(t, nodes, balance, cost)
+		s := startSharedNodes(t, 2, 1000)
+		s.oa.SetDefault(script)
+		shortfallRun(t, s.nodes, balance, cost)
 	})
 }
 
@@ -180,13 +169,8 @@ func shortfallRun(t *testing.T, nodes []*gateway, balance, cost pricing.Money) {
 // drops the hold: the charge is in the ledger once, at its receipt's cost.
 func TestNodeKilledDuringOutage(t *testing.T) {
 	t.Parallel()
-	pg, rs := testsvc.PostgresServer(t), testsvc.RedisServer(t)
-	db := pg.NewDatabase(t)
-	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
-	t.Cleanup(oa.Close)
-	t.Cleanup(an.Close)
-	env := map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": rs.URL()}
-	a := startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Env: env})
+	s := startSharedNodes(t, 1, 1000)
+	a, oa, pg, rs := s.nodes[0], s.oa, s.pg, s.rs
 	const account = "spooler"
 	key := a.newAccountKey(t, map[string]any{"id": account, "plan": "paid", "cleared": true, "balance_usd": "1.00"})
 
