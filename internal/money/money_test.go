@@ -627,6 +627,21 @@ func TestKeptHoldOutlivesItsNode(t *testing.T) {
 	}
 }
 
+// reserveRestored reserves est for account on g, tried again (at most
+// 10 s) while the holds are being restored: that refusal is
+// credit_unresolved, never a grant.
+func reserveRestored(t *testing.T, g *Gate, account, est string) (*Hold, error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h, err := g.Reserve(context.Background(), account, Ability, usd(est))
+		if err == nil || code(t, err) != gwerr.CodeCreditUnresolved || time.Now().After(deadline) {
+			return h, err
+		}
+		time.Sleep(20 * time.Millisecond) // polling an observable state
+	}
+}
+
 // waitHeld waits (at most 10 s) until the account's holds sum to want.
 func waitHeld(t *testing.T, l Locks, account string, want pricing.Money) {
 	t.Helper()
@@ -665,19 +680,7 @@ func TestRedisHoldsLostNeverNegative(t *testing.T) {
 		t.Cleanup(func() { l.Destruct() })
 		nodes = append(nodes, &Gate{Store: f.store, Locks: l, Now: func() time.Time { return f.now }})
 	}
-	reserve := func(g *Gate, est string) (*Hold, error) {
-		t.Helper()
-		// Retried while the holds are being restored: that refusal is
-		// credit_unresolved, never a grant.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			h, err := g.Reserve(ctx, "a", Ability, usd(est))
-			if err == nil || code(t, err) != gwerr.CodeCreditUnresolved || time.Now().After(deadline) {
-				return h, err
-			}
-			time.Sleep(20 * time.Millisecond) // polling an observable state
-		}
-	}
+	reserve := func(g *Gate, est string) (*Hold, error) { return reserveRestored(t, g, "a", est) }
 	mustHold := func(g *Gate, est string) *Hold {
 		t.Helper()
 		h, err := reserve(g, est)
@@ -813,17 +816,7 @@ func TestRedisHoldsLostToSnapshotOrFailover(t *testing.T) {
 				locks = append(locks, l)
 				nodes = append(nodes, &Gate{Store: f.store, Locks: l, Now: func() time.Time { return f.now }})
 			}
-			reserve := func(g *Gate, est string) (*Hold, error) {
-				t.Helper()
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					h, err := g.Reserve(ctx, "a", Ability, usd(est))
-					if err == nil || code(t, err) != gwerr.CodeCreditUnresolved || time.Now().After(deadline) {
-						return h, err
-					}
-					time.Sleep(20 * time.Millisecond) // polling an observable state
-				}
-			}
+			reserve := func(g *Gate, est string) (*Hold, error) { return reserveRestored(t, g, "a", est) }
 
 			h1, err := reserve(nodes[0], "0.30")
 			if err != nil {
