@@ -226,6 +226,10 @@ func (f *mp4File) trackReading(t *mp4Track) (reading, error) {
 	// The frames counted hold the last frame's padding, which the sample
 	// durations leave out: they count when they hold more than that.
 	tables := float64(t.ticks) / float64(t.timescale)
+	if t.entry.codec == "Opus" {
+		// An Opus decoder drops the pre-skip, which the durations count.
+		tables = max(tables-float64(t.entry.preSkip)/opusRate, 0)
+	}
 	held := walked(tables, t.frameSeconds())
 	if declared == 0 && held == 0 {
 		return reading{}, unreadable(FormatMP4, "a sound track has no duration")
