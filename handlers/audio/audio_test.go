@@ -434,6 +434,11 @@ func FuzzProbe(f *testing.F) {
 			f.Add(forged)
 		}
 	}
+	// Headers cut short, which each reader is given alone.
+	for _, b := range []string{"OggS", "OggS\x00\x02", "\x00\x00\x00\x08moov", "\x00\x00\x00\x10ftypisom\x00\x00\x00\x00\x00\x00\x00\x08moof",
+		"\x1a\x45\xdf\xa3\x84\x42\x82\x84webm\x18\x53\x80\x67\x01"} {
+		f.Add([]byte(b))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		info, err := Probe(b)
 		if err == nil && (info.Format == "" || !(info.Duration > 0 && info.Duration <= MaxDuration)) {

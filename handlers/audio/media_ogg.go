@@ -74,13 +74,16 @@ func oggStreams(b []byte) ([]*oggStream, error) {
 			break
 		}
 		pos += i
-		_, size, ok := oggPage(b[pos:], binary.LittleEndian.Uint32(b[pos+14:min(pos+18, len(b))]))
+		var serial uint32
+		if len(b)-pos >= 27 {
+			serial = binary.LittleEndian.Uint32(b[pos+14 : pos+18])
+		}
+		_, size, ok := oggPage(b[pos:], serial)
 		if !ok {
 			pos++
 			continue
 		}
 		page := b[pos : pos+size]
-		serial := binary.LittleEndian.Uint32(page[14:18])
 		switch {
 		case page[5]&0x02 != 0: // the first page of a stream
 			if !firsts {
