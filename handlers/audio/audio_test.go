@@ -403,8 +403,8 @@ func fixtures(f *testing.F) [][]byte {
 	names, _ := filepath.Glob("testdata/*")
 	var out [][]byte
 	for _, n := range names {
-		if filepath.Base(n) == "README" {
-			continue
+		if st, err := os.Stat(n); filepath.Base(n) == "README" || err == nil && st.IsDir() {
+			continue // the fuzz corpus is read by FuzzProbe itself
 		}
 		b, err := os.ReadFile(n)
 		if err != nil {

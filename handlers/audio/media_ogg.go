@@ -41,15 +41,16 @@ func oggStreamCodec(p []byte) string {
 	return ""
 }
 
-// MaxOggGroupStreams bounds the logical streams of one link of an Ogg file
-// (played together: a recording's tracks, a video's sound); a file with
-// more is refused.
-const MaxOggGroupStreams = 8
+// MaxOggStreams bounds the logical streams of an Ogg file (each is read
+// through the pages from its first to its last); a file with more is
+// refused.
+const MaxOggStreams = 32
 
 // oggStream is one logical stream of an Ogg file: its serial number, its
 // codec, its first packet, the link of the chain it belongs to, and the
-// bytes its pages lie in (from its first page to its last, or to the next
-// link).
+// bytes its pages lie in (from its first page to its last: the one
+// flagged end of stream, the first page of a new stream of its serial, or
+// the end of the file).
 type oggStream struct {
 	serial uint32
 	codec  string
@@ -66,8 +67,8 @@ type oggStream struct {
 // a correct checksum count.
 func oggStreams(b []byte) ([]*oggStream, error) {
 	var streams []*oggStream
-	open := map[uint32]*oggStream{} // the streams of the current link
-	link, group, firsts := 0, 0, true
+	open := map[uint32]*oggStream{} // the streams whose last page is to come
+	link, firsts := 0, true
 	for pos := 0; pos < len(b); {
 		i := bytes.Index(b[pos:], []byte("OggS"))
 		if i < 0 {
@@ -84,41 +85,38 @@ func oggStreams(b []byte) ([]*oggStream, error) {
 			continue
 		}
 		page := b[pos : pos+size]
-		switch {
-		case page[5]&0x02 != 0: // the first page of a stream
-			if !firsts {
-				// A new link: the streams of the last one end here.
-				for _, s := range open {
-					s.pages = s.pages[:pos-s.start]
-				}
-				open = map[uint32]*oggStream{}
-				link, group, firsts = link+1, 0, true
-			}
-			if group++; group > MaxOggGroupStreams {
-				return nil, unreadable(FormatOgg, "it has more than %d streams played together", MaxOggGroupStreams)
-			}
-			segs := int(page[26])
-			n := 0
-			for _, l := range page[27 : 27+segs] {
-				n += int(l)
-				if l < 255 {
-					break
-				}
-			}
-			s := &oggStream{serial: serial, head: page[27+segs : 27+segs+n], link: link, pages: b[pos:], start: pos}
-			s.codec = oggStreamCodec(s.head)
-			if s.codec == "" {
-				return nil, unreadable(FormatOgg, "it has a stream whose codec the gateway cannot measure")
-			}
-			open[serial] = s
-			streams = append(streams, s)
-		default:
+		if page[5]&0x02 == 0 {
 			firsts = false
 			if s := open[serial]; s != nil && page[5]&0x04 != 0 { // its last page
 				s.pages = s.pages[:pos+size-s.start]
 				delete(open, serial)
 			}
+			pos += size
+			continue
 		}
+		// The first page of a stream, after other pages: a new link.
+		if !firsts {
+			link, firsts = link+1, true
+		}
+		if len(streams) == MaxOggStreams {
+			return nil, unreadable(FormatOgg, "it has more than %d streams", MaxOggStreams)
+		}
+		if s := open[serial]; s != nil {
+			s.pages = s.pages[:pos-s.start]
+		}
+		segs := int(page[26])
+		n := 0
+		for _, l := range page[27 : 27+segs] {
+			if n += int(l); l < 255 {
+				break
+			}
+		}
+		s := &oggStream{serial: serial, head: page[27+segs : 27+segs+n], link: link, pages: b[pos:], start: pos}
+		if s.codec = oggStreamCodec(s.head); s.codec == "" {
+			return nil, unreadable(FormatOgg, "it has a stream whose codec the gateway cannot measure")
+		}
+		open[serial] = s
+		streams = append(streams, s)
 		pos += size
 	}
 	return streams, nil

@@ -399,7 +399,7 @@ func FuzzMKVFrames(f *testing.F) {
 
 // TestOggStreams: the logical streams of hand-made Ogg files, by the
 // codec of their first packets: a stream the gateway cannot measure is
-// refused, and so is a link of more than MaxOggGroupStreams streams.
+// refused, and so is a file of more than MaxOggStreams streams.
 func TestOggStreams(t *testing.T) {
 	page := func(serial uint32, flags byte, granule uint64, packet []byte) []byte {
 		p := append([]byte("OggS\x00"), flags)
@@ -432,12 +432,17 @@ func TestOggStreams(t *testing.T) {
 		chain = append(append(append(append(chain, a[:47]...), b[:47]...), a[47:]...), b[47:]...)
 	}
 	expectLength(t, chain, 5, 1e-9)
-	// Nine streams played together.
+	// A stream that goes on past the first page of the next link is read
+	// to its end: 2 s, then 1 s.
+	a, b := opus(1, 100), opus(2, 50)
+	cut := 47 + 36 + 29 // its two header pages and one packet's
+	expectLength(t, append(append(bytes.Clone(a[:cut]), b...), a[cut:]...), 3, 1e-9)
+	// More streams than the reader reads.
 	var many []byte
-	for s := range uint32(MaxOggGroupStreams + 1) {
+	for s := range uint32(MaxOggStreams + 1) {
 		many = append(many, page(s, 2, 0, opusHead)...)
 	}
-	for s := range uint32(MaxOggGroupStreams + 1) {
+	for s := range uint32(MaxOggStreams + 1) {
 		many = append(many, page(s, 0, 960, []byte{0xFC})...)
 	}
 	expectRefused(t, many)
