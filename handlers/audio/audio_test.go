@@ -19,6 +19,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/upload"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 func testCatalog(t *testing.T, speak, hd *catalog.Ability) *catalog.Catalog {
@@ -528,7 +529,8 @@ func FuzzTranscriptionForm(f *testing.F) {
 // names its field.
 func FuzzParseSpeech(f *testing.F) {
 	h := &Handler{allowed: map[string]map[string]bool{AliasSpeak: {"alloy": true}, AliasSpeakHD: {"alloy": true}}}
-	for _, s := range []string{`{"input":"hi","voice":"alloy"}`, `{"input":"hi","voice":"alloy","speed":0.5,"model":"gw-voice-speak-hd","instructions":""}`, `[]`, `{"input":"\u00e9"}`} {
+	for _, s := range []string{`{"input":"hi","voice":"alloy"}`, `{"input":"hi","voice":"alloy","speed":0.5,"model":"gw-voice-speak-hd","instructions":""}`, `[]`, `{"input":"\u00e9"}`,
+		`{"input":"hi","voice":"alloy","speed":0.3,"instructions":"calm \ud83d\ude42"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -539,7 +541,8 @@ func FuzzParseSpeech(f *testing.F) {
 			}
 			return
 		}
-		if s.chars < 1 || s.chars > MaxInputChars || (s.speedSet && !(s.speed >= MinSpeed && s.speed <= MaxSpeed)) {
+		if s.chars < 1 || s.chars > MaxInputChars || (s.speedSet && !(s.speed >= MinSpeed && s.speed <= MaxSpeed)) ||
+			s.instructionsChars != pricing.CharCount(s.instructions) || s.instructionsChars > MaxInstructionsChars {
 			t.Fatalf("accepted %+v", s)
 		}
 	})
