@@ -447,3 +447,51 @@ func TestOggStreams(t *testing.T) {
 	}
 	expectRefused(t, many)
 }
+
+// TestProbeForgedWebM: a WebM of 65.5 s of Vorbis whose Duration says
+// 1 s and whose clusters all say they start at 0 (so no block seems to
+// start past 32.8 s): the Vorbis packets are counted from the headers in
+// the track's CodecPrivate.
+func TestProbeForgedWebM(t *testing.T) {
+	dir := t.TempDir()
+	webm, real := makeAudio(t, dir, "vorbis.webm", 65.5, "-ar", "16000", "-c:a", "libvorbis")
+	forged := bytes.Clone(webm)
+	hdr, _ := ebmlNext(forged)
+	seg, ok := ebmlNext(forged[hdr.next:])
+	if !ok || seg.id != mkvSegment {
+		t.Fatal("no segment")
+	}
+	durations, clusters := 0, 0
+	for d := seg.data; len(d) > 0; {
+		e, ok := ebmlNext(d)
+		if !ok {
+			break
+		}
+		for c := e.data; len(c) > 0 && (e.id == mkvInfo || e.id == mkvCluster); {
+			f, ok := ebmlNext(c)
+			if !ok {
+				break
+			}
+			switch {
+			case e.id == mkvInfo && f.id == mkvDuration && len(f.data) == 8:
+				binary.BigEndian.PutUint64(f.data, math.Float64bits(1000))
+				durations++
+			case e.id == mkvInfo && f.id == mkvDuration && len(f.data) == 4:
+				binary.BigEndian.PutUint32(f.data, math.Float32bits(1000))
+				durations++
+			case e.id == mkvCluster && f.id == mkvTimecode:
+				clear(f.data)
+				clusters++
+			}
+			c = c[f.next:]
+		}
+		d = d[e.next:]
+	}
+	if durations != 1 || clusters < 2 {
+		t.Fatalf("forged %d durations and %d cluster timecodes", durations, clusters)
+	}
+	if got := probeForged(t, dir, "forged.webm", forged); got > 2 {
+		t.Fatalf("ffprobe reads %.3f s of the forged file: the forgery does not take", got)
+	}
+	expectLength(t, forged, real, 0.03)
+}
