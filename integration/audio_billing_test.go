@@ -3,7 +3,11 @@ package integration
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
@@ -154,4 +158,213 @@ func TestTranscriptionBilledForWhatIsHeard(t *testing.T) {
 		}
 		expectReceipt(t, e.gateway, "thrifty", r.Header, "gpt-4o-transcribe", "X-Gw-Billed-Seconds", 50, "audio_second", abilityCost(voicePrice, 50))
 	})
+}
+
+// ffmpegTracks has ffmpeg mux one sound track per input (a lavfi source)
+// with the output options args, and returns the file's bytes. Without
+// ffmpeg the test is skipped, or fails under CI, which installs it.
+func ffmpegTracks(t *testing.T, name string, inputs []string, args ...string) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("no ffmpeg on this machine (apt-get install ffmpeg); CI runs this test")
+		}
+		t.Fatal("no ffmpeg on this machine, want Debian's ffmpeg package")
+	}
+	cmd := []string{"-v", "error"}
+	for _, in := range inputs {
+		cmd = append(cmd, "-f", "lavfi", "-i", in)
+	}
+	for i := range inputs {
+		cmd = append(cmd, "-map", fmt.Sprintf("%d:a", i))
+	}
+	out := filepath.Join(t.TempDir(), name)
+	if b, err := exec.Command(bin, append(append(cmd, args...), "-y", out)...).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v %s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// opusOptions encode sound track i as Opus quickly (120 ms packets, least
+// effort).
+func opusOptions(i int) []string {
+	return []string{fmt.Sprintf("-c:a:%d", i), "libopus", fmt.Sprintf("-b:a:%d", i), "6k",
+		fmt.Sprintf("-frame_duration:a:%d", i), "120", fmt.Sprintf("-compression_level:a:%d", i), "0"}
+}
+
+// silenceOf is an ffmpeg source of seconds of silence.
+func silenceOf(seconds int) string {
+	return fmt.Sprintf("anullsrc=r=48000:cl=mono,atrim=duration=%d", seconds)
+}
+
+// forgeBoxDurations sets the durations that an MP4's movie, track and
+// media headers declare (mvhd, tkhd, mdhd) to seconds, as a forger would;
+// its sample tables are left as they are.
+func forgeBoxDurations(t *testing.T, b []byte, seconds uint32) []byte {
+	t.Helper()
+	out := bytes.Clone(b)
+	var movieScale uint32
+	forged := 0
+	var walk func(d []byte)
+	walk = func(d []byte) {
+		for len(d) >= 8 {
+			size := int(binary.BigEndian.Uint32(d))
+			if size < 8 || size > len(d) {
+				return
+			}
+			p := d[8:size]
+			switch string(d[4:8]) {
+			case "moov", "trak", "mdia":
+				walk(p)
+			case "mvhd", "mdhd":
+				if p[0] != 0 {
+					t.Fatalf("a version %d %s", p[0], d[4:8])
+				}
+				scale := binary.BigEndian.Uint32(p[12:])
+				if string(d[4:8]) == "mvhd" {
+					movieScale = scale
+				}
+				binary.BigEndian.PutUint32(p[16:], seconds*scale)
+				forged++
+			case "tkhd":
+				binary.BigEndian.PutUint32(p[20:], seconds*movieScale)
+				forged++
+			}
+			d = d[size:]
+		}
+	}
+	walk(out)
+	if forged != 3 {
+		t.Fatalf("%d durations forged, want mvhd, tkhd and mdhd", forged)
+	}
+	return out
+}
+
+// TestTranscriptionBilledForEverySoundTrack: the two files of a report
+// against the built gateway, each 1,200 s of sound that a reader of the
+// first track's boxes takes for about a second: an MP4 whose first track
+// is 1 s of AAC and whose default track is 1,200 s of Opus, and an Opus
+// MP4 whose mvhd, tkhd and mdhd say 1 s. Each is reserved and billed for
+// its 1,200 s (routed to gw-voice-fast, past gw-voice's five minutes); a
+// prepaid balance that cannot pay them is refused before the provider
+// hears a second, and one that can is spent to its last cent.
+func TestTranscriptionBilledForEverySoundTrack(t *testing.T) {
+	t.Parallel()
+	tracks := ffmpegTracks(t, "tracks.mp4", []string{"sine=frequency=440:sample_rate=48000:duration=1", silenceOf(1200)},
+		append(append([]string{"-c:a:0", "aac", "-b:a:0", "24k"}, opusOptions(1)...), "-disposition:a:0", "0", "-disposition:a:1", "default")...)
+	forged := forgeBoxDurations(t, ffmpegTracks(t, "opus.mp4", []string{silenceOf(1200)}, opusOptions(0)...), 1)
+	e := newAudioEnv(t)
+	full := abilityCost(voicePrice, 1200)
+	for name, file := range map[string][]byte{"tracks": tracks, "forged": forged} {
+		t.Run(name, func(t *testing.T) {
+			// Billed afterwards: gpt-4o-mini-transcribe reports tokens,
+			// so the file's own length is billed.
+			e.OA.Reset()
+			e.OA.Push(fake.Script{Text: "long", Usage: fake.Usage{Input: 900, Output: 3}})
+			key := e.account(t, name+"-after", nil)
+			r := e.upload(t, key, "clip.mp4", file)
+			if r.Status != http.StatusOK {
+				t.Fatalf("%d %s", r.Status, r.Body)
+			}
+			expectReceipt(t, e.gateway, name+"-after", r.Header, "gpt-4o-mini-transcribe", "X-Gw-Billed-Seconds", 1200, "audio_second", full)
+
+			// A balance of 600 s: refused before the provider is called (a
+			// hold of 10 s would let it through, and its report of the
+			// 1,200 s it heard be charged past the hold).
+			e.OA.Reset()
+			e.OA.Push(fake.Script{Text: "long", AudioSeconds: 1200})
+			short := e.account(t, name+"-short", map[string]any{"balance_usd": abilityCost(voicePrice, 600).String()})
+			r = e.upload(t, short, "clip.mp4", file, "response_format", "verbose_json")
+			expectError(t, r, http.StatusPaymentRequired, `{"error":{"message":"<string>","type":"insufficient_quota","code":"credit_exhausted"}}`, "")
+			if n := len(e.OA.Requests()); n != 0 {
+				t.Errorf("the provider heard %d calls the balance could not pay", n)
+			}
+			if l := e.ledger(t, name+"-short"); len(l) != 0 {
+				t.Errorf("a refusal was billed: %+v", l)
+			}
+			if got, want := balanceOf(t, e.gateway, name+"-short"), abilityCost(voicePrice, 600); got != want {
+				t.Errorf("balance %s, want %s", got, want)
+			}
+
+			// A balance of exactly 1,200 s: paid to its last cent.
+			e.OA.Reset()
+			e.OA.Push(fake.Script{Text: "long", AudioSeconds: 1200})
+			exact := e.account(t, name+"-exact", map[string]any{"balance_usd": full.String()})
+			r = e.upload(t, exact, "clip.mp4", file, "response_format", "verbose_json")
+			if r.Status != http.StatusOK {
+				t.Fatalf("%d %s", r.Status, r.Body)
+			}
+			expectReceipt(t, e.gateway, name+"-exact", r.Header, "whisper-1", "X-Gw-Billed-Seconds", 1200, "audio_second", full)
+			if got := balanceOf(t, e.gateway, name+"-exact"); got != 0 {
+				t.Errorf("balance %s, want 0", got)
+			}
+		})
+	}
+	if check := e.adminJSON(t, http.MethodGet, "/gw/journal/check", nil, http.StatusOK).JSON(t); check["ok"] != true {
+		t.Errorf("journal check: %v", check)
+	}
+}
+
+// TestSpeechInstructionsBilled: speech is billed for its instructions'
+// characters on top of its input's, as the provider reads both: in
+// x-gw-billed-chars, x-gw-cost-usd and the ledger, reserved before the
+// provider is called. The input's characters are divided by a speed below
+// 1; the instructions' are not (they make no audio).
+func TestSpeechInstructionsBilled(t *testing.T) {
+	t.Parallel()
+	e := newAudioEnv(t)
+	key := e.account(t, "directed", nil)
+	for _, tc := range []struct {
+		body   string
+		billed int64
+	}{
+		// 12 characters of input, 8 of instructions.
+		{`{"input":"Hello, wörld","voice":"coral","instructions":"cheerful"}`, 20},
+		// ceil(10 ÷ 0.3) = 34, and 12 (the emoji is one character).
+		{`{"input":"0123456789","voice":"alloy","speed":0.3,"instructions":"slow, kind 🙂"}`, 46},
+		// Speed 2: 10 + 4.
+		{`{"input":"0123456789","voice":"alloy","speed":2,"instructions":"fast"}`, 14},
+		// Empty instructions: the input alone.
+		{`{"input":"0123456789","voice":"alloy","instructions":""}`, 10},
+	} {
+		e.OA.Push(fake.Script{Audio: []byte("sound")})
+		r := e.do(t, http.MethodPost, "/v1/audio/speech", tc.body, bearer(key)...)
+		if r.Status != http.StatusOK || string(r.Body) != "sound" {
+			t.Fatalf("%s: %d %s", tc.body, r.Status, r.Body)
+		}
+		expectReceipt(t, e.gateway, "directed", r.Header, "gpt-4o-mini-tts", "X-Gw-Billed-Chars", tc.billed, "character", abilityCost(speakPrice, tc.billed))
+	}
+
+	// A prepaid balance of 19 characters: the 12 of the input would fit,
+	// the call does not; nothing reaches the provider or the ledger.
+	body := `{"input":"Hello, wörld","voice":"coral","instructions":"cheerful"}`
+	e.OA.Reset()
+	short := e.account(t, "directed-short", map[string]any{"balance_usd": abilityCost(speakPrice, 19).String()})
+	r := e.do(t, http.MethodPost, "/v1/audio/speech", body, bearer(short)...)
+	expectError(t, r, http.StatusPaymentRequired, `{"error":{"message":"<string>","type":"insufficient_quota","code":"credit_exhausted"}}`, "")
+	if n := len(e.OA.Requests()); n != 0 {
+		t.Errorf("the provider was called %d times", n)
+	}
+	if l := e.ledger(t, "directed-short"); len(l) != 0 {
+		t.Errorf("a refusal was billed: %+v", l)
+	}
+	// 20 characters: spent to the last cent.
+	exact := e.account(t, "directed-exact", map[string]any{"balance_usd": abilityCost(speakPrice, 20).String()})
+	e.OA.Push(fake.Script{Audio: []byte("sound")})
+	r = e.do(t, http.MethodPost, "/v1/audio/speech", body, bearer(exact)...)
+	if r.Status != http.StatusOK {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	expectReceipt(t, e.gateway, "directed-exact", r.Header, "gpt-4o-mini-tts", "X-Gw-Billed-Chars", 20, "character", abilityCost(speakPrice, 20))
+	if got := balanceOf(t, e.gateway, "directed-exact"); got != 0 {
+		t.Errorf("balance %s, want 0", got)
+	}
+	if sent := e.OA.Requests()[0].JSON(); sent["instructions"] != "cheerful" || sent["input"] != "Hello, wörld" {
+		t.Errorf("upstream body %s", e.OA.Requests()[0].Body)
+	}
 }

@@ -591,7 +591,8 @@ func TestAudioSpeech(t *testing.T) {
 	if h.Get("Content-Type") != "audio/mpeg" || h.Get("Cache-Control") != "no-store" || h.Get("Content-Length") != "" || resp.ContentLength != -1 {
 		t.Errorf("headers %v (length %d)", h, resp.ContentLength)
 	}
-	expectReceipt(t, e.gateway, "talker", h, "gpt-4o-mini-tts", "X-Gw-Billed-Chars", 12, "character", abilityCost(speakPrice, 12))
+	// 12 characters of input and 8 of instructions.
+	expectReceipt(t, e.gateway, "talker", h, "gpt-4o-mini-tts", "X-Gw-Billed-Chars", 20, "character", abilityCost(speakPrice, 20))
 	sent := e.OA.Requests()[0].JSON()
 	if sent["model"] != "gpt-4o-mini-tts" || sent["voice"] != "coral" || sent["input"] != "Hello, wörld" || sent["instructions"] != "cheerful" ||
 		sent["response_format"] != "mp3" || e.OA.Requests()[0].Path != "/v1/audio/speech" {

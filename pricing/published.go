@@ -15,8 +15,8 @@ const (
 	// UnitAudioSecond prices one second of transcribed audio, as returned by
 	// BilledSeconds.
 	UnitAudioSecond = "audio_second"
-	// UnitCharacter prices one character of speech input, as returned by
-	// SpeechBilledChars.
+	// UnitCharacter prices one character of speech input or instructions,
+	// as returned by SpeechBilledChars.
 	UnitCharacter = "character"
 	// UnitToken is the unit of chat and decision-mode ledger entries. It is
 	// never a model row's price_unit.
@@ -101,10 +101,13 @@ func BilledSeconds(durationSeconds float64) int64 {
 // made of several code points counts each of them.
 func CharCount(s string) int { return utf8.RuneCountInString(s) }
 
-// SpeechBilledChars returns the characters a speech call is billed, per the
-// spec's speech table: for gw-voice-speak (hd false), the input length
-// divided by speed when speed < 1, rounded up; for gw-voice-speak-hd, the
-// input length. inputChars is CharCount of the input.
+// SpeechBilledChars returns the characters a speech call is billed: its
+// input's, per the spec's speech table (for gw-voice-speak, hd false, the
+// input length divided by speed when speed < 1, rounded up; for
+// gw-voice-speak-hd, the input length), plus its instructions'. The
+// provider reads the instructions as text input, as it reads the input;
+// they make no audio, so the speed does not stretch them.
+// inputChars and instructionsChars are CharCount of the two fields.
 //
 // The division is done in exact rational arithmetic on the decimal the
 // client wrote: the speed is turned into its shortest decimal form (the
@@ -117,8 +120,20 @@ func CharCount(s string) int { return utf8.RuneCountInString(s) }
 //
 // Speeds are validated to [0.25, 4] before billing; a speed that is zero,
 // negative, NaN or infinite is treated as 1 (the default, e.g. an omitted
-// field). inputChars <= 0 bills 0. The result saturates at math.MaxInt64.
-func SpeechBilledChars(inputChars int, speed float64, hd bool) int64 {
+// field). A count <= 0 bills 0. The result saturates at math.MaxInt64.
+func SpeechBilledChars(inputChars, instructionsChars int, speed float64, hd bool) int64 {
+	n := speechInputChars(inputChars, speed, hd)
+	if instructionsChars <= 0 {
+		return n
+	}
+	if n > math.MaxInt64-int64(instructionsChars) {
+		return math.MaxInt64
+	}
+	return n + int64(instructionsChars)
+}
+
+// speechInputChars is the input's part of SpeechBilledChars.
+func speechInputChars(inputChars int, speed float64, hd bool) int64 {
 	if inputChars <= 0 {
 		return 0
 	}

@@ -207,10 +207,35 @@ func TestSpeechBilledChars(t *testing.T) {
 			name += "-hd"
 		}
 		t.Run(name, func(t *testing.T) {
-			if got := SpeechBilledChars(tt.chars, tt.speed, tt.hd); got != tt.want {
-				t.Errorf("SpeechBilledChars(%d, %v, %v) = %d, want %d", tt.chars, tt.speed, tt.hd, got, tt.want)
+			if got := SpeechBilledChars(tt.chars, 0, tt.speed, tt.hd); got != tt.want {
+				t.Errorf("SpeechBilledChars(%d, 0, %v, %v) = %d, want %d", tt.chars, tt.speed, tt.hd, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSpeechBilledCharsInstructions: the instructions' characters are
+// added to the input's as they are, whatever the speed.
+func TestSpeechBilledCharsInstructions(t *testing.T) {
+	for _, tt := range []struct {
+		input, instructions int
+		speed               float64
+		want                int64
+	}{
+		{12, 8, 1, 20},
+		{10, 8, 0.3, 42}, // ceil(10 / 0.3) = 34, then 8
+		{10, 7, 0.25, 47},
+		{10, 5, 4, 15},
+		{4096, 4096, 0.25, 16384 + 4096},
+		{10, 0, 0.5, 20},
+		{10, -1, 1, 10},
+		{0, 9, 1, 9},
+		{10, 3, 1e-300, math.MaxInt64}, // saturates
+		{1, math.MaxInt, 1, math.MaxInt64},
+	} {
+		if got := SpeechBilledChars(tt.input, tt.instructions, tt.speed, false); got != tt.want {
+			t.Errorf("SpeechBilledChars(%d, %d, %v) = %d, want %d", tt.input, tt.instructions, tt.speed, got, tt.want)
+		}
 	}
 }
 
@@ -228,7 +253,7 @@ func TestSpeechBilledCharsDecimalSpeeds(t *testing.T) {
 			}
 			for n := int64(1); n <= maxN; n++ {
 				want := (n*scale + k - 1) / k
-				if got := SpeechBilledChars(int(n), speed, false); got != want {
+				if got := SpeechBilledChars(int(n), 0, speed, false); got != want {
 					t.Fatalf("SpeechBilledChars(%d, %v) = %d, want %d", n, speed, got, want)
 				}
 			}

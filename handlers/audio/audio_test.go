@@ -19,6 +19,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/upload"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 func testCatalog(t *testing.T, speak, hd *catalog.Ability) *catalog.Catalog {
@@ -403,8 +404,8 @@ func fixtures(f *testing.F) [][]byte {
 	names, _ := filepath.Glob("testdata/*")
 	var out [][]byte
 	for _, n := range names {
-		if filepath.Base(n) == "README" {
-			continue
+		if st, err := os.Stat(n); filepath.Base(n) == "README" || err == nil && st.IsDir() {
+			continue // the fuzz corpus is read by FuzzProbe itself
 		}
 		b, err := os.ReadFile(n)
 		if err != nil {
@@ -433,6 +434,11 @@ func FuzzProbe(f *testing.F) {
 			}
 			f.Add(forged)
 		}
+	}
+	// Headers cut short, which each reader is given alone.
+	for _, b := range []string{"OggS", "OggS\x00\x02", "\x00\x00\x00\x08moov", "\x00\x00\x00\x10ftypisom\x00\x00\x00\x00\x00\x00\x00\x08moof",
+		"\x1a\x45\xdf\xa3\x84\x42\x82\x84webm\x18\x53\x80\x67\x01"} {
+		f.Add([]byte(b))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		info, err := Probe(b)
@@ -523,7 +529,8 @@ func FuzzTranscriptionForm(f *testing.F) {
 // names its field.
 func FuzzParseSpeech(f *testing.F) {
 	h := &Handler{allowed: map[string]map[string]bool{AliasSpeak: {"alloy": true}, AliasSpeakHD: {"alloy": true}}}
-	for _, s := range []string{`{"input":"hi","voice":"alloy"}`, `{"input":"hi","voice":"alloy","speed":0.5,"model":"gw-voice-speak-hd","instructions":""}`, `[]`, `{"input":"\u00e9"}`} {
+	for _, s := range []string{`{"input":"hi","voice":"alloy"}`, `{"input":"hi","voice":"alloy","speed":0.5,"model":"gw-voice-speak-hd","instructions":""}`, `[]`, `{"input":"\u00e9"}`,
+		`{"input":"hi","voice":"alloy","speed":0.3,"instructions":"calm \ud83d\ude42"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -534,7 +541,8 @@ func FuzzParseSpeech(f *testing.F) {
 			}
 			return
 		}
-		if s.chars < 1 || s.chars > MaxInputChars || (s.speedSet && !(s.speed >= MinSpeed && s.speed <= MaxSpeed)) {
+		if s.chars < 1 || s.chars > MaxInputChars || (s.speedSet && !(s.speed >= MinSpeed && s.speed <= MaxSpeed)) ||
+			s.instructionsChars != pricing.CharCount(s.instructions) || s.instructionsChars > MaxInstructionsChars {
 			t.Fatalf("accepted %+v", s)
 		}
 	})

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 )
 
 // Format is an audio container the transcription route accepts (spec "POST
@@ -143,20 +142,45 @@ func Probe(b []byte) (Info, error) {
 	if err != nil {
 		return Info{Format: f}, err
 	}
-	if r.claim > r.most*ClaimTolerance {
-		return Info{Format: f}, unreadable(f, "it claims %.1f s of audio, more than its size can hold (%.1f s at most)", r.claim, r.most)
+	d, err := r.seconds(f)
+	if err != nil {
+		return Info{Format: f}, err
 	}
-	d := max(r.length, r.least)
 	if math.IsNaN(d) || d <= 0 || d > MaxDuration {
 		return Info{Format: f}, unreadable(f, "its length (%g s) is not believable", d)
 	}
 	return Info{Format: f, Duration: d}, nil
 }
 
+// seconds is the length a reading measures: its length, never below its
+// floor; an *UnreadableError when it claims more than its bytes can hold.
+// A container of several sound tracks or streams checks each this way.
+func (r reading) seconds(f Format) (float64, error) {
+	if r.claim > r.most*ClaimTolerance {
+		return 0, unreadable(f, "it claims %.1f s of audio, more than its size can hold (%.1f s at most)", r.claim, r.most)
+	}
+	return max(r.length, r.least), nil
+}
+
 // bounds are the least and most seconds n audio bytes hold at the
 // highest and lowest bitrates (bytes a second).
 func bounds(n int, highest, lowest float64) (least, most float64) {
 	return float64(n) / highest, float64(n) / lowest
+}
+
+// WalkTolerance is how far, in seconds, the length of the frames walked
+// may exceed the length a header claims before the walk is taken instead:
+// in an honest file the two differ by the codec's priming and padding.
+const WalkTolerance = 0.5
+
+// walked is the length of a file whose header claims claim seconds and
+// whose frames add up to walk seconds: the claim, unless the frames hold
+// more than it by over WalkTolerance (or it claims nothing).
+func walked(claim, walk float64) float64 {
+	if walk > claim+WalkTolerance || !(claim > 0) {
+		return walk
+	}
+	return claim
 }
 
 // Sniff returns the format of b, or "" when it is none of the accepted
@@ -624,370 +648,4 @@ func xingFrames(b []byte, h mp3Header) int {
 		return int(binary.BigEndian.Uint32(b[off+14 : off+18]))
 	}
 	return 0
-}
-
-// ---- Ogg (Vorbis, Opus) ----
-
-// oggCodec reads the first page's first packet: the codec of the logical
-// stream, its serial number and the rate of its granule positions. Only
-// Vorbis and Opus are accepted.
-func oggCodec(b []byte) (codec string, serial uint32, err error) {
-	if len(b) < 27 || string(b[0:4]) != "OggS" || b[4] != 0 {
-		return "", 0, ErrNotAudio
-	}
-	segs := int(b[26])
-	if len(b) < 27+segs {
-		return "", 0, ErrNotAudio
-	}
-	serial = binary.LittleEndian.Uint32(b[14:18])
-	p := b[27+segs:]
-	switch {
-	case len(p) >= 19 && string(p[0:8]) == "OpusHead":
-		return "opus", serial, nil
-	case len(p) >= 16 && string(p[0:7]) == "\x01vorbis":
-		return "vorbis", serial, nil
-	}
-	return "", 0, ErrNotAudio
-}
-
-// oggRead reads an Ogg file's length from its last granule position (a
-// claim like any header), bounded by its bytes at the lossy bitrates.
-func oggRead(b []byte) (reading, error) {
-	d, err := oggGranuleLength(b)
-	if err != nil {
-		return reading{}, err
-	}
-	r := reading{length: d, claim: d}
-	r.least, r.most = bounds(len(b), LossyHighestRate, LossyLowestRate)
-	switch codec, serial, _ := oggCodec(b); codec {
-	case "opus":
-		r.length = walked(d, oggOpusWalk(b, serial))
-	case "vorbis":
-		r.length = walked(d, oggVorbisWalk(b, serial))
-	}
-	return r, nil
-}
-
-// WalkTolerance is how far, in seconds, the length of the frames walked
-// may exceed the length a header claims before the walk is taken instead:
-// in an honest file the two differ by the codec's priming and padding.
-const WalkTolerance = 0.5
-
-// walked is the length of a file whose header claims claim seconds and
-// whose frames add up to walk seconds.
-func walked(claim, walk float64) float64 {
-	if walk > claim+WalkTolerance {
-		return walk
-	}
-	return claim
-}
-
-// opusSamples is the number of 48 kHz samples an Opus packet decodes to,
-// read from its TOC byte (and frame count byte); 0 for an empty or
-// malformed packet.
-func opusSamples(p []byte) int {
-	if len(p) == 0 {
-		return 0
-	}
-	config := p[0] >> 3
-	var frame int
-	switch {
-	case config < 12: // SILK: 10, 20, 40, 60 ms
-		frame = [4]int{480, 960, 1920, 2880}[config%4]
-	case config < 16: // hybrid: 10, 20 ms
-		frame = [2]int{480, 960}[config%2]
-	default: // CELT: 2.5, 5, 10, 20 ms
-		frame = [4]int{120, 240, 480, 960}[config%4]
-	}
-	n := 1
-	switch p[0] & 3 {
-	case 1, 2:
-		n = 2
-	case 3:
-		if len(p) < 2 {
-			return 0
-		}
-		n = int(p[1] & 0x3F)
-	}
-	if n*frame > opusMaxPacketSamples {
-		return 0
-	}
-	return n * frame
-}
-
-// opusMaxPacketSamples is 120 ms at 48 kHz, the most one packet holds.
-const opusMaxPacketSamples = 5760
-
-// oggPackets calls fn with every packet of the stream in the pages of b
-// (each checksum verified; bytes between pages and pages of other
-// streams skipped), in order, numbered from 0: the packet's first
-// keep(index) bytes, or all of it when shorter.
-func oggPackets(b []byte, serial uint32, keep func(index int) int, fn func(index int, head []byte)) {
-	index, open := -1, false
-	var head []byte // what is kept of the packet being read
-	for pos := 0; pos < len(b); {
-		i := bytes.Index(b[pos:], []byte("OggS"))
-		if i < 0 {
-			break
-		}
-		pos += i
-		_, size, ok := oggPage(b[pos:], serial)
-		if !ok {
-			pos++
-			continue
-		}
-		page := b[pos : pos+size]
-		segs := int(page[26])
-		data := page[27+segs:]
-		for _, l := range page[27 : 27+segs] {
-			seg := data[:l]
-			data = data[l:]
-			if !open {
-				head = head[:0]
-				index++
-			}
-			head = append(head, seg[:max(min(keep(index)-len(head), len(seg)), 0)]...)
-			if open = l == 255; !open {
-				fn(index, head)
-			}
-		}
-		pos += size
-	}
-}
-
-// oggOpusWalk adds up the samples of the stream's Opus packets, past the
-// two header packets and less the pre-skip, in seconds.
-func oggOpusWalk(b []byte, serial uint32) float64 {
-	var total int64
-	oggPackets(b, serial, func(int) int { return 2 }, func(index int, head []byte) {
-		if index >= 2 {
-			total += int64(opusSamples(head))
-		}
-	})
-	preSkip := int64(0)
-	if p := b[27+int(b[26]):]; len(p) >= 12 {
-		preSkip = int64(binary.LittleEndian.Uint16(p[10:12]))
-	}
-	return float64(max(total-preSkip, 0)) / 48000
-}
-
-// vorbisSetupMost bounds the setup header a Vorbis walk reads (real ones
-// are a few kilobytes).
-const vorbisSetupMost = 1 << 20
-
-// oggVorbisWalk adds up the samples of the stream's Vorbis packets, in
-// seconds: a packet decodes to a quarter of its block size plus a quarter
-// of the previous one's (the first to nothing: it primes the decoder), the
-// sizes given by the identification header
-// and each packet's mode (its first byte), whose block flags close the
-// setup header (vorbisModes). 0 when the headers cannot be read.
-func oggVorbisWalk(b []byte, serial uint32) float64 {
-	var (
-		rate      float64
-		sizes     [2]int64
-		flags     []bool
-		modeMask  byte
-		prevMask  byte
-		previous  int64
-		total     int64
-		readable  = true
-		modeCount int
-		audio     int
-	)
-	keep := func(index int) int {
-		if index < 3 {
-			return vorbisSetupMost
-		}
-		return 1
-	}
-	oggPackets(b, serial, keep, func(index int, p []byte) {
-		switch {
-		case !readable:
-		case index == 0:
-			if len(p) < 30 || p[0] != 1 || string(p[1:7]) != "vorbis" {
-				readable = false
-				return
-			}
-			rate = float64(binary.LittleEndian.Uint32(p[12:16]))
-			sizes = [2]int64{1 << (p[28] & 0x0F), 1 << (p[28] >> 4)}
-		case index == 2:
-			if flags = vorbisModes(p); flags == nil {
-				readable = false
-				return
-			}
-			modeCount = len(flags)
-			modeMask = byte((1<<bits.Len(uint(modeCount-1)))-1) << 1
-			prevMask = (modeMask | 1) + 1
-			previous = sizes[b2i(flags[0])]
-		case index > 2 && len(p) > 0 && p[0]&1 == 0:
-			mode := 0
-			if modeCount > 1 {
-				mode = int(p[0]&modeMask) >> 1
-			}
-			if mode >= modeCount {
-				return
-			}
-			prev := previous
-			if flags[mode] {
-				prev = sizes[b2i(p[0]&prevMask != 0)]
-			}
-			cur := sizes[b2i(flags[mode])]
-			if audio++; audio > 1 { // a decoder's first packet only primes it
-				total += (prev + cur) / 4
-			}
-			previous = cur
-		}
-	})
-	if !readable || flags == nil || rate <= 0 {
-		return 0
-	}
-	return float64(total) / rate
-}
-
-func b2i(v bool) int {
-	if v {
-		return 1
-	}
-	return 0
-}
-
-// vorbisModes reads the block flag of each mode from the end of a Vorbis
-// setup header: the modes are its last field, before the framing bit, so
-// they are read backwards (the fields before them have no lengths of their
-// own). A mode is 8 bits of window type and transform type (zero), a
-// 16-bit mapping number below 64 and the block flag, read from the end;
-// the mode count (6 bits, less one) stands before them. nil when no count
-// matches.
-func vorbisModes(p []byte) []bool {
-	if len(p) < 7 || p[0] != 5 || string(p[1:7]) != "vorbis" {
-		return nil
-	}
-	n := len(p) * 8
-	// bit i counted from the end of the packet, most significant first.
-	bit := func(i int) uint {
-		return uint(p[len(p)-1-i/8]>>(7-i%8)) & 1
-	}
-	read := func(pos *int, w int) uint {
-		v := uint(0)
-		for range w {
-			v = v<<1 | bit(*pos)
-			*pos++
-		}
-		return v
-	}
-	pos, framing := 0, -1
-	for n-pos > 97 {
-		if read(&pos, 1) == 1 {
-			framing = pos
-			break
-		}
-	}
-	if framing < 0 {
-		return nil
-	}
-	count, last := 0, 0
-	for n-pos >= 97 {
-		if read(&pos, 8) > 63 || read(&pos, 16) != 0 || read(&pos, 16) != 0 {
-			break
-		}
-		pos++ // the block flag
-		if count++; count > 64 {
-			break
-		}
-		peek := pos
-		if int(read(&peek, 6))+1 == count {
-			last = count
-		}
-	}
-	if last == 0 {
-		return nil
-	}
-	flags := make([]bool, last)
-	pos = framing
-	for i := last - 1; i >= 0; i-- {
-		pos += 40
-		flags[i] = read(&pos, 1) == 1
-	}
-	return flags
-}
-
-// oggGranuleLength reads the granule position of the stream's last page: Ogg
-// stores no total length, but the last granule position is the number of
-// samples decoded at the end of the stream (for Opus at 48 kHz, less the
-// pre-skip). The last page is found from the end and its checksum
-// verified, so bytes that merely look like a page header are not taken.
-func oggGranuleLength(b []byte) (float64, error) {
-	codec, serial, err := oggCodec(b)
-	if err != nil {
-		return 0, err
-	}
-	segs := int(b[26])
-	p := b[27+segs:]
-	var rate float64
-	var preSkip uint64
-	switch codec {
-	case "opus":
-		rate = 48000
-		preSkip = uint64(binary.LittleEndian.Uint16(p[10:12]))
-	default:
-		rate = float64(binary.LittleEndian.Uint32(p[12:16]))
-	}
-	if rate <= 0 {
-		return 0, unreadable(FormatOgg, "its sample rate is 0")
-	}
-	for end := len(b); end > 0; {
-		i := bytes.LastIndex(b[:end], []byte("OggS"))
-		if i < 0 {
-			break
-		}
-		end = i
-		granule, _, ok := oggPage(b[i:], serial)
-		if !ok || granule == math.MaxUint64 {
-			continue
-		}
-		if granule < preSkip {
-			return 0, unreadable(FormatOgg, "its last granule position is before the pre-skip")
-		}
-		return float64(granule-preSkip) / rate, nil
-	}
-	return 0, unreadable(FormatOgg, "no complete page with a granule position")
-}
-
-// oggPage checks the page at the start of b (whole, of the serial, with a
-// correct checksum) and returns its granule position and size.
-func oggPage(b []byte, serial uint32) (granule uint64, size int, ok bool) {
-	if len(b) < 27 || b[4] != 0 || binary.LittleEndian.Uint32(b[14:18]) != serial {
-		return 0, 0, false
-	}
-	segs := int(b[26])
-	if len(b) < 27+segs {
-		return 0, 0, false
-	}
-	size = 27 + segs
-	for _, l := range b[27 : 27+segs] {
-		size += int(l)
-	}
-	if size > len(b) {
-		return 0, 0, false
-	}
-	page := b[:size]
-	want := binary.LittleEndian.Uint32(page[22:26])
-	if oggCRC(page) != want {
-		return 0, 0, false
-	}
-	return binary.LittleEndian.Uint64(page[6:14]), size, true
-}
-
-var oggCRCTable = crcTable[uint32](0x04C11DB7)
-
-// oggCRC is the page checksum, computed with its own field as zero.
-func oggCRC(page []byte) uint32 {
-	var crc uint32
-	for i, c := range page {
-		if i >= 22 && i < 26 {
-			c = 0
-		}
-		crc = crc<<8 ^ oggCRCTable[byte(crc>>24)^c]
-	}
-	return crc
 }

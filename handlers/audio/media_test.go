@@ -30,6 +30,13 @@ func TestProbeFixtures(t *testing.T) {
 		// Written to a pipe: no stored duration; read from the blocks.
 		{"stream.webm", FormatWebM, 2.008, 0.03},
 		{"tone.flac", FormatFLAC, 0.5, 0.001},
+		// Several sound tracks, the first short: the longest is measured.
+		{"two-tracks.mp4", FormatMP4, 3.0, 0.001},
+		{"two-tracks.webm", FormatWebM, 3.032, 0.001},
+		{"two-streams.ogg", FormatOgg, 3.0, 0.001},
+		// A chain of two Ogg links (1 s, then 2 s): ffprobe reads the last.
+		{"chained.opus", FormatOgg, 3.0, 0.001},
+		{"frag-opus.mp4", FormatMP4, 2.0, 0.001},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join("testdata", tc.file))

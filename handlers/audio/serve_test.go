@@ -30,6 +30,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
+	"github.com/caddy-gw/caddy-gw/pricing"
 	"github.com/caddy-gw/caddy-gw/routes"
 )
 
@@ -40,8 +41,9 @@ type served struct {
 	rt    *routes.Router
 	store *storetest.Faulty
 	key   string
-	// uploads counts the provider's transcription requests.
-	uploads atomic.Int64
+	// uploads counts the provider's transcription requests, speeches its
+	// speech requests.
+	uploads, speeches atomic.Int64
 }
 
 func newServed(tb testing.TB) *served {
@@ -55,6 +57,7 @@ func newServed(tb testing.TB) *served {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"text":"ok"}`)
 		case "/v1/audio/speech":
+			s.speeches.Add(1)
 			w.Header().Set("Content-Type", "audio/mpeg")
 			_, _ = w.Write([]byte("some audio"))
 		default:
@@ -186,6 +189,54 @@ func TestSettlementFailsUnbilled(t *testing.T) {
 	// Once the store is back the same calls are billed.
 	if w := s.serve(t, transcriptionRequest(body, ct, true)); w.Code != 200 || s.ledger(t) != 1 {
 		t.Fatalf("after recovery: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestSpeechBillsInstructions: a speech call is billed for the characters
+// of its instructions on top of its input's (the input's divided by a
+// speed below 1, the instructions' as they are), in the receipt and the
+// ledger; a prepaid balance that covers the input alone is refused before
+// the provider is called.
+func TestSpeechBillsInstructions(t *testing.T) {
+	s := newServed(t)
+	// 12 characters of input at speed 0.5 are 24; the instructions are 14
+	// characters (the emoji one).
+	const body = `{"input":"Hello, wörld","voice":"alloy","speed":0.5,"instructions":"Speak calmly 🙂"}`
+	cost := func(chars int64) pricing.Money {
+		return pricing.Cost(false, pricing.Line{Units: chars, Rate: pricing.PerUnit(pricing.Micro(26))})
+	}
+	w := s.serve(t, httptest.NewRequest(http.MethodPost, "/v1/audio/speech", strings.NewReader(body)))
+	if w.Code != 200 || w.Header().Get("X-Gw-Billed-Chars") != "38" || w.Header().Get("X-Gw-Cost-Usd") != cost(38).String() {
+		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
+	}
+	entries, err := s.store.Entries(context.Background(), "a", 10)
+	if err != nil || len(entries) != 1 || entries[0].Units != 38 || entries[0].Unit != pricing.UnitCharacter || entries[0].Cost != cost(38) {
+		t.Fatalf("ledger %+v %v", entries, err)
+	}
+	// A balance of 37 characters: the 24 of the input fit, the whole call
+	// does not.
+	ctx := context.Background()
+	balance := cost(37)
+	if err := s.store.CreateAccount(ctx, store.Account{ID: "p", Plan: store.PlanPaid, Cleared: true, Balance: &balance}); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := store.NewSecret()
+	if err := s.store.CreateKey(ctx, store.Key{ID: "kp", AccountID: "p", Hash: store.HashSecret(key)}); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/audio/speech", strings.NewReader(body))
+	s.key = key
+	w = s.serve(t, r)
+	var refusal struct {
+		Error struct{ Type, Code, Message string }
+	}
+	_ = json.Unmarshal(w.Body.Bytes(), &refusal)
+	if w.Code != http.StatusPaymentRequired || refusal.Error.Type != "insufficient_quota" || refusal.Error.Code != "credit_exhausted" ||
+		refusal.Error.Message == "" || w.Header().Get("X-Gw-Cost-Usd") != "" {
+		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if n := s.speeches.Load(); n != 1 {
+		t.Fatalf("the provider was called %d times, want once", n)
 	}
 }
 

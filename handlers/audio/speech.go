@@ -62,13 +62,17 @@ type speechRequest struct {
 	alias, input, voice, format, instructions string
 	speed                                     float64
 	speedSet                                  bool
-	chars                                     int
+	// chars and instructionsChars count the input and the instructions
+	// (pricing.CharCount): both are billed.
+	chars, instructionsChars int
 }
 
 // Speech serves POST /v1/audio/speech: the checks of the spec's two
 // tables, then the provider's audio relayed as it arrives. The call is
-// billed when the first audio byte arrives: a failure before it costs
-// nothing, and once audio has started the charge stands even if the
+// billed for the characters of its input and of its instructions (which
+// the provider reads as text too), reserved before the provider is called
+// and charged when the first audio byte arrives: a failure before it
+// costs nothing, and once audio has started the charge stands even if the
 // client leaves.
 func (h *Handler) Speech(c *pipeline.Call) error {
 	b, err := jsonbody.Read(c.R.Body, MaxSpeechBody)
@@ -92,7 +96,7 @@ func (h *Handler) Speech(c *pipeline.Call) error {
 	if s.speedSet {
 		speed = s.speed
 	}
-	billed := pricing.SpeechBilledChars(s.chars, speed, s.alias == AliasSpeakHD)
+	billed := pricing.SpeechBilledChars(s.chars, s.instructionsChars, speed, s.alias == AliasSpeakHD)
 	cost, ok := c.AbilityCost(s.alias, billed)
 	if !ok {
 		return capabilityUnavailable(false, "%s has no published price; it is not served", s.alias)
@@ -277,7 +281,7 @@ func (h *Handler) parseSpeech(c *pipeline.Call, b []byte) (*speechRequest, error
 		if ins.Type != gjson.String {
 			return nil, invalid("instructions", "instructions must be a string")
 		}
-		if pricing.CharCount(ins.Str) > MaxInstructionsChars {
+		if s.instructionsChars = pricing.CharCount(ins.Str); s.instructionsChars > MaxInstructionsChars {
 			return nil, invalid("instructions", "instructions are longer than %d characters", MaxInstructionsChars)
 		}
 		if ins.Str != "" && s.alias == AliasSpeakHD {
