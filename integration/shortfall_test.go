@@ -3,7 +3,6 @@ package integration
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -158,7 +157,7 @@ func shortfallRun(t *testing.T, nodes []*gateway, balance, cost pricing.Money) {
 		t.Errorf("gw_shortfall_usd_total %s over the nodes, ledger shortfalls %s", counted, short)
 	}
 	g.expectJournalOK(t)
-	t.Log(fmt.Sprintf("%d of %d served, %s charged, %s short", served, n, ledger, short))
+	t.Logf("%d of %d served, %s charged, %s short", served, n, ledger, short)
 }
 
 // TestNodeKilledDuringOutage: a node whose stream is charged while

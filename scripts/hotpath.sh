@@ -9,8 +9,10 @@
 # (same-format-beyond-fsync). Last, what observing a call costs: the same
 # code built with the tag gw_unobserved (bin/caddy-unobserved), which
 # leaves out the observation beyond counting calls, and bin/caddy in turn
-# against the bare proxy, a few rounds each, with the means. Prints
-# Markdown; asserts nothing.
+# against the bare proxy, a few rounds each, with the means; with
+# HOTPATH_BEFORE=<revision>, the gateway built at that revision
+# (bin/caddy-before) in the same rounds, so a change's cost is measured in
+# one run. Prints Markdown; asserts nothing.
 #
 #   scripts/hotpath.sh            all of it (about seven minutes)
 #
@@ -19,7 +21,8 @@
 # GW_BENCH_ACCESS_LOG (both, the default: both sites write the access log
 # of Caddyfile.example; gateway; none), GW_BENCH_BASELINE (shared: the bare
 # proxy is served by the gateway's process instead of a Caddy of its own),
-# HOTPATH_OBSERVE_ROUNDS (rounds of observed and unobserved, 3).
+# HOTPATH_OBSERVE_ROUNDS (rounds of observed and unobserved, and before,
+# 3), HOTPATH_BEFORE (a git revision to measure beside bin/caddy).
 # Needs two CPUs or more; on one CPU nothing is pinned.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -49,6 +52,15 @@ fi
 # requests and durations, log fields, placeholders, Server-Timing, span
 # attributes): what observing costs is the difference.
 GOFLAGS="${GOFLAGS:+$GOFLAGS }-tags=gw_unobserved" go run ./cmd/gwbuild -o bin/caddy-unobserved >/dev/null
+builds=(observed unobserved)
+if [[ -n ${HOTPATH_BEFORE:-} ]]; then
+	# The gateway at another revision, built in a worktree of its own.
+	tree=$(mktemp -d)
+	git worktree add -q --detach "$tree" "$HOTPATH_BEFORE"
+	(cd "$tree" && go run ./cmd/gwbuild -o "$OLDPWD/bin/caddy-before" >/dev/null)
+	git worktree remove --force "$tree"
+	builds+=(before)
+fi
 go test -c -o "$out/integration.test" ./integration
 run() { # name, test, then env assignments
 	local name=$1 test=$2
@@ -76,16 +88,16 @@ run() { # name, test, then env assignments
 	# Observed and unobserved in turn, so that both meet the machine in
 	# the same states; single runs move by a few hundredths.
 	for i in $(seq "${HOTPATH_OBSERVE_ROUNDS:-3}"); do
-		for build in observed unobserved; do
+		for build in "${builds[@]}"; do
 			bin=$PWD/bin/caddy
-			[[ $build == unobserved ]] && bin=$PWD/bin/caddy-unobserved
+			[[ $build != observed ]] && bin=$PWD/bin/caddy-$build
 			run "32 connections, one account, $build, round $i" TestBenchReport GW_CADDY_BIN="$bin" \
 				GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=1 GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format
 		done
 	done
 } | tee "$out/hotpath.md"
 # The rounds' throughput and CPU ratios, and their means.
-awk '/^## 32 connections, one account, (un)?observed, round/ { build = $6; sub(/,$/, "", build) }
+awk '/^## 32 connections, one account, (observed|unobserved|before), round/ { build = $6; sub(/,$/, "", build) }
 	build != "" && /^\| same-format \| [0-9]/ {
 		split($0, f, "|"); r = f[5]; c = f[9]; gsub(/[ ×]/, "", r); gsub(/[ ×]/, "", c)
 		n[build]++; sr[build] += r; sc[build] += c; runs[build] = runs[build] " " r "×"; build = ""
@@ -96,4 +108,6 @@ awk '/^## 32 connections, one account, (un)?observed, round/ { build = $6; sub(/
 		print "| build | throughput ratio, each round | mean | CPU ratio, mean |"
 		print "|---|---|--:|--:|"
 		for (b in n) printf "| %s |%s | %.3f× | %.3f× |\n", b, runs[b], sr[b] / n[b], sc[b] / n[b]
+		if (n["before"]) printf "\nThe change since the revision before costs %.3f of the throughput ratio (%.3f of the CPU ratio).\n",
+			sr["before"] / n["before"] - sr["observed"] / n["observed"], sc["before"] / n["before"] - sc["observed"] / n["observed"]
 	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"
