@@ -25,7 +25,9 @@ func Shown(r rune) bool { return unicode.IsGraphic(r) }
 // Escape returns s with every character that is not Shown written as its
 // escape: \n, \r and \t, \u001b (four hex digits) or \U000e0001 (eight)
 // for the others, and \xff for a byte that is not UTF-8. A backslash is
-// doubled, so text holding "\u001b" cannot pass for an escaped character.
+// left as it is, so escaping twice changes nothing; where text that holds
+// "\u001b" itself must be told from an escaped character, the JSON of the
+// value is exact.
 func Escape(s string) string {
 	if clean(s) {
 		return s
@@ -37,8 +39,6 @@ func Escape(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\\':
-			b.WriteString(`\\`)
 		case Shown(r):
 			b.WriteString(s[i : i+size])
 		default:
@@ -53,7 +53,7 @@ func Escape(s string) string {
 func clean(s string) bool {
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || r == '\\' || !Shown(r) {
+		if (r == utf8.RuneError && size == 1) || !Shown(r) {
 			return false
 		}
 		i += size
