@@ -48,7 +48,9 @@ func TestTablesEscape(t *testing.T) {
 			return journalTable(b, []admin.Movement{{Time: at, Kind: evil, Reason: evil}})
 		}, 2},
 		{"accounts", func(b *bytes.Buffer) error { return accountTable(b, []admin.Account{{ID: evil, CreatedAt: at}}) }, 2},
-		{"account", func(b *bytes.Buffer) error { return accountCard(b, admin.Account{ID: evil, Abilities: []string{evil}, CreatedAt: at}) }, 9},
+		{"account", func(b *bytes.Buffer) error {
+			return accountCard(b, admin.Account{ID: evil, Abilities: []string{evil}, CreatedAt: at})
+		}, 9},
 		{"check", func(b *bytes.Buffer) error {
 			return checkReport(b, checkResult{Problems: []admin.Problem{{Account: evil, UnledgeredCharges: []string{evil}}}})
 		}, 2},
