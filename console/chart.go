@@ -140,7 +140,7 @@ var funcs = template.FuncMap{
 	// does.
 	"keyNameMax": func() int { return admin.MaxKeyName },
 	"reasonMax":  func() int { return admin.MaxReason },
-	"num":  func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"num":        func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
 	"join": func(s []string) string {
 		if s == nil {
 			return "all"
