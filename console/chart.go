@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/usage"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -135,7 +136,11 @@ var funcs = template.FuncMap{
 		return *s
 	},
 	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-	"num":  func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	// keyNameMax and reasonMax bound the forms' fields as the admin API
+	// does.
+	"keyNameMax": func() int { return admin.MaxKeyName },
+	"reasonMax":  func() int { return admin.MaxReason },
+	"num":        func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
 	"join": func(s []string) string {
 		if s == nil {
 			return "all"

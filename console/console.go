@@ -33,7 +33,7 @@ const (
 //go:embed assets page.html
 var files embed.FS
 
-var pages = template.Must(template.New("").Funcs(funcs).ParseFS(files, "page.html"))
+var pages = textOnly(template.Must(template.New("").Funcs(funcs).Funcs(template.FuncMap{textHelper: text}).ParseFS(files, "page.html")))
 
 // Console serves the console's pages.
 type Console struct {

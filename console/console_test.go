@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"text/template/parse"
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/admin"
@@ -293,5 +294,103 @@ func TestUnknownAccount(t *testing.T) {
 	}
 	if w := serve(c, request("GET", "/usage?days=3", "")); w.Code != http.StatusBadRequest {
 		t.Errorf("GET /usage?days=3: status %d, want 400", w.Code)
+	}
+}
+
+// evil is text stored before the admin API refused it: printed raw it
+// would clear a terminal, break a line and turn text around.
+const evil = "gpt\x1b[2J\nFORGED\u202e\x7f"
+
+// evilShown is how a page shows it.
+const evilShown = `gpt\u001b[2J\nFORGED\u202e\u007f`
+
+// Names, reasons and models reach every page as text: their control
+// characters are written as visible escapes, whatever template prints
+// them.
+func TestPagesShowControlsEscaped(t *testing.T) {
+	c, st := newConsole(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if err := st.CreateKey(ctx, store.Key{ID: "key_evil", AccountID: "acme", Name: evil, Hash: "h", Models: []string{evil}, CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateAccount(ctx, "acme", func(a *store.Account) error {
+		b := *a.Balance - pricing.USD(1)
+		a.Balance = &b
+		return nil
+	}, store.Movement{Kind: store.JournalAdjustment, Reason: evil}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Settle(ctx, &store.Entry{RequestID: "req_evil", AccountID: "acme", Endpoint: "apps", Model: evil, Units: 1, Unit: "action", Cost: pricing.Micro(1000), Time: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/accounts/acme", "/usage", "/usage?account=acme"} {
+		w := serve(c, request("GET", path, ""))
+		body := w.Body.String()
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, w.Code)
+		}
+		if strings.ContainsAny(body, "\x1b\x7f\u202e\r\t") {
+			t.Errorf("GET %s: a control character reached the page", path)
+		}
+		if n := strings.Count(body, evilShown); n < 2 {
+			t.Errorf("GET %s: %q shown %d times, want 2 or more:\n%s", path, evilShown, n, body)
+		}
+	}
+	// A refused form shows what it held, escaped too.
+	w := serve(c, request("POST", "/accounts/acme/keys", "name="+url.QueryEscape(evil)))
+	if w.Code != http.StatusBadRequest || strings.ContainsAny(w.Body.String(), "\x1b\x7f\u202e") || !strings.Contains(w.Body.String(), `value="`+evilShown+`"`) {
+		t.Errorf("refused key form: %d\n%s", w.Code, w.Body)
+	}
+}
+
+// endsInText reports whether p's last command is text, but for the
+// escapers html/template adds after it.
+func endsInText(p *parse.PipeNode) bool {
+	for i := len(p.Cmds) - 1; i >= 0; i-- {
+		id, ok := p.Cmds[i].Args[0].(*parse.IdentifierNode)
+		switch {
+		case !ok:
+			return false
+		case id.Ident == textHelper:
+			return true
+		case !strings.HasPrefix(id.Ident, "_html_template_"):
+			return false
+		}
+	}
+	return false
+}
+
+// Every template's printing actions go through text; those that only set
+// a variable do not.
+func TestEveryActionPrintsText(t *testing.T) {
+	for _, tt := range pages.Templates() {
+		var check func(parse.Node)
+		check = func(n parse.Node) {
+			switch n := n.(type) {
+			case *parse.ListNode:
+				if n != nil {
+					for _, c := range n.Nodes {
+						check(c)
+					}
+				}
+			case *parse.ActionNode:
+				if len(n.Pipe.Decl) == 0 && !endsInText(n.Pipe) {
+					t.Errorf("template %s: %s does not print through %s", tt.Name(), n, textHelper)
+				}
+			case *parse.IfNode:
+				check(n.List)
+				check(n.ElseList)
+			case *parse.RangeNode:
+				check(n.List)
+				check(n.ElseList)
+			case *parse.WithNode:
+				check(n.List)
+				check(n.ElseList)
+			}
+		}
+		if tt.Tree != nil {
+			check(tt.Tree.Root)
+		}
 	}
 }

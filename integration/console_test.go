@@ -1,12 +1,18 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
+	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -287,11 +293,11 @@ func TestConsoleBehindBasicAuth(t *testing.T) {
 		t.Fatalf("caddy hash-password: %v", err)
 	}
 	cfg := exampleCaddyfile(t)
-	const plain = "http://{$GW_CONSOLE:localhost:2020} {\n\tgw_console\n}"
+	const plain = "\tgw_console\n}"
 	if !strings.Contains(cfg, plain) {
-		t.Fatalf("Caddyfile.example lacks the console site %q", plain)
+		t.Fatalf("Caddyfile.example lacks the console site's %q", plain)
 	}
-	cfg = strings.Replace(cfg, plain, "http://{$GW_CONSOLE:localhost:2020} {\n\tgw_console {\n\t\tbehind_auth\n\t}\n\tbasic_auth {\n\t\tops "+strings.TrimSpace(string(out))+"\n\t}\n}", 1)
+	cfg = strings.Replace(cfg, plain, "\tgw_console {\n\t\tbehind_auth\n\t}\n\tbasic_auth {\n\t\tops "+strings.TrimSpace(string(out))+"\n\t}\n}", 1)
 	g := startGateway(t, gwOptions{Caddyfile: cfg})
 	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true})
 	if r := g.send(t, g.ConsoleURL+"/", http.MethodGet, nil, nil); r.Status != http.StatusUnauthorized {
@@ -323,5 +329,73 @@ func TestConsoleRefusesForeignHost(t *testing.T) {
 		if listed := strings.Contains(string(r.Body), "/accounts/acme"); listed != (want == http.StatusOK) {
 			t.Errorf("Host %s: accounts listed %v, want %v", host, listed, want == http.StatusOK)
 		}
+	}
+}
+
+// listening returns the local addresses of the TCP sockets that listen on
+// port, read from the kernel's tables (/proc/net/tcp and tcp6).
+func listening(t *testing.T, port string) []netip.Addr {
+	t.Helper()
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPort := fmt.Sprintf("%04X", p)
+	var addrs []netip.Addr
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			t.Fatalf("reading the kernel's sockets: %v", err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 4 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			hexIP, hexPort, _ := strings.Cut(f[1], ":")
+			if hexPort != wantPort {
+				continue
+			}
+			raw, err := hex.DecodeString(hexIP)
+			if err != nil || (len(raw) != 4 && len(raw) != 16) {
+				t.Fatalf("%s: local address %q", table, f[1])
+			}
+			// The kernel writes each 32-bit word in the host's order
+			// (little-endian here).
+			for w := 0; w < len(raw); w += 4 {
+				raw[w], raw[w+1], raw[w+2], raw[w+3] = raw[w+3], raw[w+2], raw[w+1], raw[w]
+			}
+			a, _ := netip.AddrFromSlice(raw)
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// TestConsoleListensOnLoopback: Caddyfile.example's console site listens
+// on loopback addresses only (not on every interface, turning others away
+// itself): 127.0.0.1 and [::1] whether GW_CONSOLE names localhost, an
+// address or no host at all, and it answers there.
+func TestConsoleListensOnLoopback(t *testing.T) {
+	t.Parallel()
+	for _, host := range []string{"localhost", "127.0.0.1", ""} {
+		t.Run("host "+cmp.Or(host, "none"), func(t *testing.T) {
+			t.Parallel()
+			port := freePorts(t, 1)[0]
+			g := startGateway(t, gwOptions{Env: map[string]string{"GW_CONSOLE": host + ":" + port}})
+			g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true})
+			got := listening(t, port)
+			slices.SortFunc(got, netip.Addr.Compare)
+			want := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
+			if !slices.Equal(got, want) {
+				t.Fatalf("the console's port %s is listened on at %v, want %v", port, got, want)
+			}
+			for _, ip := range []string{"127.0.0.1", "[::1]"} {
+				r := g.send(t, "http://"+ip+":"+port+"/", http.MethodGet, nil, []string{"Host", cmp.Or(host, "localhost") + ":" + port})
+				if r.Status != http.StatusOK || !strings.Contains(string(r.Body), "/accounts/acme") {
+					t.Errorf("GET / on %s: %d\n%s", ip, r.Status, r.Body)
+				}
+			}
+		})
 	}
 }

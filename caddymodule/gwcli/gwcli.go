@@ -5,6 +5,7 @@
 package gwcli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/caddy-gw/caddy-gw/internal/admin"
+	"github.com/caddy-gw/caddy-gw/internal/printable"
 	"github.com/caddy-gw/caddy-gw/internal/usage"
 )
 
@@ -127,9 +129,25 @@ func leaf(cmd *cobra.Command, f run) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return f(e, args)
+		return shown(f(e, args))
 	}
 	return cmd
+}
+
+// shownError is an error printed as text: the admin endpoint's messages,
+// and the values they repeat, reach the terminal with what is not
+// printable escaped.
+type shownError struct{ err error }
+
+func (e shownError) Error() string { return printable.Escape(e.err.Error()) }
+func (e shownError) Unwrap() error { return e.err }
+
+// shown wraps err (nil stays nil) so that it prints as text.
+func shown(err error) error {
+	if err == nil {
+		return nil
+	}
+	return shownError{err}
 }
 
 func newEnv(c *cobra.Command) (*env, error) {
@@ -166,15 +184,25 @@ func (e *env) call(what, method, path string, body any) ([]byte, error) {
 	return b, nil
 }
 
-// printJSON writes an answer as it came, on a line of its own.
+// printJSON writes an answer as it came, on a line of its own, but for
+// characters inside its strings that are not printable: those are written
+// as \u escapes, so the JSON holds the same values and a terminal shows
+// it as text.
 func (e *env) printJSON(b []byte) error {
-	_, err := fmt.Fprintln(e.out, strings.TrimSpace(string(b)))
+	b = bytes.TrimSpace(b)
+	if !json.Valid(b) {
+		return errNotJSON
+	}
+	_, err := fmt.Fprintf(e.out, "%s\n", printable.JSON(b))
 	return err
 }
 
+// errNotJSON is the error of an answer that is not JSON.
+var errNotJSON = errors.New("the admin endpoint answered what is not the gateway's JSON")
+
 func decode(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("the admin endpoint answered what is not the gateway's JSON: %w", err)
+		return fmt.Errorf("%w: %w", errNotJSON, err)
 	}
 	return nil
 }
@@ -354,52 +382,55 @@ when USD is below zero (an adjustment, which needs --reason and never
 takes the balance below zero). The journal records either.`,
 		DisableFlagParsing: true}
 	cmd.Flags().String("reason", "", "Why money is taken back (required when USD is below zero)")
-	cmd.RunE = func(c *cobra.Command, raw []string) error {
-		var args, parse []string
-		negatives := map[string]string{}
-		for i, a := range raw {
-			if negativeAmount.MatchString(a) {
-				// Kept out of flag parsing, then put back in its place.
-				ph := "\x00" + strconv.Itoa(i)
-				negatives[ph] = a
-				a = ph
-			}
-			parse = append(parse, a)
-		}
-		c.InitDefaultHelpFlag()
-		c.DisableFlagParsing = false // ParseFlags does nothing while it is set
-		err := c.ParseFlags(parse)
-		c.DisableFlagParsing = true
-		if err != nil {
-			return err
-		}
-		if help, _ := c.Flags().GetBool("help"); help {
-			return c.Help()
-		}
-		for _, a := range c.Flags().Args() {
-			if n, ok := negatives[a]; ok {
-				a = n
-			}
-			args = append(args, a)
-		}
-		if err := cobra.ExactArgs(2)(c, args); err != nil {
-			return err
-		}
-		e, err := newEnv(c)
-		if err != nil {
-			return err
-		}
-		body := map[string]any{"add_balance_usd": args[1]}
-		if e.flags.Changed("reason") {
-			body["reason"], _ = e.flags.GetString("reason")
-		}
-		b, err := e.call("account "+args[0], http.MethodPatch, accountPath(args[0]), body)
-		if err != nil {
-			return err
-		}
-		return e.printAccount(b)
-	}
+	cmd.RunE = func(c *cobra.Command, raw []string) error { return shown(topUp(c, raw)) }
 	return cmd
+}
+
+// topUp runs `accounts top-up` on its arguments and flags, raw.
+func topUp(c *cobra.Command, raw []string) error {
+	var args, parse []string
+	negatives := map[string]string{}
+	for i, a := range raw {
+		if negativeAmount.MatchString(a) {
+			// Kept out of flag parsing, then put back in its place.
+			ph := "\x00" + strconv.Itoa(i)
+			negatives[ph] = a
+			a = ph
+		}
+		parse = append(parse, a)
+	}
+	c.InitDefaultHelpFlag()
+	c.DisableFlagParsing = false // ParseFlags does nothing while it is set
+	err := c.ParseFlags(parse)
+	c.DisableFlagParsing = true
+	if err != nil {
+		return err
+	}
+	if help, _ := c.Flags().GetBool("help"); help {
+		return c.Help()
+	}
+	for _, a := range c.Flags().Args() {
+		if n, ok := negatives[a]; ok {
+			a = n
+		}
+		args = append(args, a)
+	}
+	if err := cobra.ExactArgs(2)(c, args); err != nil {
+		return err
+	}
+	e, err := newEnv(c)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"add_balance_usd": args[1]}
+	if e.flags.Changed("reason") {
+		body["reason"], _ = e.flags.GetString("reason")
+	}
+	b, err := e.call("account "+args[0], http.MethodPatch, accountPath(args[0]), body)
+	if err != nil {
+		return err
+	}
+	return e.printAccount(b)
 }
 
 func createKey(e *env, args []string) error {
@@ -451,7 +482,7 @@ func revokeKey(e *env, args []string) error {
 		b, _ := json.Marshal(map[string]any{"id": args[0], "revoked": true})
 		return e.printJSON(b)
 	}
-	_, err := fmt.Fprintf(e.out, "Revoked key %s: it no longer works.\n", args[0])
+	_, err := fmt.Fprintf(e.out, "Revoked key %s: it no longer works.\n", printable.Escape(args[0]))
 	return err
 }
 

@@ -1,14 +1,107 @@
 package gwcli
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile" // the Caddyfile adapter
 
+	"github.com/caddy-gw/caddy-gw/internal/admin"
+	"github.com/caddy-gw/caddy-gw/internal/usage"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
+
+// evil is a value that would clear the screen and forge a table line if
+// printed raw.
+const evil = "gpt\x1b[2J\x1b[H\nreq_forged  chat  gpt  1 token  $0.00\u202e\x7f"
+
+// evilShown is how a table shows it.
+const evilShown = `gpt\u001b[2J\u001b[H\nreq_forged  chat  gpt  1 token  $0.00\u202e\u007f`
+
+// Every table prints its cells escaped: one line per row, nothing a
+// terminal acts on.
+func TestTablesEscape(t *testing.T) {
+	at := time.Now().Add(-time.Hour)
+	s := evil
+	for _, c := range []struct {
+		name  string
+		print func(*bytes.Buffer) error
+		lines int
+	}{
+		{"ledger", func(b *bytes.Buffer) error {
+			return ledgerTable(b, []admin.Charge{{RequestID: evil, Endpoint: evil, Model: evil, Units: 1, Unit: evil, Time: at}})
+		}, 2},
+		{"usage", func(b *bytes.Buffer) error {
+			return usageTable(b, usage.Report{Data: []usage.Row{{Day: &s, Model: &s, Account: &s, KeyID: &s}}})
+		}, 3},
+		{"keys", func(b *bytes.Buffer) error {
+			return keyTable(b, []admin.Key{{ID: evil, Name: evil, Models: []string{evil}, CreatedAt: at}})
+		}, 2},
+		{"journal", func(b *bytes.Buffer) error {
+			return journalTable(b, []admin.Movement{{Time: at, Kind: evil, Reason: evil}})
+		}, 2},
+		{"accounts", func(b *bytes.Buffer) error { return accountTable(b, []admin.Account{{ID: evil, CreatedAt: at}}) }, 2},
+		{"account", func(b *bytes.Buffer) error {
+			return accountCard(b, admin.Account{ID: evil, Abilities: []string{evil}, CreatedAt: at})
+		}, 9},
+		{"check", func(b *bytes.Buffer) error {
+			return checkReport(b, checkResult{Problems: []admin.Problem{{Account: evil, UnledgeredCharges: []string{evil}}}})
+		}, 2},
+		{"new key", func(b *bytes.Buffer) error { return keyCreated(b, evil, admin.Key{ID: evil, Name: evil, Key: evil}) }, 5},
+	} {
+		var b bytes.Buffer
+		if err := c.print(&b); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if n := strings.Count(out, "\n"); n != c.lines || strings.ContainsAny(strings.ReplaceAll(out, "\n", ""), "\x1b\x7f\u202e\r\t") {
+			t.Errorf("%s: %d lines, want %d, or a control character:\n%q", c.name, n, c.lines, out)
+		}
+		if !strings.Contains(out, evilShown) {
+			t.Errorf("%s: %q does not show %q", c.name, out, evilShown)
+		}
+	}
+}
+
+// --json prints the same values with every character that is not
+// printable escaped, and refuses what is not JSON.
+func TestPrintJSON(t *testing.T) {
+	var out bytes.Buffer
+	e := &env{out: &out}
+	raw, _ := json.Marshal(map[string]any{"data": []any{map[string]any{"model": evil}}})
+	if err := e.printJSON(append(raw, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"data":[{"model":"gpt\u001b[2J\u001b[H\nreq_forged  chat  gpt  1 token  $0.00\u202e\u007f"}]}` + "\n"
+	if out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+	var a, b any
+	if json.Unmarshal(raw, &a) != nil || json.Unmarshal(out.Bytes(), &b) != nil || !reflect.DeepEqual(a, b) {
+		t.Errorf("printed %v, answered %v", b, a)
+	}
+	if err := e.printJSON([]byte("not json\x1b[2J")); !errors.Is(err, errNotJSON) {
+		t.Errorf("not JSON: %v", err)
+	}
+}
+
+// Errors print escaped, and still unwrap.
+func TestShownError(t *testing.T) {
+	err := shown(errors.Join(errJournal, errors.New("account "+evil)))
+	if strings.ContainsAny(err.Error(), "\x1b\x7f\u202e") || !strings.Contains(err.Error(), evilShown) || !errors.Is(err, errJournal) {
+		t.Errorf("%q", err)
+	}
+	if shown(nil) != nil {
+		t.Error("shown(nil) is not nil")
+	}
+}
 
 func TestUSD(t *testing.T) {
 	for _, c := range []struct {

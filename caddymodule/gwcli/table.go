@@ -11,6 +11,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/caddy-gw/caddy-gw/internal/admin"
+	"github.com/caddy-gw/caddy-gw/internal/printable"
 	"github.com/caddy-gw/caddy-gw/internal/usage"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -47,6 +48,17 @@ func ago(t time.Time) string { return humanize.Time(t) }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
+// row writes one line of a table: its cells, each escaped so that no
+// value can move the cursor, start a line or pass for a column, then
+// tab-separated.
+func row(w io.Writer, cells ...string) {
+	line := make([]string, len(cells))
+	for i, c := range cells {
+		line[i] = printable.Escape(c)
+	}
+	fmt.Fprintln(w, strings.Join(line, "\t"))
+}
+
 func plan(a admin.Account) string {
 	p := string(a.Plan)
 	if a.Cleared {
@@ -64,9 +76,9 @@ func accountTable(w io.Writer, list []admin.Account) error {
 		return err
 	}
 	tw := table(w)
-	fmt.Fprintln(tw, "ACCOUNT\tPLAN\tBALANCE\tTODAY\tTHIS MONTH\tIN ALL\tCREATED")
+	row(tw, "ACCOUNT", "PLAN", "BALANCE", "TODAY", "THIS MONTH", "IN ALL", "CREATED")
 	for _, a := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, plan(a), usdOr(a.Balance, "billed after"),
+		row(tw, a.ID, plan(a), usdOr(a.Balance, "billed after"),
 			usd(a.Spend.Today), usd(a.Spend.Month), usd(a.Spend.Total), ago(a.CreatedAt))
 	}
 	return tw.Flush()
@@ -82,7 +94,7 @@ func accountCard(w io.Writer, a admin.Account) error {
 		billing = "gw-auto at its lane's price"
 	}
 	tw := table(w)
-	for _, row := range [][2]string{
+	for _, r := range [][2]string{
 		{"Account", a.ID},
 		{"Plan", plan(a)},
 		{"Balance", usdOr(a.Balance, "none: billed afterwards")},
@@ -93,13 +105,14 @@ func accountCard(w io.Writer, a admin.Account) error {
 		{"Spent", fmt.Sprintf("%s today, %s this month, %s in all", usd(a.Spend.Today), usd(a.Spend.Month), usd(a.Spend.Total))},
 		{"Created", ago(a.CreatedAt)},
 	} {
-		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+		row(tw, r[0], r[1])
 	}
 	return tw.Flush()
 }
 
 func keyCreated(w io.Writer, accountID string, k admin.Key) error {
-	_, err := fmt.Fprintf(w, "Key %s (%s) of account %s:\n\n  %s\n\nThis is the only time the key is shown: store it now.\n", k.ID, k.Name, accountID, k.Key)
+	e := printable.Escape
+	_, err := fmt.Fprintf(w, "Key %s (%s) of account %s:\n\n  %s\n\nThis is the only time the key is shown: store it now.\n", e(k.ID), e(k.Name), e(accountID), e(k.Key))
 	return err
 }
 
@@ -119,13 +132,13 @@ func keyTable(w io.Writer, list []admin.Key) error {
 		return err
 	}
 	tw := table(w)
-	fmt.Fprintln(tw, "KEY\tNAME\tMODELS\tEXPIRES\tCREATED")
+	row(tw, "KEY", "NAME", "MODELS", "EXPIRES", "CREATED")
 	for _, k := range list {
 		expires := "never"
 		if k.ExpiresAt != nil {
 			expires = ago(*k.ExpiresAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, models(k.Models), expires, ago(k.CreatedAt))
+		row(tw, k.ID, k.Name, models(k.Models), expires, ago(k.CreatedAt))
 	}
 	return tw.Flush()
 }
@@ -136,9 +149,9 @@ func journalTable(w io.Writer, list []admin.Movement) error {
 		return err
 	}
 	tw := table(w)
-	fmt.Fprintln(tw, "WHEN\tKIND\tAMOUNT\tBALANCE AFTER\tREQUEST OR REASON")
+	row(tw, "WHEN", "KIND", "AMOUNT", "BALANCE AFTER", "REQUEST OR REASON")
 	for _, m := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ago(m.Time), m.Kind, usd(m.Amount), usd(m.Balance), m.RequestID+m.Reason)
+		row(tw, ago(m.Time), m.Kind, usd(m.Amount), usd(m.Balance), m.RequestID+m.Reason)
 	}
 	return tw.Flush()
 }
@@ -149,9 +162,9 @@ func ledgerTable(w io.Writer, list []admin.Charge) error {
 		return err
 	}
 	tw := table(w)
-	fmt.Fprintln(tw, "WHEN\tREQUEST\tENDPOINT\tMODEL\tUNITS\tCOST")
+	row(tw, "WHEN", "REQUEST", "ENDPOINT", "MODEL", "UNITS", "COST")
 	for _, c := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %s\t%s\n", ago(c.Time), c.RequestID, c.Endpoint, c.Model, humanize.Comma(c.Units), c.Unit, usd(c.Cost))
+		row(tw, ago(c.Time), c.RequestID, c.Endpoint, c.Model, humanize.Comma(c.Units)+" "+c.Unit, usd(c.Cost))
 	}
 	return tw.Flush()
 }
@@ -162,9 +175,9 @@ func checkReport(w io.Writer, res checkResult) error {
 		return err
 	}
 	tw := table(w)
-	fmt.Fprintln(tw, "ACCOUNT\tBALANCE\tJOURNAL SUM\tLAST ENTRY'S BALANCE\tCHARGES WITHOUT A LEDGER ENTRY")
+	row(tw, "ACCOUNT", "BALANCE", "JOURNAL SUM", "LAST ENTRY'S BALANCE", "CHARGES WITHOUT A LEDGER ENTRY")
 	for _, p := range res.Problems {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Account, usd(p.Balance), usd(p.JournalSum), usd(p.LastBalance), strings.Join(p.UnledgeredCharges, ", "))
+		row(tw, p.Account, usd(p.Balance), usd(p.JournalSum), usd(p.LastBalance), strings.Join(p.UnledgeredCharges, ", "))
 	}
 	return tw.Flush()
 }
@@ -185,7 +198,7 @@ func usageTable(w io.Writer, rep usage.Report) error {
 		}
 	}
 	tw := table(w)
-	fmt.Fprintln(tw, strings.Join(append(head, "REQUESTS", "INPUT TOKENS", "OUTPUT TOKENS", "COST"), "\t"))
+	row(tw, append(head, "REQUESTS", "INPUT TOKENS", "OUTPUT TOKENS", "COST")...)
 	for _, r := range rep.Data {
 		var cols []string
 		for _, s := range []*string{r.Day, r.Model, r.Account, r.KeyID} {
@@ -194,12 +207,12 @@ func usageTable(w io.Writer, rep usage.Report) error {
 			}
 		}
 		cols = append(cols, humanize.Comma(r.Requests), humanize.Comma(r.InputTokens), humanize.Comma(r.OutputTokens), usd(r.Cost))
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		row(tw, cols...)
 	}
 	total := make([]string, len(head))
 	if len(total) > 0 {
 		total[0] = "Total"
 	}
-	fmt.Fprintln(tw, strings.Join(append(total, humanize.Comma(rep.Total.Requests), "", "", usd(rep.Total.Cost)), "\t"))
+	row(tw, append(total, humanize.Comma(rep.Total.Requests), "", "", usd(rep.Total.Cost))...)
 	return tw.Flush()
 }

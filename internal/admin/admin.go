@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/printable"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -27,6 +28,15 @@ const (
 	// DefaultLedgerLimit and MaxLedgerLimit bound GET .../ledger?limit=.
 	DefaultLedgerLimit = 100
 	MaxLedgerLimit     = 1000
+	// MaxAccountID is the longest account id, in characters of validID.
+	MaxAccountID = 64
+	// MaxKeyName is the longest key name, in printable characters.
+	MaxKeyName = 128
+	// MaxReason is the longest reason of an adjustment, in printable
+	// characters.
+	MaxReason = 500
+	// MaxModelID is the longest model id a key's allowlist holds.
+	MaxModelID = 256
 )
 
 // minTime and maxTime bound the times the API accepts, within the range of
@@ -36,8 +46,10 @@ var (
 	maxTime = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// validID is the shape of an account id.
-var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+// validID is the shape of an account id: letters, digits, '.', '_' and
+// '-', a letter or digit first, at most MaxAccountID long. Account ids go
+// into URLs, logs and terminals as they are.
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,` + strconv.Itoa(MaxAccountID-1) + `}$`)
 
 // API is the admin API over a store.
 type API struct {
@@ -234,7 +246,7 @@ func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
 	}
 	var id string
 	if err := json.Unmarshal(body["id"], &id); err != nil || !validID.MatchString(id) {
-		writeError(w, http.StatusBadRequest, "id: required, 1 to 64 letters, digits, '.', '_' or '-'")
+		writeError(w, http.StatusBadRequest, "id: required, 1 to %d letters, digits, '.', '_' or '-'", MaxAccountID)
 		return
 	}
 	acc := store.Account{ID: id, Plan: store.PlanFree, CreatedAt: a.now()}
@@ -282,6 +294,10 @@ func (a *API) patchAccount(w http.ResponseWriter, r *http.Request) {
 			why.Kind = store.JournalAdjustment
 			if err := json.Unmarshal(body["reason"], &why.Reason); err != nil || strings.TrimSpace(why.Reason) == "" {
 				writeError(w, http.StatusBadRequest, "reason: required (a non-empty string) when add_balance_usd is below zero")
+				return
+			}
+			if err := printable.Check(why.Reason, MaxReason); err != nil {
+				writeError(w, http.StatusBadRequest, "reason: %v", err)
 				return
 			}
 		}
@@ -345,10 +361,20 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "name: required, a non-empty string")
 		return
 	}
+	if err := printable.Check(k.Name, MaxKeyName); err != nil {
+		writeError(w, http.StatusBadRequest, "name: %v", err)
+		return
+	}
 	if raw, ok := body["models"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &k.Models); err != nil || slices.Contains(k.Models, "") {
 			writeError(w, http.StatusBadRequest, "models: must be a list of model ids")
 			return
+		}
+		for _, m := range k.Models {
+			if err := printable.Check(m, MaxModelID); err != nil {
+				writeError(w, http.StatusBadRequest, "models: %q: %v", m, err)
+				return
+			}
 		}
 		if k.Models == nil {
 			k.Models = []string{}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/printable"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -219,6 +220,8 @@ func TestCreateAccountErrors(t *testing.T) {
 		{"id starting with a dot", `{"id":".a"}`, 400, idMsg},
 		{"id too long", `{"id":"` + strings.Repeat("x", 65) + `"}`, 400, idMsg},
 		{"id a number", `{"id":7}`, 400, idMsg},
+		{"id with an escape", `{"id":"a\u001b[2J"}`, 400, idMsg},
+		{"id with a line break", `{"id":"a\nb"}`, 400, idMsg},
 		{"body an array", `[{"id":"a"}]`, 400, "body: must be a JSON object"},
 		{"body a string", `"a"`, 400, "body: must be a JSON object"},
 		{"body null", `null`, 400, "body: must be a JSON object"},
@@ -332,6 +335,10 @@ func TestPatchAccountErrors(t *testing.T) {
 		{"subtract with a blank reason", "pre", `{"add_balance_usd":"-1","reason":"  "}`, 400, "reason: required (a non-empty string) when add_balance_usd is below zero"},
 		{"subtract below zero", "pre", `{"add_balance_usd":"-100","reason":"chargeback"}`, 400, "add_balance_usd: the balance would go below zero (it is 10.00)"},
 		{"reason without a subtraction", "pre", `{"add_balance_usd":"1","reason":"gift"}`, 400, "reason: only with an add_balance_usd below zero"},
+		{"reason with an escape", "pre", `{"add_balance_usd":"-1","reason":"refund\u001b[2J"}`, 400, "reason: " + printable.ErrNotShown.Error()},
+		{"reason with a line break", "pre", `{"add_balance_usd":"-1","reason":"refund\nFORGED"}`, 400, "reason: " + printable.ErrNotShown.Error()},
+		{"reason with a direction override", "pre", `{"add_balance_usd":"-1","reason":"refund\u202e"}`, 400, "reason: " + printable.ErrNotShown.Error()},
+		{"reason too long", "pre", `{"add_balance_usd":"-1","reason":"` + strings.Repeat("é", MaxReason+1) + `"}`, 400, "reason: at most 500 characters"},
 		{"negative balance", "pre", `{"balance_usd":"-5"}`, 400, "balance_usd: must not be negative"},
 		{"bad plan", "pre", `{"plan":"gold"}`, 400, `plan: must be "free" or "paid"`},
 		{"balance abc", "pre", `{"balance_usd":"abc"}`, 400, "balance_usd: " + amountMsg},
@@ -464,6 +471,25 @@ func TestKeys(t *testing.T) {
 	e.expect(e.do("GET", "/gw/accounts/acme/keys", ""), http.StatusOK, map[string]any{"object": "list", "data": listed[1:]})
 }
 
+// Names and reasons at their longest, in any script, are accepted as
+// they are.
+func TestPrintableAtTheBound(t *testing.T) {
+	e := newEnv(t)
+	e.create(`{"id":"acme","balance_usd":"10"}`)
+	name := strings.Repeat("é", MaxKeyName-2) + " ☕"
+	r := e.do("POST", "/gw/accounts/acme/keys", `{"name":"`+name+`"}`)
+	if got := r.body.(map[string]any)["name"]; r.status != http.StatusCreated || got != name {
+		t.Fatalf("a name of %d characters: %d %s", MaxKeyName, r.status, r.raw)
+	}
+	reason := strings.Repeat("r", MaxReason-6) + " café!"
+	e.expect(e.do("PATCH", "/gw/accounts/acme", `{"add_balance_usd":"-1","reason":"`+reason+`"}`), http.StatusOK,
+		account("acme", map[string]any{"balance_usd": "9.00"}))
+	j, err := e.st.Journal(context.Background(), "acme", 1)
+	if err != nil || len(j) != 1 || j[0].Reason != reason {
+		t.Fatalf("journal %v, %v", j, err)
+	}
+}
+
 func TestKeyErrors(t *testing.T) {
 	e := newEnv(t)
 	e.create(`{"id":"acme"}`)
@@ -481,6 +507,14 @@ func TestKeyErrors(t *testing.T) {
 		{"empty body", "/gw/accounts/acme/keys", ``, 400, "name: required, a non-empty string"},
 		{"models a string", "/gw/accounts/acme/keys", `{"name":"k","models":"gw-auto"}`, 400, "models: must be a list of model ids"},
 		{"models with an empty id", "/gw/accounts/acme/keys", `{"name":"k","models":["gw-auto",""]}`, 400, "models: must be a list of model ids"},
+		{"name with an escape", "/gw/accounts/acme/keys", `{"name":"lap\u001b[2Jtop"}`, 400, "name: " + printable.ErrNotShown.Error()},
+		{"name with a line break", "/gw/accounts/acme/keys", `{"name":"lap\ntop"}`, 400, "name: " + printable.ErrNotShown.Error()},
+		{"name with a tab", "/gw/accounts/acme/keys", `{"name":"lap\ttop"}`, 400, "name: " + printable.ErrNotShown.Error()},
+		{"name with a C1 control", "/gw/accounts/acme/keys", `{"name":"lap\u009btop"}`, 400, "name: " + printable.ErrNotShown.Error()},
+		{"name too long", "/gw/accounts/acme/keys", `{"name":"` + strings.Repeat("k", MaxKeyName+1) + `"}`, 400, "name: at most 128 characters"},
+		{"name with an escape, unknown account", "/gw/accounts/nope/keys", `{"name":"\u001b"}`, 400, "name: " + printable.ErrNotShown.Error()},
+		{"models with an escape", "/gw/accounts/acme/keys", `{"name":"k","models":["gw-auto\u001b[2J"]}`, 400, `models: "gw-auto\x1b[2J": ` + printable.ErrNotShown.Error()},
+		{"models too long", "/gw/accounts/acme/keys", `{"name":"k","models":["` + strings.Repeat("m", MaxModelID+1) + `"]}`, 400, `models: "` + strings.Repeat("m", MaxModelID+1) + `": at most 256 characters`},
 		{"expires_at not RFC 3339", "/gw/accounts/acme/keys", `{"name":"k","expires_at":"2030-01-02"}`, 400, "expires_at: must be an RFC 3339 time"},
 		{"expires_at words", "/gw/accounts/acme/keys", `{"name":"k","expires_at":"tomorrow"}`, 400, "expires_at: must be an RFC 3339 time"},
 		{"expires_at a number", "/gw/accounts/acme/keys", `{"name":"k","expires_at":1893456000}`, 400, "expires_at: must be an RFC 3339 time"},

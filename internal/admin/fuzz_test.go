@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/printable"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 )
 
@@ -30,6 +31,8 @@ func FuzzAdminAccountBody(f *testing.F) {
 		`{"name":"k"}`, `{"name":"k","models":[],"expires_at":"2030-01-01T00:00:00Z"}`,
 		`{"name":"k","expires_at":"9999-12-31T23:59:59Z"}`, `{"name":"k","expires_at":"0001-01-01T00:00:00Z"}`,
 		`{"name":"k","models":["gw-auto",""]}`, `{"name":"\u0000"}`, "{\"id\":\"\xff\"}",
+		`{"name":"lap\u001b[2Jtop"}`, "{\"name\":\"k\x7f\"}", `{"name":"k","models":["m\u202e"]}`,
+		`{"add_balance_usd":"-1","reason":"why\nnot"}`, "{\"add_balance_usd\":\"-1\",\"reason\":\"\xff\"}",
 	} {
 		f.Add(seed)
 	}
@@ -98,6 +101,17 @@ func FuzzAdminAccountBody(f *testing.F) {
 			secret, _ := got["key"].(string)
 			if !strings.HasPrefix(secret, "sk-") {
 				t.Fatalf("key %q", secret)
+			}
+			// What is stored prints as itself.
+			name, _ := got["name"].(string)
+			if printable.Check(name, MaxKeyName) != nil {
+				t.Fatalf("stored name %q", name)
+			}
+			models, _ := got["models"].([]any)
+			for _, m := range models {
+				if s, _ := m.(string); printable.Check(s, MaxModelID) != nil {
+					t.Fatalf("stored model %q", s)
+				}
 			}
 			req := httptest.NewRequest("GET", "/gw/accounts/fz/keys", nil)
 			rec := httptest.NewRecorder()
