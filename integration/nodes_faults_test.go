@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"bufio"
+	"context"
 	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 )
@@ -105,4 +109,84 @@ func TestNodesURLsNotLogged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNodesRedisRestartedFromSnapshot: Redis restarted from a snapshot
+// taken before a node's hold keeps its marks but not the hold. The other
+// node's next call is not admitted against the money the hold covers: it
+// is refused with credit_unresolved while the nodes write their holds
+// back, then counts the hold again (credit_exhausted for a call that no
+// longer fits).
+func TestNodesRedisRestartedFromSnapshot(t *testing.T) {
+	t.Parallel()
+	s := startSharedNodes(t, 2, 1000)
+	a, b := s.nodes[0], s.nodes[1]
+	// One call's worst case is 500 output tokens at 1.60 USD a million
+	// (0.0008 USD) and a few prompt tokens: the balance holds one, not two.
+	key := a.newAccountKey(t, map[string]any{"id": "snapshot", "plan": "paid", "cleared": true, "balance_usd": "0.0012"})
+	const body = `{"model":"gw-pinned-gpt-4.1-mini","stream":true,"max_tokens":500,"messages":[{"role":"user","content":"hi"}]}`
+	opt, err := redis.ParseURL(s.rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(opt)
+	ctx := context.Background()
+	if err := rc.Save(ctx).Err(); err != nil { // the snapshot: the marks, no hold
+		t.Fatal(err)
+	}
+	rc.Close()
+
+	gate := make(chan struct{})
+	s.oa.SetDefault(fake.Script{Text: "an answer streamed in several pieces", Chunks: 4, Usage: fake.Usage{Input: 12, Output: 40}, Gate: gate})
+	started, done := make(chan struct{}), make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, a.BaseURL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := streamClient.Do(req)
+		if err != nil {
+			close(started)
+			done <- 0
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		first := true
+		for sc.Scan() {
+			if first && strings.Contains(sc.Text(), `"content":"`) {
+				first = false
+				close(started)
+			}
+		}
+		if first {
+			close(started)
+		}
+		done <- resp.StatusCode
+	}()
+	<-started
+	s.rs.Stop()
+	s.rs.Start() // from the snapshot
+
+	call := func() response {
+		return b.do(t, http.MethodPost, "/v1/chat/completions", strings.Replace(body, `"stream":true,`, "", 1), bearer(key)...)
+	}
+	r := call()
+	if r.Status != http.StatusPaymentRequired || !strings.Contains(string(r.Body), `"credit_unresolved"`) {
+		t.Fatalf("the first call after the restart: %d %s, want 402 credit_unresolved", r.Status, r.Body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Contains(string(r.Body), `"credit_unresolved"`) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // polling the node's answer, an observable state
+		r = call()
+	}
+	if r.Status != http.StatusPaymentRequired || r.Header.Get("X-Gw-Hold-Reason") != "credit_exhausted" {
+		t.Fatalf("once the holds are back: %d %s, want 402 credit_exhausted (the other node's hold counted)", r.Status, r.Body)
+	}
+	close(gate)
+	if status := <-done; status != http.StatusOK {
+		t.Fatalf("the held stream: status %d", status)
+	}
+	if _, left := a.accountMoney(t, "snapshot"); mustUSD(t, left) < 0 {
+		t.Fatalf("balance %s", left)
+	}
+	a.expectJournalOK(t)
 }
