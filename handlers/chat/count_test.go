@@ -127,7 +127,7 @@ func BenchmarkCountTokens(b *testing.B) {
 		{"one word", "x"},
 		{"spaces", " "},
 		{"digits and marks", "12345!?.,"},
-		{"non-latin", "猫がマットの上に座った。"},
+		{"japanese", "猫がマットの上に座った。"},
 	} {
 		head, tail := `{"model":"m","messages":[{"role":"user","content":"`, `"}]}`
 		body := []byte(head + strings.Repeat(s.text, size/len(s.text)) + tail)
