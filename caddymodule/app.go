@@ -265,6 +265,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		countTokens = DefaultCountTokensPerMinute
 	}
 	opts.CountTokensBudgets = []limits.Budget{{Name: CountTokensBudgetName, Limit: countTokens, Period: time.Minute}}
+	countBytes := a.Limits.CountTokensBytesPerMinute
+	if countBytes <= 0 {
+		countBytes = DefaultCountTokensBytesPerMinute
+	}
+	chatHandler.CountBytes = limits.Budget{Name: CountTokensBytesBudgetName, Limit: countBytes, Period: time.Minute}
 	opts.MCPBudgets = []limits.Budget{{Name: MCPBudgetName, Limit: cmp.Or(a.Limits.MCPRequestsPerMinute, DefaultMCPRequestsPerMinute), Period: time.Minute}}
 	opts.MCPConcurrency = &limits.Bound{Name: MCPBudgetName, Max: cmp.Or(a.Limits.MCPMaxInFlight, DefaultMCPMaxInFlight)}
 	a.opts = opts

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/dustin/go-humanize"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -113,6 +115,7 @@ func init() {
 //			chat_requests_per_minute <n>
 //			decide_requests_per_minute <n>
 //			count_tokens_per_minute <n>
+//			count_tokens_bytes_per_minute <size>
 //			max_in_flight <n>
 //			mcp_requests_per_minute <n>
 //			mcp_max_in_flight <n>
@@ -294,6 +297,19 @@ func wholeOption[T int | int64](dst *T, least int64) option {
 		n, err := strconv.ParseInt(s, 10, 64)
 		return T(n), err == nil && n >= least && int64(T(n)) == n
 	})
+}
+
+// sizeOption reads the option's one argument as a size greater than zero,
+// in bytes or with a unit (64MiB, 512KB), into dst in bytes.
+func sizeOption(dst *int64) option {
+	return valueOption(dst, "a size greater than zero, such as 64MiB or 67108864", parseSize)
+}
+
+// parseSize reads a size in bytes or with a unit (humanize.ParseBytes: KB
+// is 1000 bytes, KiB 1024); ok is false for none, zero, or one beyond int64.
+func parseSize(s string) (int64, bool) {
+	n, err := humanize.ParseBytes(s)
+	return int64(n), err == nil && n > 0 && n <= math.MaxInt64
 }
 
 // planPriceOption reads the option's one argument, an amount of US
@@ -647,14 +663,15 @@ func moneyOptions(m *MoneyConfig) options {
 // limitsOptions is the table of the limits block.
 func limitsOptions(l *LimitsConfig) options {
 	return options{
-		"chat_requests_per_minute":   wholeOption(&l.ChatRequestsPerMinute, 0),
-		"decide_requests_per_minute": wholeOption(&l.DecideRequestsPerMinute, 0),
-		"count_tokens_per_minute":    wholeOption(&l.CountTokensPerMinute, 0),
-		"max_in_flight":              wholeOption(&l.MaxInFlight, 0),
-		"mcp_requests_per_minute":    wholeOption(&l.MCPRequestsPerMinute, 0),
-		"mcp_max_in_flight":          wholeOption(&l.MCPMaxInFlight, 0),
-		"min_body_rate":              wholeOption(&l.MinBodyRate, 0),
-		"body_grace":                 durationOption(&l.BodyGrace),
+		"chat_requests_per_minute":      wholeOption(&l.ChatRequestsPerMinute, 0),
+		"decide_requests_per_minute":    wholeOption(&l.DecideRequestsPerMinute, 0),
+		"count_tokens_per_minute":       wholeOption(&l.CountTokensPerMinute, 0),
+		"count_tokens_bytes_per_minute": sizeOption(&l.CountTokensBytesPerMinute),
+		"max_in_flight":                 wholeOption(&l.MaxInFlight, 0),
+		"mcp_requests_per_minute":       wholeOption(&l.MCPRequestsPerMinute, 0),
+		"mcp_max_in_flight":             wholeOption(&l.MCPMaxInFlight, 0),
+		"min_body_rate":                 wholeOption(&l.MinBodyRate, 0),
+		"body_grace":                    durationOption(&l.BodyGrace),
 	}
 }
 

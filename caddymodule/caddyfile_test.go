@@ -114,6 +114,12 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"twice: block", "gw {\n money {\n }\n money {\n }\n}", "money already specified"},
 		{"twice: in money", "gw {\n money {\n ceiling off\n ceiling 1\n }\n}", "ceiling already specified"},
 		{"twice: in limits", "gw {\n limits {\n max_in_flight 1\n max_in_flight 2\n }\n}", "max_in_flight already specified"},
+		{"twice: count bytes", "gw {\n limits {\n count_tokens_bytes_per_minute 1MiB\n count_tokens_bytes_per_minute 2MiB\n }\n}", "count_tokens_bytes_per_minute already specified"},
+		{"count bytes zero", "gw {\n limits {\n count_tokens_bytes_per_minute 0\n }\n}", `count_tokens_bytes_per_minute: want a size greater than zero, such as 64MiB or 67108864, got "0"`},
+		{"count bytes no size", "gw {\n limits {\n count_tokens_bytes_per_minute lots\n }\n}", `count_tokens_bytes_per_minute: want a size greater than zero, such as 64MiB or 67108864, got "lots"`},
+		{"count bytes negative", "gw {\n limits {\n count_tokens_bytes_per_minute -1MiB\n }\n}", `got "-1MiB"`},
+		{"count bytes beyond int64", "gw {\n limits {\n count_tokens_bytes_per_minute 9EiB\n }\n}", `got "9EiB"`},
+		{"count bytes two args", "gw {\n limits {\n count_tokens_bytes_per_minute 64 MiB\n }\n}", "wrong argument count"},
 		{"twice: in provider", "gw {\n provider p {\n format openai\n format anthropic\n }\n}", "format already specified"},
 		{"twice: in model", "gw {\n model m {\n price 1 2\n price 3 4\n }\n}", "price already specified"},
 		{"twice: in ability", "gw {\n ability gw-image {\n price 0.01\n price 0.02\n }\n}", "price already specified"},
@@ -242,6 +248,36 @@ func FuzzGlobalOption(f *testing.F) {
 		second, _ := json.Marshal(&again)
 		if string(first) != string(second) {
 			t.Fatalf("the JSON of %q changes on reading back:\n%s\n%s", in, first, second)
+		}
+	})
+}
+
+// TestParseSize reads sizes in bytes and with decimal and binary units.
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"67108864": 64 << 20, "64MiB": 64 << 20, "64mib": 64 << 20, "64 MiB": 64 << 20, "64MB": 64_000_000, "512KiB": 512 << 10,
+		"1.5MiB": 3 << 19, "1": 1, "7EiB": 7 << 60, "9223372036854775807": 1<<63 - 1,
+	} {
+		if got, ok := parseSize(in); !ok || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "0", "0MiB", "-1", "lots", "8EiB", "9223372036854775808"} {
+		if got, ok := parseSize(in); ok {
+			t.Errorf("parseSize(%q) = %d; want refused", in, got)
+		}
+	}
+}
+
+// FuzzParseSize holds parseSize to its contract on any text: a size
+// greater than zero, or a refusal.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"64MiB", "67108864", "1.5KB", "0", "-1", "9EiB", "1e3", "NaN", " 1", "1 KiB", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n, ok := parseSize(s); ok && n <= 0 {
+			t.Fatalf("parseSize(%q) = %d, accepted", s, n)
 		}
 	})
 }

@@ -56,6 +56,9 @@ const (
 	ChatBudgetName        = "chat_requests"
 	DecideBudgetName      = "decide_requests"
 	CountTokensBudgetName = "count_tokens"
+	// CountTokensBytesBudgetName is the budget of body bytes each key's
+	// count_tokens calls take from.
+	CountTokensBytesBudgetName = "count_tokens_bytes"
 	// MCPBudgetName is the budget both MCP servers draw from, and the name
 	// their calls in flight are counted under.
 	MCPBudgetName = "mcp_requests"
@@ -73,6 +76,11 @@ type LimitsConfig struct {
 	// CountTokensPerMinute bounds each account's count_tokens calls (429
 	// beyond it; they are not billed). Default: 600.
 	CountTokensPerMinute int64 `json:"count_tokens_per_minute,omitempty"`
+	// CountTokensBytesPerMinute bounds the bytes of count_tokens bodies
+	// each key sends a minute, the length of a body taken before it is
+	// counted (429 beyond it; a larger body than the whole budget is
+	// 413). Counting costs CPU by the byte. Default: 64 MiB.
+	CountTokensBytesPerMinute int64 `json:"count_tokens_bytes_per_minute,omitempty"`
 	// MaxInFlight bounds each account's billed calls in flight at once
 	// (429 beyond it). Default: 32.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
@@ -97,6 +105,10 @@ type LimitsConfig struct {
 const (
 	// DefaultCountTokensPerMinute is each account's count_tokens budget.
 	DefaultCountTokensPerMinute = 600
+	// DefaultCountTokensBytesPerMinute is each key's budget of
+	// count_tokens body bytes a minute (docs/benchmarks.md gives what the
+	// tokenizer spends on them).
+	DefaultCountTokensBytesPerMinute = 64 << 20
 	// DefaultMCPRequestsPerMinute is each account's budget of requests to
 	// the MCP servers: ten a second, well above what an agent's tool
 	// calls need, so that one account cannot flood them.

@@ -25,6 +25,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/lanes"
+	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
@@ -68,6 +69,9 @@ type Handler struct {
 	// Betas is the table of betas forwarded to messages-style models (nil:
 	// the default table).
 	Betas Betas
+	// CountBytes is the budget of body bytes each key's count_tokens calls
+	// take from (see CountTokens); a Limit of 0 means none.
+	CountBytes limits.Budget
 }
 
 // ChatCompletions serves POST /v1/chat/completions.

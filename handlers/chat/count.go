@@ -29,10 +29,18 @@ const perMessageTokens = 4
 // CountTokens serves POST {alt}/v1/messages/count_tokens: asked of the
 // routed model's provider when it speaks the messages format, counted
 // locally with the o200k tokenizer otherwise. Never streams, never billed.
+// Counting costs CPU by the byte, so the body's length is taken from the
+// key's CountBytes budget before any of it is read as JSON (429 beyond
+// it), and a body larger than the whole budget is refused 413.
 func (h *Handler) CountTokens(c *pipeline.Call) error {
-	body, err := readBody(c, MaxBody)
+	body, err := readBody(c, h.countBodyLimit())
 	if err != nil {
 		return err
+	}
+	if h.CountBytes.Limit > 0 {
+		if err := c.TakeKey(h.CountBytes, int64(len(body))); err != nil {
+			return err
+		}
 	}
 	root := gjson.ParseBytes(body)
 	if jsonbody.Check(body) != nil || !root.IsObject() {
@@ -67,6 +75,16 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 	c.W.Header().Set("Content-Type", "application/json")
 	c.W.WriteHeader(http.StatusOK)
 	return json.NewEncoder(c.W).Encode(map[string]int{"input_tokens": n})
+}
+
+// countBodyLimit is the largest count_tokens body: MaxBody, or the whole
+// CountBytes budget when that is smaller (a larger body could never be
+// counted).
+func (h *Handler) countBodyLimit() int64 {
+	if l := h.CountBytes.Limit; l > 0 {
+		return min(l, MaxBody)
+	}
+	return MaxBody
 }
 
 // looseFormat is the format a count_tokens body is read in for routing:

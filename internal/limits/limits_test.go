@@ -68,6 +68,10 @@ func concat(parts ...[]step) []step {
 
 var odd = Budget{Name: "odd", Limit: 7, Period: time.Second} // 142857142.857... ns per unit
 
+// bytesBudget is a budget counted in bytes: 64 MiB a minute, 894.0696... ns a
+// byte (the unit count_tokens charges a body's length in).
+var bytesBudget = Budget{Name: "count_tokens_bytes", Limit: 64 << 20, Period: time.Minute}
+
 func TestAllow(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -144,6 +148,21 @@ func TestAllow(t *testing.T) {
 					{account: "a\x00x", budget: Requests, n: 1, want: allowed(59)},
 				},
 			),
+		},
+		{
+			name: "bytes: a cost per call of a body's length, exact at a unit under a microsecond",
+			steps: []step{
+				{endpoint: "count_tokens", account: "key_a", budget: bytesBudget, n: 32 << 20, want: allowed(32 << 20)},
+				{endpoint: "count_tokens", account: "key_a", budget: bytesBudget, n: 32 << 20, want: allowed(0)},
+				{endpoint: "count_tokens", account: "key_a", budget: bytesBudget, n: 1, want: refused(895, 0)},
+				// A second refills 10^9 × 2^26 / (6 × 10^10) = 1,118,481.06 bytes.
+				{advance: time.Second, endpoint: "count_tokens", account: "key_a", budget: bytesBudget, n: 0, want: allowed(1118481)},
+				{endpoint: "count_tokens", account: "key_a", budget: bytesBudget, n: 1118482, want: refused(835, 1118481)},
+				{endpoint: "count_tokens", account: "key_a", budget: bytesBudget, n: 1118481, want: allowed(0)},
+				{endpoint: "count_tokens", account: "key_b", budget: bytesBudget, n: 64 << 20, want: allowed(0)},
+				{endpoint: "count_tokens", account: "key_c", budget: bytesBudget, n: 64<<20 + 1, want: refused(time.Minute, 64<<20)},
+				{advance: time.Minute, endpoint: "count_tokens", account: "key_a", budget: bytesBudget, n: 0, want: allowed(64 << 20)},
+			},
 		},
 		{
 			name: "uneven emission interval stays exact",

@@ -110,3 +110,38 @@ func TestRedisDown(t *testing.T) {
 		t.Fatalf("Allow with Redis down = %+v, %v; want an error", d, err)
 	}
 }
+
+// A budget of bytes (a call costs its body's length) is shared by the
+// nodes on one Redis: what one node took is missing on the other, a call
+// over what is left is refused with the wait for the missing bytes and
+// takes nothing, and another key's budget is whole.
+func TestRedisBytesAcrossNodes(t *testing.T) {
+	url := testsvc.Redis(t)
+	a, b := newRedis(t, url), newRedis(t, url)
+	ctx := context.Background()
+	budget := limits.Budget{Name: "count_tokens_bytes", Limit: 64 << 20, Period: time.Minute}
+	// Bytes refill at 64 MiB a minute, 1,118,481 a second: the test's own
+	// time may have given a few back.
+	const slack = 1118481
+	d, err := a.Allow(ctx, "key_a", budget, 40<<20)
+	if err != nil || !d.Allowed || d.Remaining < 24<<20 || d.Remaining > 24<<20+slack {
+		t.Fatalf("40 MiB on node a: %+v, %v", d, err)
+	}
+	// 32 MiB wants 8 MiB more than is left: 7.5 s at 64 MiB a minute.
+	d, err = b.Allow(ctx, "key_a", budget, 32<<20)
+	if err != nil || d.Allowed || d.RetryAfter > 7500*time.Millisecond || d.RetryAfter < 6500*time.Millisecond {
+		t.Fatalf("32 MiB on node b after 40 MiB on node a: %+v, %v; want refused, retry after ≈7.5s", d, err)
+	}
+	d, err = b.Allow(ctx, "key_a", budget, 24<<20)
+	if err != nil || !d.Allowed || d.Remaining > slack {
+		t.Fatalf("24 MiB on node b: %+v, %v; want allowed with nothing left", d, err)
+	}
+	d, err = a.Allow(ctx, "key_b", budget, 64<<20)
+	if err != nil || !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("another key: %+v, %v; want its whole budget", d, err)
+	}
+	d, err = a.Allow(ctx, "key_c", budget, 64<<20+1)
+	if err != nil || d.Allowed || d.RetryAfter != time.Minute || d.Remaining != 64<<20 {
+		t.Fatalf("more than the whole budget: %+v, %v", d, err)
+	}
+}

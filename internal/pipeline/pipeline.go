@@ -343,7 +343,18 @@ func tooManyInFlight() error {
 // Take takes n units of budget b from the call's account, or refuses with
 // 429 and Retry-After.
 func (c *Call) Take(b limits.Budget, n int64) error {
-	d, err := c.Gateway.Limits.Allow(c.R.Context(), c.Account.ID, b, n)
+	return c.take(c.Account.ID, b, n)
+}
+
+// TakeKey takes n units of budget b from the call's key (each key of an
+// account has its own), or refuses with 429 and Retry-After.
+func (c *Call) TakeKey(b limits.Budget, n int64) error {
+	return c.take(c.Key.ID, b, n)
+}
+
+// take takes n units of budget b from owner's (an account's or a key's).
+func (c *Call) take(owner string, b limits.Budget, n int64) error {
+	d, err := c.Gateway.Limits.Allow(c.R.Context(), owner, b, n)
 	if err != nil {
 		return c.Gateway.storeDown(c, err)
 	}
