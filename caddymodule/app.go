@@ -245,6 +245,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	a.declareServices(cat, searchH)
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
 		Embeddings: &embeddings.Handler{Upstream: upstreams, Cache: chatHandler.Cache},
 		Tools:      &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
