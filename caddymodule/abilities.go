@@ -189,6 +189,6 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 		}
 		list = append(list, tools.App{Name: name, URL: url, PriceMicrocents: price})
 	}
-	s.Apps = &tools.Apps{List: list, Links: appLinks}
+	s.Apps = &tools.Apps{List: list, Links: appLinks, MaxLinks: a.AppLinksPerAccount}
 	return s, nil
 }
