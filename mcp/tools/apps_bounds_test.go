@@ -56,7 +56,7 @@ func startLenientApp(t *testing.T) (*appServer, string) {
 // allows: anything else is invalid_request before any call to the app,
 // and costs nothing; an answer the app marks isError costs nothing
 // either.
-func TestAppsExecuteListedToolsOnly(t *testing.T) {
+func TestAppsExecuteRefusesUnlisted(t *testing.T) {
 	app, url := startLenientApp(t)
 	f := newAppsFixtureAt(t, app, url)
 	acme := store.Account{ID: "acme", Plan: store.PlanPaid, Cleared: true}
@@ -161,10 +161,10 @@ func TestAppsEchoBounded(t *testing.T) {
 	}
 }
 
-// FuzzAliasOK: an alias is accepted exactly when it is at most MaxAlias
+// FuzzAppNames: an alias is accepted exactly when it is at most MaxAlias
 // bytes of A-Z, a-z, 0-9, '.', '_' and '-', and a tool name exactly when
 // it is 1 to MaxToolName of them.
-func FuzzAliasOK(f *testing.F) {
+func FuzzAppNames(f *testing.F) {
 	for _, s := range []string{"", "work", "a b", "\x1b[31m", strings.Repeat("a", 65), "é", "x.y_z-1"} {
 		f.Add(s)
 	}
