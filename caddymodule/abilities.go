@@ -43,6 +43,20 @@ func (a *App) audioHandler(cat *catalog.Catalog) (*audio.Handler, error) {
 	return audio.New(upstreams, cat, cfg)
 }
 
+// declareServices names in the catalogue the billed services outside its
+// model rows, so that the metrics label them: page reading, the search
+// model and the model of verbose transcriptions.
+func (a *App) declareServices(cat *catalog.Catalog, searchH *search.Handler) {
+	verbose := audio.DefaultVerboseModel
+	if a.Audio != nil && a.Audio.VerboseModel != "" {
+		verbose = a.Audio.VerboseModel
+	}
+	cat.Declare(fetch.Model, verbose)
+	if searchH.Provider != nil {
+		cat.Declare(searchH.Model)
+	}
+}
+
 // Search defaults.
 const (
 	DefaultSearchModel                    = "gpt-4.1-mini"
@@ -175,6 +189,6 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 		}
 		list = append(list, tools.App{Name: name, URL: url, PriceMicrocents: price})
 	}
-	s.Apps = &tools.Apps{List: list, Links: appLinks}
+	s.Apps = &tools.Apps{List: list, Links: appLinks, MaxLinks: a.AppLinksPerAccount}
 	return s, nil
 }

@@ -127,6 +127,10 @@ type App struct {
 	// AppActionPriceMicrocents is the plan price of one executed app
 	// action, in millionths of a USD. Default: 1000.
 	AppActionPriceMicrocents int64 `json:"app_action_price_microcents,omitempty"`
+	// AppLinksPerAccount is how many app links (apps_connect) one account
+	// may hold; past it apps_connect answers a tool error naming the
+	// number. Default: 50.
+	AppLinksPerAccount int `json:"app_links_per_account,omitempty"`
 	// MCPAllowedHosts are the origins (host or host:port), besides
 	// loopback names, from which browsers may call the MCP servers; any
 	// other Origin is refused (DNS rebinding protection).
@@ -245,6 +249,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	a.declareServices(cat, searchH)
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
 		Embeddings: &embeddings.Handler{Upstream: upstreams, Cache: chatHandler.Cache},
 		Tools:      &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}

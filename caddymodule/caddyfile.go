@@ -45,6 +45,7 @@ func init() {
 //		fetch_render_price <USD>
 //		apps <name>=<url>...                  # an argument may hold several, comma-separated
 //		app_action_price <USD>
+//		app_links_per_account <n>
 //		mcp_allowed_hosts <host[:port]>...
 //		provider <name> {                     # repeatable
 //			format openai|anthropic
@@ -403,10 +404,11 @@ func globalOptions(a *App) options {
 			ac := &AudioConfig{}
 			return blockOption("audio", audioOptions(ac), func(*caddyfile.Dispenser) error { a.Audio = ac; return nil })
 		}(),
-		"apps":              commaListOption(&a.Apps),
-		"app_action_price":  planPriceOption(&a.AppActionPriceMicrocents),
-		"mcp_allowed_hosts": listOption(&a.MCPAllowedHosts),
-		"beta":              {repeat: true, read: func(d *caddyfile.Dispenser) error { return parseBeta(d, &a.Betas) }},
+		"apps":                  commaListOption(&a.Apps),
+		"app_action_price":      planPriceOption(&a.AppActionPriceMicrocents),
+		"app_links_per_account": wholeOption(&a.AppLinksPerAccount, 1),
+		"mcp_allowed_hosts":     listOption(&a.MCPAllowedHosts),
+		"beta":                  {repeat: true, read: func(d *caddyfile.Dispenser) error { return parseBeta(d, &a.Betas) }},
 		"images": func() option {
 			ic := &ImagesConfig{}
 			return blockOption("images", imagesOptions(ic), func(*caddyfile.Dispenser) error { a.Images = ic; return nil })

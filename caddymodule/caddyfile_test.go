@@ -79,6 +79,8 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"limits bad body grace", "gw {\n limits {\n body_grace 0s\n }\n}", "body_grace: want a duration"},
 		{"bad cache ttl", "gw {\n cache_ttl soon\n}", "cache_ttl"},
 		{"bad second opinion concurrency", "gw {\n second_opinion_concurrency 0\n}", "second_opinion_concurrency"},
+		{"zero app links", "gw {\n app_links_per_account 0\n}", "app_links_per_account: want a positive whole number"},
+		{"app links twice", "gw {\n app_links_per_account 5\n app_links_per_account 6\n}", "app_links_per_account already specified"},
 		{"alias one arg", "gw {\n alias a\n}", "wrong argument count"},
 		{"beta no mark", "gw {\n beta b-1\n}", "wrong argument count"},
 		{"beta bad mark", "gw {\n beta b-1 cheap\n}", "beta b-1: want neutral, refused or priced"},

@@ -51,6 +51,8 @@ const (
 	MaxBody = 16 << 10
 	// UnitPage is the ledger unit.
 	UnitPage = "page"
+	// Model is the model of page reading's receipts and ledger entries.
+	Model = "fetch"
 	// userAgent names the gateway to sites.
 	userAgent = "caddy-gw page reader (+https://github.com/caddy-gw/caddy-gw)"
 )
@@ -134,7 +136,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	key := cacheKey(c.Account.ID, mode, u.String())
 	if hit, ok := h.cache.get(key); ok {
 		c.CacheHit()
-		c.Receipt("fetch", 0)
+		c.Receipt(Model, 0)
 		return write(c, hit)
 	}
 	cost := pricing.Cost(c.Account.PAYG, pricing.Line{Units: 1, Rate: pricing.PerUnit(price)})
@@ -145,7 +147,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.Charge(pipeline.Bill{Units: 1, Unit: UnitPage, Model: "fetch", Cost: cost, Receipt: true}); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: 1, Unit: UnitPage, Model: Model, Cost: cost, Receipt: true}); err != nil {
 		return err
 	}
 	h.cache.put(key, page)

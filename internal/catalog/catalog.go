@@ -401,6 +401,8 @@ type Catalog struct {
 	Embeddings []*EmbeddingModel
 	EmbedModel string
 	embedByID  map[string]*EmbeddingModel
+	// declared are the service names given to Declare.
+	declared map[string]struct{}
 }
 
 // New validates the parts and builds a catalog.

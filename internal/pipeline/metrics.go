@@ -46,6 +46,59 @@ type Metrics struct {
 	// label values on every call, on the hot path.
 	families sync.Map // family → *familyMetrics
 	models   sync.Map // [family, model] → *modelMetrics
+
+	// listed are the labels servers listed themselves (Admit), and
+	// listedN how many each server gave.
+	listed   sync.Map // label → struct{}
+	listedMu sync.Mutex
+	listedN  map[string]int
+}
+
+// Labels the metrics take in place of a name nobody declared.
+const (
+	// LabelOther stands, in the model and provider labels, for every name
+	// that neither the configuration declared nor a server listed (and
+	// for a server's listed names past MaxListedLabels), so a caller
+	// cannot add series by naming things.
+	LabelOther = "other"
+	// MaxListedLabels is how many of the names one server lists itself
+	// (an app's tools) become labels of their own over the process's
+	// life; the rest are LabelOther.
+	MaxListedLabels = 200
+)
+
+// Admit makes labels, names that server listed itself (a connected app's
+// "<app>/<tool>"), values the model label may take: those already
+// admitted stay, and new ones are admitted while server has fewer than
+// MaxListedLabels.
+func (m *Metrics) Admit(server string, labels []string) {
+	if m == nil {
+		return
+	}
+	m.listedMu.Lock()
+	defer m.listedMu.Unlock()
+	if m.listedN == nil {
+		m.listedN = map[string]int{}
+	}
+	for _, l := range labels {
+		if _, ok := m.listed.Load(l); ok {
+			continue
+		}
+		if m.listedN[server] >= MaxListedLabels {
+			return
+		}
+		m.listed.Store(l, struct{}{})
+		m.listedN[server]++
+	}
+}
+
+// admitted reports whether label was admitted by Admit.
+func (m *Metrics) admitted(label string) bool {
+	if m == nil {
+		return false
+	}
+	_, ok := m.listed.Load(label)
+	return ok
 }
 
 // familyMetrics are one family's children of the vectors.

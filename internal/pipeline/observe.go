@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/obs"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -73,6 +74,8 @@ type observation struct {
 	family  string
 	start   time.Time
 	metrics *Metrics
+	// catalog declares the provider names the metrics label.
+	catalog *catalog.Catalog
 	rec     *obs.Record
 	// nested: the call runs inside another call of the gateway (Invoke),
 	// whose own answer and log entry report it; outer is that call when
@@ -132,13 +135,14 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	if m != nil {
 		m.family(o.family).overhead.Observe(max(d-o.rec.Upstream(), 0).Seconds())
 		for _, b := range c.bills {
-			m.Cost.Add(o.family, b.Model, b.Cost)
+			label := g.modelLabel(b.Model)
+			m.Cost.Add(o.family, label, b.Cost)
 			if b.Shortfall > 0 {
-				m.Shortfall.Add(o.family, b.Model, b.Shortfall)
+				m.Shortfall.Add(o.family, label, b.Shortfall)
 			}
 			for i, n := range [...]int64{b.Tokens.Input, b.Tokens.Output, b.Tokens.CacheRead, b.Tokens.CacheWrite} {
 				if n > 0 {
-					m.model(o.family, b.Model).tokens[i].Add(float64(n))
+					m.model(o.family, label).tokens[i].Add(float64(n))
 				}
 			}
 		}
@@ -162,7 +166,7 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 				ttftModel = sw.Header().Get(HeaderRoutedModel)
 			}
 			if ttftModel != "" {
-				m.model(o.family, ttftModel).ttft.Observe(sw.firstByte.Sub(o.start).Seconds())
+				m.model(o.family, g.modelLabel(ttftModel)).ttft.Observe(sw.firstByte.Sub(o.start).Seconds())
 			}
 		}
 	}
@@ -198,6 +202,25 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	g.Annotate(ctx, a)
 }
 
+// modelLabel is the metrics' model label of model: model itself when the
+// catalogue declares it or a server listed it (Metrics.Admit), LabelOther
+// otherwise.
+func (g *Gateway) modelLabel(model string) string {
+	if g.Catalog.Declares(model) || g.Metrics.admitted(model) {
+		return model
+	}
+	return LabelOther
+}
+
+// providerLabel is the metrics' provider label of provider: itself when
+// the catalogue declares it, LabelOther otherwise.
+func (o *observation) providerLabel(provider string) string {
+	if o.catalog.DeclaresProvider(provider) {
+		return provider
+	}
+	return LabelOther
+}
+
 // genAI is the OpenTelemetry GenAI attributes of a call of family: the
 // provider that served, the model asked for and the one that answered,
 // and, when it was billed, its tokens.
@@ -229,7 +252,7 @@ func genAI(family, provider, alias, model string, t Tokens, billed bool) []attri
 // UpstreamFailed counts a failed upstream attempt of the call.
 func (o *observation) UpstreamFailed(provider, reason string) {
 	if observing && o.metrics != nil {
-		o.metrics.UpstreamErrors.WithLabelValues(o.family, provider, reason).Inc()
+		o.metrics.UpstreamErrors.WithLabelValues(o.family, o.providerLabel(provider), reason).Inc()
 	}
 }
 
@@ -237,7 +260,7 @@ func (o *observation) UpstreamFailed(provider, reason string) {
 // bill and the caller does not pay for.
 func (o *observation) UpstreamUnbilled(provider, reason string) {
 	if observing && o.metrics != nil {
-		o.metrics.UpstreamUnbilled.WithLabelValues(o.family, provider, reason).Inc()
+		o.metrics.UpstreamUnbilled.WithLabelValues(o.family, o.providerLabel(provider), reason).Inc()
 	}
 }
 

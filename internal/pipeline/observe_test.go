@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,5 +56,39 @@ func TestMillis(t *testing.T) {
 		if got := string(millis(nil, c.d)); got != c.want {
 			t.Errorf("millis(%v) = %q, want %q", c.d, got, c.want)
 		}
+	}
+}
+
+// A server's listed names become labels up to MaxListedLabels each, over
+// the process's life; one server's names do not use another's room.
+func TestAdmitCap(t *testing.T) {
+	m := NewMetrics()
+	names := func(server string, from, n int) []string {
+		var out []string
+		for i := from; i < from+n; i++ {
+			out = append(out, fmt.Sprintf("%s/t%04d", server, i))
+		}
+		return out
+	}
+	m.Admit("a", names("a", 0, MaxListedLabels-1))
+	m.Admit("a", names("a", 0, MaxListedLabels+50)) // the first ones again, one more, then past the cap
+	m.Admit("a", names("a", 1000, 5))               // a later list: no room left
+	m.Admit("b", names("b", 0, 3))
+	for _, c := range []struct {
+		label string
+		want  bool
+	}{{"a/t0000", true}, {fmt.Sprintf("a/t%04d", MaxListedLabels-1), true}, {fmt.Sprintf("a/t%04d", MaxListedLabels), false},
+		{"a/t1000", false}, {"b/t0002", true}, {"b/t0003", false}} {
+		if got := m.admitted(c.label); got != c.want {
+			t.Errorf("%s admitted %v, want %v", c.label, got, c.want)
+		}
+	}
+	g := &Gateway{Metrics: m}
+	if got := g.modelLabel("a/t1000"); got != LabelOther {
+		t.Errorf("label of a name past the cap %q, want %q", got, LabelOther)
+	}
+	o := &observation{}
+	if got := o.providerLabel("nobody"); got != LabelOther {
+		t.Errorf("label of an undeclared provider %q", got)
 	}
 }

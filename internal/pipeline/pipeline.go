@@ -165,7 +165,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, re
 	c := &Call{W: w, Endpoint: ep, Gateway: g, RequestID: NewRequestID(ep.RequestIDPrefix)}
 	c.bills = c.billed[:0]
 	o := &c.obs
-	*o = observation{family: familyOf(ep, r.URL.Path), start: time.Now(), nested: outer != nil, metrics: g.Metrics, rec: &c.rec}
+	*o = observation{family: familyOf(ep, r.URL.Path), start: time.Now(), nested: outer != nil, metrics: g.Metrics, catalog: g.Catalog, rec: &c.rec}
 	if outer != nil {
 		o.outer, _ = outer.Owner.(*Call)
 	}

@@ -20,6 +20,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrExists: an account or key with that id already exists.
 	ErrExists = errors.New("already exists")
+	// ErrTooMany: the account holds as many of a thing (app links) as it
+	// may.
+	ErrTooMany = errors.New("too many")
 )
 
 // Plan is an account's plan.

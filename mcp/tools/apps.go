@@ -3,10 +3,12 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,19 @@ const (
 	toolsTTL = 5 * time.Minute
 	// UnitAction is the ledger unit of apps_execute.
 	UnitAction = "action"
+	// MaxAlias is the longest alias of a link, in characters of
+	// A-Z, a-z, 0-9, '.', '_' and '-'.
+	MaxAlias = 64
+	// DefaultMaxLinks is how many links one account may hold when the
+	// configuration names no other number (app_links_per_account).
+	DefaultMaxLinks = 50
+	// MaxToolName is the longest tool name of an app that the gateway
+	// offers: as the MCP specification (2025-11-25) asks, a name is 1 to
+	// 128 characters of A-Z, a-z, 0-9, '_', '-' and '.'; an app's tool
+	// named otherwise is left out.
+	MaxToolName = 128
+	// maxEcho is how much of an unknown name a tool error repeats.
+	maxEcho = 64
 )
 
 // App is an upstream MCP server offered as a connected app.
@@ -57,8 +72,9 @@ type Link struct {
 
 // Links stores which apps each account linked.
 type Links interface {
-	// Add links app under alias for account; false when that link exists.
-	Add(ctx context.Context, account string, l Link) (bool, error)
+	// Add links app under alias for account; false when that link exists,
+	// store.ErrTooMany when the account holds most links already.
+	Add(ctx context.Context, account string, l Link, most int) (bool, error)
 	// List returns the account's links, in the order they were made.
 	List(ctx context.Context, account string) ([]Link, error)
 }
@@ -73,11 +89,14 @@ type MemoryLinks struct {
 func NewMemoryLinks() *MemoryLinks { return &MemoryLinks{m: map[string][]Link{}} }
 
 // Add implements Links.
-func (l *MemoryLinks) Add(_ context.Context, account string, link Link) (bool, error) {
+func (l *MemoryLinks) Add(_ context.Context, account string, link Link, most int) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if slices.Contains(l.m[account], link) {
 		return false, nil
+	}
+	if len(l.m[account]) >= most {
+		return false, store.ErrTooMany
 	}
 	l.m[account] = append(l.m[account], link)
 	return true, nil
@@ -101,6 +120,9 @@ type Apps struct {
 	Gateway *pipeline.Gateway
 	// HTTPClient reaches the apps (nil: a default client).
 	HTTPClient *http.Client
+	// MaxLinks is how many links one account may hold (0:
+	// DefaultMaxLinks).
+	MaxLinks int
 
 	mu       sync.Mutex
 	sessions map[string]*sdk.ClientSession
@@ -162,7 +184,18 @@ func (a *Apps) Close() error {
 	return nil
 }
 
-// appTools lists app's tools, cached for toolsTTL.
+// maxLinks is how many links one account may hold.
+func (a *Apps) maxLinks() int {
+	if a.MaxLinks > 0 {
+		return a.MaxLinks
+	}
+	return DefaultMaxLinks
+}
+
+// appTools lists app's tools, cached for toolsTTL: those whose names fit
+// MaxToolName's rule, the only ones the gateway offers and calls. Their
+// "<app>/<tool>" names become labels of the metrics, up to
+// pipeline.MaxListedLabels per app.
 func (a *Apps) appTools(ctx context.Context, app App) ([]*sdk.Tool, error) {
 	a.mu.Lock()
 	c, ok := a.tools[app.Name]
@@ -177,12 +210,19 @@ func (a *Apps) appTools(ctx context.Context, app App) ([]*sdk.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, AppCallTimeout)
 	defer cancel()
 	var tools []*sdk.Tool
+	var labels []string
 	for t, err := range s.Tools(ctx, nil) {
 		if err != nil {
 			a.drop(app.Name, s)
 			return nil, err
 		}
-		tools = append(tools, t)
+		if toolNameOK(t.Name) {
+			tools = append(tools, t)
+			labels = append(labels, app.Name+"/"+t.Name)
+		}
+	}
+	if a.Gateway != nil {
+		a.Gateway.Metrics.Admit(app.Name, labels)
 	}
 	a.mu.Lock()
 	if a.tools == nil {
@@ -191,6 +231,49 @@ func (a *Apps) appTools(ctx context.Context, app App) ([]*sdk.Tool, error) {
 	a.tools[app.Name] = cachedTools{tools: tools, at: time.Now()}
 	a.mu.Unlock()
 	return tools, nil
+}
+
+// offers reports whether app offers a tool named name, from its listed
+// tools (cached); an app that cannot list them is apps_error.
+func (a *Apps) offers(ctx context.Context, app App, name string) (bool, *gwerr.Error) {
+	tools, err := a.appTools(ctx, app)
+	if err != nil {
+		return false, appsError("the app %s could not list its actions", app.Name)
+	}
+	return slices.ContainsFunc(tools, func(t *sdk.Tool) bool { return t.Name == name }), nil
+}
+
+// toolNameOK reports whether name is a tool name the gateway offers: 1 to
+// MaxToolName characters of A-Z, a-z, 0-9, '_', '-' and '.'.
+func toolNameOK(name string) bool {
+	return len(name) > 0 && len(name) <= MaxToolName && plainName(name)
+}
+
+// aliasOK reports whether alias may name a link: at most MaxAlias
+// characters of A-Z, a-z, 0-9, '.', '_' and '-' (empty: the app's first
+// link).
+func aliasOK(alias string) bool {
+	return len(alias) <= MaxAlias && plainName(alias)
+}
+
+// plainName reports whether s holds only A-Z, a-z, 0-9, '.', '_' and '-'.
+func plainName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// echo is how a tool error repeats a name it did not know: quoted, and
+// cut to maxEcho bytes.
+func echo(name string) string {
+	if len(name) > maxEcho {
+		return strconv.Quote(name[:maxEcho]) + "…"
+	}
+	return strconv.Quote(name)
 }
 
 // appsTool is the apps tools' table rows.
@@ -240,9 +323,12 @@ func (s *Server) appsList(ctx context.Context, c *pipeline.Call) (Result, *gwerr
 func (s *Server) appsConnect(ctx context.Context, c *pipeline.Call, a gjson.Result) (Result, *gwerr.Error) {
 	name := a.Get("app").String()
 	if _, found := s.Apps.app(name); !found {
-		return Result{}, invalid("app", "unknown app %q; apps_list names them", name)
+		return Result{}, invalid("app", "unknown app %s; apps_list names them", echo(name))
 	}
 	alias := a.Get("alias").String()
+	if !aliasOK(alias) {
+		return Result{}, invalid("alias", "an alias is at most %d characters of A-Z, a-z, 0-9, '.', '_' and '-'", MaxAlias)
+	}
 	links, err := s.Apps.Links.List(ctx, c.Account.ID)
 	if err != nil {
 		return Result{}, gwerr.New(gwerr.Unavailable, "the app links could not be read")
@@ -252,7 +338,11 @@ func (s *Server) appsConnect(ctx context.Context, c *pipeline.Call, a gjson.Resu
 			return Result{}, invalid("alias", "%s is linked already; give an alias for a second link", name)
 		}
 	}
-	added, err := s.Apps.Links.Add(ctx, c.Account.ID, Link{App: name, Alias: alias})
+	most := s.Apps.maxLinks()
+	added, err := s.Apps.Links.Add(ctx, c.Account.ID, Link{App: name, Alias: alias}, most)
+	if errors.Is(err, store.ErrTooMany) {
+		return Result{}, invalid("app", "this account holds %d app links, the most it may", most)
+	}
 	if err != nil {
 		return Result{}, gwerr.New(gwerr.Unavailable, "the link could not be stored")
 	}
@@ -345,14 +435,14 @@ func (s *Server) appsExecute(ctx context.Context, c *pipeline.Call, t Tool, a gj
 	appName, alias, _ := strings.Cut(link, ":")
 	app, known := s.Apps.app(appName)
 	if !known {
-		return Result{}, invalid("action", "unknown app %q", appName)
+		return Result{}, invalid("action", "unknown app %s", echo(appName))
 	}
 	links, err := s.Apps.Links.List(ctx, c.Account.ID)
 	if err != nil {
 		return Result{}, gwerr.New(gwerr.Unavailable, "the app links could not be read")
 	}
 	if !slices.Contains(links, Link{App: appName, Alias: alias}) {
-		return Result{}, invalid("action", "%s is not linked to this account; use apps_connect", link)
+		return Result{}, invalid("action", "%s is not linked to this account; use apps_connect", echo(link))
 	}
 	args := map[string]any{}
 	if v := a.Get("arguments"); v.Exists() {
@@ -364,10 +454,20 @@ func (s *Server) appsExecute(ctx context.Context, c *pipeline.Call, t Tool, a gj
 	var out map[string]any
 	var appFailed *gwerr.Error
 	// The action runs as a billed call of the apps ability: the pipeline
-	// checks the ability, the plan and the money, and the price is
-	// reserved before the app is called and settled when it answered.
+	// checks the ability, the plan and the money; the tool must be one
+	// the app lists, checked before anything is reserved or called; the
+	// price is reserved before the app is called and settled when it
+	// answered with a result that is not an error.
 	ep := &pipeline.Endpoint{Name: "apps", Family: gwerr.Tools, Auth: pipeline.BearerOnly, Ability: store.AbilityApps, Billing: &appsSpend,
 		Handler: func(call *pipeline.Call) error {
+			offered, e := s.Apps.offers(call.R.Context(), app, tool)
+			if e != nil {
+				appFailed = e
+				return e
+			}
+			if !offered {
+				return invalid("action", "%s offers no action of that name; apps_find_actions names them", app.Name)
+			}
 			price := pricing.Cost(call.Account.PAYG, pricing.Line{Units: 1, Rate: pricing.PerUnit(pricing.Micro(app.PriceMicrocents))})
 			if err := call.Reserve(price); err != nil {
 				return err
@@ -377,9 +477,13 @@ func (s *Server) appsExecute(ctx context.Context, c *pipeline.Call, t Tool, a gj
 				appFailed = err
 				return err
 			}
-			charged, cerr := call.Charge(pipeline.Bill{Units: 1, Unit: UnitAction, Model: app.Name + "/" + tool, Cost: price})
-			if cerr != nil {
-				return cerr
+			var charged pricing.Money
+			if !res.IsError {
+				var cerr error
+				charged, cerr = call.Charge(pipeline.Bill{Units: 1, Unit: UnitAction, Model: app.Name + "/" + tool, Cost: price})
+				if cerr != nil {
+					return cerr
+				}
 			}
 			content, _ := json.Marshal(res.Content)
 			var blocks []any
@@ -397,7 +501,11 @@ func (s *Server) appsExecute(ctx context.Context, c *pipeline.Call, t Tool, a gj
 	if refused != nil {
 		return Result{}, refused
 	}
-	return ok(out), nil
+	// An action the app answered as failed is not billed, and its
+	// result is a tool error too.
+	res := ok(out)
+	res.IsError = out["is_error"] == true
+	return res, nil
 }
 
 // call runs tool on app for account's link, reconnecting once when the
@@ -453,7 +561,9 @@ func (s *Server) appsFor(ctx context.Context, c *pipeline.Call, t Tool, a gjson.
 // LinkStore is a durable store of app links (PostgreSQL, for several
 // nodes).
 type LinkStore interface {
-	AddLink(ctx context.Context, account, app, alias string) (bool, error)
+	// AddLink links app under alias for account; false when that link
+	// exists, store.ErrTooMany when the account holds most links already.
+	AddLink(ctx context.Context, account, app, alias string, most int) (bool, error)
 	Links(ctx context.Context, account string) ([][2]string, error)
 }
 
@@ -461,8 +571,8 @@ type LinkStore interface {
 type StoredLinks struct{ Store LinkStore }
 
 // Add implements Links.
-func (l StoredLinks) Add(ctx context.Context, account string, link Link) (bool, error) {
-	return l.Store.AddLink(ctx, account, link.App, link.Alias)
+func (l StoredLinks) Add(ctx context.Context, account string, link Link, most int) (bool, error) {
+	return l.Store.AddLink(ctx, account, link.App, link.Alias, most)
 }
 
 // List implements Links.

@@ -68,6 +68,13 @@ const appPrice = 5000 // microcents per action
 
 func newAppsFixture(t *testing.T) *appsFixture {
 	t.Helper()
+	app, url := startApp(t)
+	return newAppsFixtureAt(t, app, url)
+}
+
+// newAppsFixtureAt is newAppsFixture with the app at url.
+func newAppsFixtureAt(t *testing.T, app *appServer, url string) *appsFixture {
+	t.Helper()
 	db, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +95,6 @@ func newAppsFixture(t *testing.T) *appsFixture {
 	}
 	cat, _ := catalog.New(nil, nil, nil, nil, "")
 	gw := &pipeline.Gateway{Store: db, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: db, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}
-	app, url := startApp(t)
 	apps := &Apps{List: []App{{Name: "tracker", URL: url, PriceMicrocents: appPrice}, {Name: "chat", URL: url}}, Links: NewMemoryLinks(), Gateway: gw}
 	t.Cleanup(func() { apps.Close() })
 	s := &Server{States: NewMemoryStates(), Apps: apps, UpgradeURL: "https://billing.example/"}
@@ -155,7 +161,7 @@ func TestApps(t *testing.T) {
 
 	// The app failing is apps_error, retryable, and costs nothing.
 	mustErr(ToolAppsExecute, `{"action":"tracker/list_issues"}`, `{"capability":"apps","error":"apps_error","message":"the app tracker failed: calling \"tools/call\": tracker is down","retryable":true}`)
-	mustErr(ToolAppsExecute, `{"action":"chat/create_issue"}`, `{"capability":"apps","error":"invalid_request","message":"chat is not linked to this account; use apps_connect","retryable":false}`)
+	mustErr(ToolAppsExecute, `{"action":"chat/create_issue"}`, `{"capability":"apps","error":"invalid_request","message":"\"chat\" is not linked to this account; use apps_connect","retryable":false}`)
 	mustErr(ToolAppsExecute, `{"action":"nonsense"}`, `{"capability":"apps","error":"invalid_request","message":"action must be one that apps_find_actions returned","retryable":false}`)
 	if entries, _ := f.db.Entries(context.Background(), "acme", 10); len(entries) != 1 {
 		t.Fatalf("failed actions were billed: %+v", entries)

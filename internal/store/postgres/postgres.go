@@ -193,14 +193,43 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	})
 }
 
+// linksLock is the class of the advisory locks that make adding an
+// account's app link and counting its links one step.
+const linksLock = 0x67770002
+
 // AddLink records an account's link to an app under alias; false when that
-// link exists (the tools server's connected apps).
-func (db *DB) AddLink(ctx context.Context, account, app, alias string) (bool, error) {
-	tag, err := db.pool.Exec(ctx, `INSERT INTO app_links (account_id, app, alias) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, account, app, alias)
+// link exists, store.ErrTooMany when the account holds most links already
+// (the tools server's connected apps). Nodes adding links to one account
+// at once take turns, so it never holds more than most.
+func (db *DB) AddLink(ctx context.Context, account, app, alias string, most int) (bool, error) {
+	var added bool
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(linksLock), account); err != nil {
+			return err
+		}
+		var exists bool
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(app = $2 AND alias = $3), false) FROM app_links WHERE account_id = $1`,
+			account, app, alias).Scan(&n, &exists); err != nil {
+			return err
+		}
+		if exists {
+			return nil
+		}
+		if n >= most {
+			return store.ErrTooMany
+		}
+		added = true
+		_, err := tx.Exec(ctx, `INSERT INTO app_links (account_id, app, alias) VALUES ($1, $2, $3)`, account, app, alias)
+		return err
+	})
+	if errors.Is(err, store.ErrTooMany) {
+		return false, err
+	}
 	if err != nil {
 		return false, fmt.Errorf("postgres: add link: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return added, nil
 }
 
 // Links lists an account's app links (app, alias), in the order made.

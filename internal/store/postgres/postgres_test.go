@@ -84,12 +84,15 @@ func TestAppLinks(t *testing.T) {
 	a, b := open(t, url), open(t, url)
 	ctx := context.Background()
 	for _, l := range [][2]string{{"tracker", ""}, {"tracker", "work"}, {"mail", ""}} {
-		if ok, err := a.AddLink(ctx, "acct", l[0], l[1]); !ok || err != nil {
+		if ok, err := a.AddLink(ctx, "acct", l[0], l[1], 3); !ok || err != nil {
 			t.Fatalf("add %v: %v %v", l, ok, err)
 		}
 	}
-	if ok, err := b.AddLink(ctx, "acct", "tracker", "work"); ok || err != nil {
+	if ok, err := b.AddLink(ctx, "acct", "tracker", "work", 3); ok || err != nil {
 		t.Fatalf("second add: %v %v", ok, err)
+	}
+	if ok, err := b.AddLink(ctx, "acct", "tracker", "home", 3); ok || !errors.Is(err, store.ErrTooMany) {
+		t.Fatalf("a fourth link of three: %v %v", ok, err)
 	}
 	got, err := b.Links(ctx, "acct")
 	if err != nil || len(got) != 3 || got[0] != [2]string{"tracker", ""} || got[1] != [2]string{"tracker", "work"} || got[2] != [2]string{"mail", ""} {
@@ -97,6 +100,37 @@ func TestAppLinks(t *testing.T) {
 	}
 	if got, _ := a.Links(ctx, "other"); len(got) != 0 {
 		t.Fatalf("another account's links %v", got)
+	}
+}
+
+// Links added to one account at once on several nodes never pass the
+// most it may hold.
+func TestAppLinksLimitConcurrent(t *testing.T) {
+	url := testsvc.Postgres(t)
+	nodes := []*postgres.DB{open(t, url), open(t, url)}
+	ctx := context.Background()
+	const most, tries = 5, 40
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var added, full int
+	for i := range tries {
+		wg.Go(func() {
+			ok, err := nodes[i%2].AddLink(ctx, "acct", "tracker", fmt.Sprintf("a%d", i), most)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case ok && err == nil:
+				added++
+			case errors.Is(err, store.ErrTooMany):
+				full++
+			default:
+				t.Errorf("add %d: %v %v", i, ok, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, err := nodes[0].Links(ctx, "acct"); added != most || full != tries-most || len(got) != most || err != nil {
+		t.Fatalf("%d added, %d refused, %d stored (%v): want %d, %d, %d", added, full, len(got), err, most, tries-most, most)
 	}
 }
 
