@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
+	"github.com/caddy-gw/caddy-gw/internal/pdfpages/pdftest"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -88,7 +90,11 @@ type propOp struct {
 	client  clientKind
 	model   string // also the transcription alias
 	backing string // the provider's model of a chat call
-	limit   int    // output limit the client sets; 0 none
+	// pdf is an inline PDF of pages pages sent with the prompt (base64;
+	// "" none).
+	pdf   string
+	pages int
+	limit int // output limit the client sets; 0 none
 	// script is what the fake answers (chat and images).
 	script fake.Script
 	// gate, when set, holds the fake's stream after its first event
@@ -124,7 +130,7 @@ func (o *propOp) String() string {
 	fmt.Fprintf(&b, "op %d %s on %s", o.n, o.kind, o.account.id)
 	switch o.kind {
 	case opChat, opStream, opAbandon:
-		fmt.Fprintf(&b, " [%s → %s, limit %d, usage %d/%d", o.client, o.model, o.limit, o.script.Usage.Input, o.script.Usage.Output)
+		fmt.Fprintf(&b, " [%s → %s, limit %d, usage %d/%d, %d pages", o.client, o.model, o.limit, o.script.Usage.Input, o.script.Usage.Output, o.pages)
 		if o.script.NoUsage {
 			b.WriteString(", no usage")
 		}
@@ -267,6 +273,13 @@ func propGenerate(r *rand.Rand, n int, accounts []*propAccount) []*propOp {
 			case 1:
 				in = 3 * len(o.prompt)
 			}
+			// Sometimes a document, which the provider bills by its
+			// pages (here 2,400 to 4,000 tokens a page), sent in the
+			// client's own format to a model of that format.
+			if (o.client == messagesClient) == b.anthropic && r.IntN(8) == 0 {
+				o.pages = 1 + r.IntN(4)
+				in += o.pages * (2400 + r.IntN(1601))
+			}
 			o.script = fake.Script{
 				Text:      propText(r, 3+r.IntN(20)),
 				Usage:     fake.Usage{Input: in, Output: 50 + r.IntN(3000)},
@@ -351,9 +364,16 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 	}
 	ops := propGenerate(r, nOps, accounts)
 	wavs := map[int][]byte{}
+	pdfs := map[int]string{}
 	for _, o := range ops {
 		if o.kind == opTranscribe && wavs[o.seconds] == nil {
 			wavs[o.seconds] = wavOf(8000, o.seconds)
+		}
+		if o.pages > 0 {
+			if pdfs[o.pages] == "" {
+				pdfs[o.pages] = base64.StdEncoding.EncodeToString(pdftest.Make(o.pages, pdftest.Options{Text: "Figures of the quarter."}))
+			}
+			o.pdf = pdfs[o.pages]
 		}
 	}
 
@@ -511,23 +531,35 @@ func propRun(g *gateway, client *http.Client, o *propOp, wavs map[int][]byte) {
 		return
 	case opChat, opStream, opAbandon:
 		stream = o.kind != opChat
-		prompt := o.prompt
+		var prompt any = o.prompt
 		msg := map[string]any{"model": o.model, "stream": stream}
 		switch o.client {
 		case chatClient:
 			path = "/v1/chat/completions"
+			if o.pdf != "" {
+				prompt = []any{map[string]any{"type": "text", "text": o.prompt},
+					map[string]any{"type": "file", "file": map[string]any{"filename": "d.pdf", "file_data": "data:application/pdf;base64," + o.pdf}}}
+			}
 			msg["messages"] = []any{map[string]any{"role": "user", "content": prompt}}
 			if o.limit > 0 {
 				msg["max_completion_tokens"] = o.limit
 			}
 		case responsesClient:
 			path = "/v1/responses"
+			if o.pdf != "" {
+				prompt = []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": o.prompt},
+					map[string]any{"type": "input_file", "filename": "d.pdf", "file_data": "data:application/pdf;base64," + o.pdf}}}}
+			}
 			msg["input"] = prompt
 			if o.limit > 0 {
 				msg["max_output_tokens"] = o.limit
 			}
 		case messagesClient:
 			path = "/alt/v1/messages"
+			if o.pdf != "" {
+				prompt = []any{map[string]any{"type": "document", "source": map[string]any{"type": "base64", "media_type": "application/pdf", "data": o.pdf}},
+					map[string]any{"type": "text", "text": o.prompt}}
+			}
 			msg["messages"] = []any{map[string]any{"role": "user", "content": prompt}}
 			msg["max_tokens"] = o.limit
 			header = apiKey(o.account.key)
