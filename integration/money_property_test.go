@@ -470,9 +470,12 @@ func propShortfalls(t *testing.T, nodes []*gateway, accounts []*propAccount, ops
 			short += s
 		}
 	}
-	checked := 0
+	checked, documents := 0, 0
 	for _, o := range ops {
 		l, ok := byID[o.requestID]
+		if ok && o.pages > 0 {
+			documents++
+		}
 		// The provider's figure is known when the client set the output
 		// limit (the answer stops there) and the usage was reported.
 		if !ok || o.backing == "" || o.limit == 0 || o.script.NoUsage || o.script.MidStreamError || o.kind == opAbandon {
@@ -496,7 +499,7 @@ func propShortfalls(t *testing.T, nodes []*gateway, accounts []*propAccount, ops
 	if counted != short {
 		t.Errorf("gw_shortfall_usd_total adds up to %s, the ledger's shortfalls to %s", counted, short)
 	}
-	t.Logf("shortfalls: %s in all; %d chat entries held to the provider's figure", short, checked)
+	t.Logf("shortfalls: %s in all; %d chat entries held to the provider's figure; %d with a document billed by its pages", short, checked, documents)
 }
 
 // propRun runs one operation, recording what happened; it never calls
