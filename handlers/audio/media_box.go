@@ -66,26 +66,13 @@ func ebmlID(b []byte) (uint64, int, bool) {
 // ebmlSize reads an element size; ebmlUnknownSize when every value bit is
 // set (a size not written).
 func ebmlSize(b []byte) (int64, int, bool) {
-	if len(b) == 0 || b[0] == 0 {
+	v, n, ok := ebmlVint(b)
+	switch {
+	case !ok:
 		return 0, 0, false
-	}
-	n := 1
-	for mask := byte(0x80); b[0]&mask == 0; mask >>= 1 {
-		n++
-	}
-	if len(b) < n {
-		return 0, 0, false
-	}
-	v := uint64(b[0] & (0xFF >> n))
-	all := v == uint64(0xFF>>n)
-	for _, c := range b[1:n] {
-		v = v<<8 | uint64(c)
-		all = all && c == 0xFF
-	}
-	if all {
+	case v == 1<<(7*n)-1:
 		return ebmlUnknownSize, n, true
-	}
-	if v > math.MaxInt32 {
+	case v > math.MaxInt32:
 		return 0, 0, false
 	}
 	return int64(v), n, true
@@ -440,7 +427,7 @@ func mkvFrames(d []byte, lacing byte, fn func([]byte)) {
 	case mkvLacingEBML:
 		size := int64(0)
 		for i := range n - 1 {
-			v, k, ok := mkvVint(d)
+			v, k, ok := ebmlVint(d)
 			if !ok {
 				return
 			}
@@ -470,9 +457,9 @@ func mkvFrames(d []byte, lacing byte, fn func([]byte)) {
 	fn(d)
 }
 
-// mkvVint reads a variable-size integer of a lace's sizes: its value
-// (length marker removed) and its length.
-func mkvVint(b []byte) (uint64, int, bool) {
+// ebmlVint reads a variable-size integer (an element size, a lace's
+// sizes): its value (length marker removed) and its length.
+func ebmlVint(b []byte) (uint64, int, bool) {
 	if len(b) == 0 || b[0] == 0 {
 		return 0, 0, false
 	}
