@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -11,31 +12,50 @@ import (
 )
 
 // annotate puts a gateway call's values on Caddy's access log entry (as
-// gw_<name>) and in its placeholders ({http.vars.gw.<name>}): the request
+// gw_<name>) and on the request's replacer as placeholders
+// ({http.gw.<name>}, as reverse_proxy sets {http.reverse_proxy.*}): the request
 // id; the account and key id of a call with a key; the alias, model and
 // cost_usd of a billed call; shortfall_usd of one the account could not
 // pay in full; input_tokens and output_tokens of one billed by the token. It runs once a call, on the hot path: the log entry gets
 // one inline field that writes them all when the entry is written.
 func annotate(ctx context.Context, a *pipeline.Annotation) {
-	if vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		vars["gw.request_id"] = a.RequestID
+	if repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set(placeholderRequestID, a.RequestID)
 		if a.Account != "" {
-			vars["gw.account"], vars["gw.key_id"] = a.Account, a.KeyID
+			repl.Set(placeholderAccount, a.Account)
+			repl.Set(placeholderKeyID, a.KeyID)
 		}
 		if a.Billed {
-			vars["gw.alias"], vars["gw.model"], vars["gw.cost_usd"] = a.Alias, a.Model, a.Cost
+			repl.Set(placeholderAlias, a.Alias)
+			repl.Set(placeholderModel, a.Model)
+			repl.Set(placeholderCost, a.Cost)
 		}
 		if a.Shortfall != "" {
-			vars["gw.shortfall_usd"] = a.Shortfall
+			repl.Set(placeholderShortfall, a.Shortfall)
 		}
 		if a.Tokens {
-			vars["gw.input_tokens"], vars["gw.output_tokens"] = a.InputTokens, a.OutputTokens
+			repl.Set(placeholderInputTokens, a.InputTokens)
+			repl.Set(placeholderOutputTokens, a.OutputTokens)
 		}
 	}
 	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		extra.Add(zap.Inline((*logFields)(a)))
 	}
 }
+
+// The placeholders of a gateway call, set on the request's replacer once
+// the call ends (for the access log, log_append and handlers after it).
+const (
+	placeholderRequestID    = "http.gw.request_id"
+	placeholderAccount      = "http.gw.account"
+	placeholderKeyID        = "http.gw.key_id"
+	placeholderAlias        = "http.gw.alias"
+	placeholderModel        = "http.gw.model"
+	placeholderCost         = "http.gw.cost_usd"
+	placeholderShortfall    = "http.gw.shortfall_usd"
+	placeholderInputTokens  = "http.gw.input_tokens"
+	placeholderOutputTokens = "http.gw.output_tokens"
+)
 
 // logFields writes an annotation's values as the access log's gw_*
 // fields.

@@ -268,14 +268,14 @@ func TestObservability(t *testing.T) {
 }
 
 // TestObservabilityPlaceholders: the gateway's values are Caddy
-// placeholders {http.vars.gw.*}, here appended to the access log by
+// placeholders {http.gw.*}, here appended to the access log by
 // log_append; a refused call has its account and key but no bill.
 func TestObservabilityPlaceholders(t *testing.T) {
 	t.Parallel()
 	names := []string{"request_id", "account", "key_id", "alias", "model", "cost_usd", "input_tokens", "output_tokens"}
 	var appends strings.Builder
 	for _, n := range names {
-		appends.WriteString("\t\tlog_append ph_" + n + " {http.vars.gw." + n + "}\n")
+		appends.WriteString("\t\tlog_append ph_" + n + " {http.gw." + n + "}\n")
 	}
 	ex := exampleCaddyfile(t)
 	cfg := strings.Replace(ex, "\t\tgw\n", appends.String()+"\t\tgw\n", 1)
