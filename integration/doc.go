@@ -6,7 +6,11 @@
 //
 // Run them from the repository root:
 //
-//	go run ./cmd/gwbuild && go test -count=1 ./integration
+//	go test ./integration
 //
-// GW_CADDY_BIN points the tests at another binary.
+// Unless GW_CADDY_BIN names the binary to test, the tests first build
+// bin/caddy from the working tree with `go run ./cmd/gwbuild` (quick when
+// nothing changed, through the Go build cache), so a fresh clone needs no
+// step of its own. scripts/test.sh runs every check and test of the
+// repository.
 package integration

@@ -41,26 +41,93 @@ const readyMsg = "serving initial configuration"
 // caddyBin is the absolute path of the gateway binary under test.
 var caddyBin string
 
+// TestMain finds the gateway binary under test: GW_CADDY_BIN when set,
+// otherwise bin/caddy, built from the working tree first (see
+// buildGateway), so `go test ./...` in a fresh clone needs nothing else.
 func TestMain(m *testing.M) {
 	bin := os.Getenv("GW_CADDY_BIN")
 	if bin == "" {
-		bin = filepath.Join("..", "bin", "caddy")
-	}
-	abs, err := filepath.Abs(bin)
-	if err == nil {
-		var fi os.FileInfo
-		fi, err = os.Stat(abs)
-		if err == nil && (fi.IsDir() || fi.Mode()&0o111 == 0) {
-			err = fmt.Errorf("not an executable file")
+		built, err := buildGateway()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "integration: building the gateway binary: %v\n"+
+				"integration: scripts/test.sh builds it and runs every test; or set GW_CADDY_BIN to a built binary\n", err)
+			os.Exit(1)
 		}
+		bin = built
 	}
+	abs, err := checkExecutable(bin)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "integration: gateway binary %s: %v\n"+
-			"integration: run `go run ./cmd/gwbuild` first (in the repository root), or set GW_CADDY_BIN\n", bin, err)
+			"integration: run `go run ./cmd/gwbuild` (in the repository root) or scripts/test.sh, or set GW_CADDY_BIN\n", bin, err)
 		os.Exit(1)
 	}
 	caddyBin = abs
 	os.Exit(m.Run())
+}
+
+// checkExecutable returns bin's absolute path when it is an executable file.
+func checkExecutable(bin string) (string, error) {
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("not an executable file")
+	}
+	return abs, nil
+}
+
+// buildGateway builds bin/caddy from the repository root with
+// `go run ./cmd/gwbuild` (the environment, GOFLAGS included, applies) and
+// returns its path. It always builds: a binary left from older sources
+// would be tested silently, and the Go build cache makes a build of
+// unchanged sources quick. It also lists every source folder, so a cached
+// result of this package is reused only for the sources it was tested on.
+func buildGateway() (string, error) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(root, "xcaddy.json")); err != nil {
+		return "", fmt.Errorf("no repository root at %s: %w", root, err)
+	}
+	if err := recordSources(root); err != nil {
+		return "", err
+	}
+	fmt.Fprintln(os.Stderr, "integration: building bin/caddy with `go run ./cmd/gwbuild` (GW_CADDY_BIN unset)")
+	cmd := exec.Command("go", "run", "./cmd/gwbuild")
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go run ./cmd/gwbuild: %w", err)
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// sourceSkips are the folders of the repository root that hold no sources
+// of the binary: version control, build output, data and caches.
+var sourceSkips = []string{".git", "bin", "data", ".cache"}
+
+// recordSources lists every folder under root but sourceSkips. go test
+// records each listing (names, sizes and modification times of the
+// entries) among the test's inputs, so an edit anywhere invalidates a
+// cached result of this package.
+func recordSources(root string) error {
+	return filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && filepath.Dir(path) == root && slices.Contains(sourceSkips, d.Name()) {
+			return filepath.SkipDir
+		}
+		return nil
+	})
 }
 
 // gwOptions configures startGateway.

@@ -16,10 +16,8 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -261,8 +259,6 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
-const accountCols = `id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, created_at`
-
 // CreateAccount stores a new account; store.ErrExists if the id is taken.
 func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
 	if a.ID == "" {
@@ -271,12 +267,12 @@ func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
 	if a.CreatedAt.IsZero() {
 		a.CreatedAt = time.Now()
 	}
-	args, err := accountArgs(&a)
+	args, err := store.AccountArgs(&a)
 	if err != nil {
 		return fmt.Errorf("postgres: create account %q: %w", a.ID, err)
 	}
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO accounts (`+accountCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO accounts (`+store.AccountCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...); err != nil {
 			return err
 		}
 		if a.Balance != nil {
@@ -292,7 +288,7 @@ func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
 
 // Account returns the account; store.ErrNotFound if none.
 func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
-	a, err := scanAccount(db.pool.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = $1`, id))
+	a, err := store.ScanAccount(db.pool.QueryRow(ctx, `SELECT `+store.AccountCols+` FROM accounts WHERE id = $1`, id))
 	if err != nil {
 		return store.Account{}, fmt.Errorf("postgres: account %q: %w", id, classify(err))
 	}
@@ -302,11 +298,11 @@ func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
 // ListAccounts returns at most limit accounts whose ids sort after after
 // (byte by byte, as the embedded store sorts them), in that order.
 func (db *DB) ListAccounts(ctx context.Context, after string, limit int) ([]store.Account, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+accountCols+` FROM accounts WHERE id > $1 COLLATE "C" ORDER BY id COLLATE "C" LIMIT $2`, after, limit)
+	rows, err := db.pool.Query(ctx, `SELECT `+store.AccountCols+` FROM accounts WHERE id > $1 COLLATE "C" ORDER BY id COLLATE "C" LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list accounts: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Account, error) { return scanAccount(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Account, error) { return store.ScanAccount(r) })
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list accounts: %w", err)
 	}
@@ -321,7 +317,7 @@ func (db *DB) ListAccounts(ctx context.Context, after string, limit int) ([]stor
 func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error, why ...store.Movement) (store.Account, error) {
 	var out store.Account
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		a, err := scanAccount(tx.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = $1 FOR UPDATE`, id))
+		a, err := store.ScanAccount(tx.QueryRow(ctx, `SELECT `+store.AccountCols+` FROM accounts WHERE id = $1 FOR UPDATE`, id))
 		if err != nil {
 			return classify(err)
 		}
@@ -330,7 +326,7 @@ func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Accou
 			return err
 		}
 		a.ID, a.CreatedAt = id, created
-		args, err := accountArgs(&a)
+		args, err := store.AccountArgs(&a)
 		if err != nil {
 			return err
 		}
@@ -353,70 +349,14 @@ func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Accou
 	return out, nil
 }
 
-func accountArgs(a *store.Account) ([]any, error) {
-	abilities, err := encodeList(a.Abilities)
-	if err != nil {
-		return nil, err
-	}
-	created, err := nanos(a.CreatedAt)
-	if err != nil {
-		return nil, err
-	}
-	return []any{a.ID, string(a.Plan), a.Cleared, a.PAYG, a.LaneBilling,
-		money(a.Balance), money(a.DailyCap), money(a.MonthlyCap), abilities, created}, nil
-}
-
-func scanAccount(row pgx.Row) (store.Account, error) {
-	var (
-		a                       store.Account
-		plan                    string
-		balance, daily, monthly *int64
-		abilities               *string
-		created                 int64
-	)
-	if err := row.Scan(&a.ID, &plan, &a.Cleared, &a.PAYG, &a.LaneBilling, &balance, &daily, &monthly, &abilities, &created); err != nil {
-		return store.Account{}, err
-	}
-	list, err := decodeList(abilities)
-	if err != nil {
-		return store.Account{}, fmt.Errorf("abilities: %w", err)
-	}
-	a.Plan = store.Plan(plan)
-	a.Balance, a.DailyCap, a.MonthlyCap = moneyPtr(balance), moneyPtr(daily), moneyPtr(monthly)
-	a.Abilities = list
-	a.CreatedAt = fromNanos(created)
-	return a, nil
-}
-
-const keyCols = `id, account_id, name, hash, models, expires_at, created_at`
-
 // CreateKey stores a key; store.ErrNotFound if its account does not exist,
 // store.ErrExists if its id or hash is taken.
 func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
-	if k.ID == "" || k.Hash == "" {
-		return errors.New("postgres: create key: empty id or hash")
-	}
-	if k.CreatedAt.IsZero() {
-		k.CreatedAt = time.Now()
-	}
-	models, err := encodeList(k.Models)
+	args, err := store.KeyArgs("postgres", &k)
 	if err != nil {
-		return fmt.Errorf("postgres: create key %q: %w", k.ID, err)
+		return err
 	}
-	created, err := nanos(k.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("postgres: create key %q: %w", k.ID, err)
-	}
-	var expires *int64
-	if k.ExpiresAt != nil {
-		n, err := nanos(*k.ExpiresAt)
-		if err != nil {
-			return fmt.Errorf("postgres: create key %q: expires: %w", k.ID, err)
-		}
-		expires = &n
-	}
-	if _, err := db.pool.Exec(ctx, `INSERT INTO keys (`+keyCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		k.ID, k.AccountID, k.Name, k.Hash, models, expires, created); err != nil {
+	if _, err := db.pool.Exec(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`, args...); err != nil {
 		return fmt.Errorf("postgres: create key %q: %w", k.ID, classify(err))
 	}
 	return nil
@@ -424,11 +364,11 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 
 // Keys lists an account's keys, oldest first.
 func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+keyCols+` FROM keys WHERE account_id = $1 AND revoked_at IS NULL ORDER BY created_at, seq`, accountID)
+	rows, err := db.pool.Query(ctx, `SELECT `+store.KeyCols+` FROM keys WHERE account_id = $1 AND revoked_at IS NULL ORDER BY created_at, seq`, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: keys of %q: %w", accountID, err)
 	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Key, error) { return scanKey(r) })
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Key, error) { return store.ScanKey(r) })
 	if err != nil {
 		return nil, fmt.Errorf("postgres: keys of %q: %w", accountID, err)
 	}
@@ -453,7 +393,7 @@ func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
 
 // KeyByHash finds a key by the hash of its secret; store.ErrNotFound if none.
 func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	k, err := scanKey(db.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE hash = $1 AND revoked_at IS NULL`, hash))
+	k, err := store.ScanKey(db.pool.QueryRow(ctx, `SELECT `+store.KeyCols+` FROM keys WHERE hash = $1 AND revoked_at IS NULL`, hash))
 	if err != nil {
 		return store.Key{}, fmt.Errorf("postgres: key by hash: %w", classify(err))
 	}
@@ -474,29 +414,6 @@ func (db *DB) KeyIssued(ctx context.Context, hash string) (bool, error) {
 	return true, nil
 }
 
-func scanKey(row pgx.Row) (store.Key, error) {
-	var (
-		k       store.Key
-		models  *string
-		expires *int64
-		created int64
-	)
-	if err := row.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &models, &expires, &created); err != nil {
-		return store.Key{}, err
-	}
-	list, err := decodeList(models)
-	if err != nil {
-		return store.Key{}, fmt.Errorf("models: %w", err)
-	}
-	k.Models = list
-	if expires != nil {
-		t := fromNanos(*expires)
-		k.ExpiresAt = &t
-	}
-	k.CreatedAt = fromNanos(created)
-	return k, nil
-}
-
 // Settle records e and, in the same transaction, draws a prepaid balance
 // down by the part of e.Cost the free monthly credit does not cover,
 // charging at most what the account can still pay (see store.Ledger). The
@@ -504,13 +421,7 @@ func scanKey(row pgx.Row) (store.Key, error) {
 // serialised across nodes. It reports false (and changes nothing) when
 // e.RequestID is in the ledger already.
 func (db *DB) Settle(ctx context.Context, e *store.Entry) (bool, error) {
-	entries := []store.Entry{*e}
-	charged, err := db.SettleBatch(ctx, entries)
-	if err != nil {
-		return false, err
-	}
-	*e = entries[0]
-	return charged[0], nil
+	return store.SettleOne(ctx, db, e)
 }
 
 // SettleBatch settles entries in one transaction (one commit for all);
@@ -519,17 +430,11 @@ func (db *DB) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 // batches never wait on each other in a circle; one account's entries
 // keep their order.
 func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, error) {
+	if err := store.CheckEntries("postgres", entries); err != nil {
+		return nil, err
+	}
 	order := make([]int, len(entries))
 	for i := range entries {
-		if entries[i].RequestID == "" {
-			return nil, errors.New("postgres: settle: empty request id")
-		}
-		if entries[i].Time.IsZero() {
-			entries[i].Time = time.Now()
-		}
-		if _, err := nanos(entries[i].Time); err != nil {
-			return nil, fmt.Errorf("postgres: settle %q: %w", entries[i].RequestID, err)
-		}
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(entries[a].AccountID, entries[b].AccountID) })
@@ -556,7 +461,7 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 // locked and read with its running totals, the entry charged at most
 // what they leave.
 func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
-	at, _ := nanos(e.Time)
+	at, _ := store.Nanos(e.Time)
 	day, _ := store.DayOf(e.Time)
 	month, _ := store.MonthOf(e.Time)
 	var (
@@ -573,7 +478,7 @@ func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 		Scan(&balance, &daily, &mon, &total, &today, &spent); err != nil {
 		return false, classify(err)
 	}
-	acc.Balance, acc.DailyCap, acc.MonthlyCap = moneyPtr(balance), moneyPtr(daily), moneyPtr(mon)
+	acc.Balance, acc.DailyCap, acc.MonthlyCap = store.MoneyOf(balance), store.MoneyOf(daily), store.MoneyOf(mon)
 	sp := store.Spend{Today: pricing.Money(today), Month: pricing.Money(spent), Total: pricing.Money(total)}
 	settled := *e
 	settled.Floor(store.Room(&acc, sp, e.FreeMonthlyCredit, e.Limits))
@@ -633,7 +538,7 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 			cost, at, shortfall int64
 		)
 		err := r.Scan(&e.RequestID, &e.AccountID, &e.Endpoint, &e.Model, &e.Units, &e.Unit, &cost, &at, &e.KeyID, &e.InputTokens, &e.OutputTokens, &shortfall)
-		e.Cost, e.Time, e.Shortfall = pricing.Money(cost), fromNanos(at), pricing.Money(shortfall)
+		e.Cost, e.Time, e.Shortfall = pricing.Money(cost), store.FromNanos(at), pricing.Money(shortfall)
 		return e, err
 	})
 	if err != nil {
@@ -696,7 +601,7 @@ func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store
 
 // journal writes one balance movement inside tx.
 func journal(ctx context.Context, tx pgx.Tx, account string, e store.JournalEntry) error {
-	at, err := nanos(e.Time)
+	at, err := store.Nanos(e.Time)
 	if err != nil {
 		at = time.Now().UnixNano()
 	}
@@ -722,7 +627,7 @@ func (db *DB) Journal(ctx context.Context, accountID string, limit int) ([]store
 			at, amount, balance int64
 		)
 		err := r.Scan(&at, &e.Kind, &amount, &balance, &e.RequestID, &e.Reason)
-		e.Time, e.Amount, e.Balance = fromNanos(at), pricing.Money(amount), pricing.Money(balance)
+		e.Time, e.Amount, e.Balance = store.FromNanos(at), pricing.Money(amount), pricing.Money(balance)
 		return e, err
 	})
 	if err != nil {
@@ -772,60 +677,4 @@ func classify(err error) error {
 		}
 	}
 	return err
-}
-
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-func nanos(t time.Time) (int64, error) {
-	if t.Before(minTime) || t.After(maxTime) {
-		return 0, fmt.Errorf("time %s out of range", t.Format(time.RFC3339))
-	}
-	return t.UnixNano(), nil
-}
-
-func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
-
-func money(m *pricing.Money) *int64 {
-	if m == nil {
-		return nil
-	}
-	v := int64(*m)
-	return &v
-}
-
-func moneyPtr(n *int64) *pricing.Money {
-	if n == nil {
-		return nil
-	}
-	m := pricing.Money(*n)
-	return &m
-}
-
-func encodeList(list []string) (*string, error) {
-	if list == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(list)
-	if err != nil {
-		return nil, err
-	}
-	s := string(b)
-	return &s, nil
-}
-
-func decodeList(s *string) ([]string, error) {
-	if s == nil {
-		return nil, nil
-	}
-	list := []string{}
-	if err := json.Unmarshal([]byte(*s), &list); err != nil {
-		return nil, err
-	}
-	if list == nil {
-		list = []string{}
-	}
-	return list, nil
 }

@@ -17,10 +17,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -415,8 +413,6 @@ func (db *DB) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // Accounts
 
-const accountCols = `id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, created_at`
-
 // CreateAccount stores a new account; store.ErrExists if the id is taken. A
 // zero CreatedAt is set to now.
 func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
@@ -426,12 +422,12 @@ func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
 	if a.CreatedAt.IsZero() {
 		a.CreatedAt = time.Now()
 	}
-	args, err := accountArgs(&a)
+	args, err := store.AccountArgs(&a)
 	if err != nil {
 		return fmt.Errorf("sqlite: create account %q: %w", a.ID, err)
 	}
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (`+accountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (`+store.AccountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 			return err
 		}
 		if a.Balance != nil {
@@ -447,7 +443,7 @@ func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
 
 // Account returns the account; store.ErrNotFound if none.
 func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
-	a, err := scanAccount(db.r.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = ?`, id))
+	a, err := store.ScanAccount(db.r.QueryRowContext(ctx, `SELECT `+store.AccountCols+` FROM accounts WHERE id = ?`, id))
 	if err != nil {
 		return store.Account{}, fmt.Errorf("sqlite: account %q: %w", id, classify(err))
 	}
@@ -461,7 +457,7 @@ func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
 func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error, why ...store.Movement) (store.Account, error) {
 	var out store.Account
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		a, err := scanAccount(tx.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts WHERE id = ?`, id))
+		a, err := store.ScanAccount(tx.QueryRowContext(ctx, `SELECT `+store.AccountCols+` FROM accounts WHERE id = ?`, id))
 		if err != nil {
 			return classify(err)
 		}
@@ -470,7 +466,7 @@ func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Accou
 			return err
 		}
 		a.ID, a.CreatedAt = id, created
-		args, err := accountArgs(&a)
+		args, err := store.AccountArgs(&a)
 		if err != nil {
 			return err
 		}
@@ -495,57 +491,17 @@ func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Accou
 	return out, nil
 }
 
-func accountArgs(a *store.Account) ([]any, error) {
-	abilities, err := encodeList(a.Abilities)
-	if err != nil {
-		return nil, err
-	}
-	created, err := nanos(a.CreatedAt)
-	if err != nil {
-		return nil, err
-	}
-	return []any{
-		a.ID, string(a.Plan), a.Cleared, a.PAYG, a.LaneBilling,
-		money(a.Balance), money(a.DailyCap), money(a.MonthlyCap),
-		abilities, created,
-	}, nil
-}
-
-func scanAccount(row interface{ Scan(...any) error }) (store.Account, error) {
-	var (
-		a                          store.Account
-		plan                       string
-		balance, daily, monthly    sql.NullInt64
-		abilities                  sql.NullString
-		created                    int64
-		cleared, payg, laneBilling bool
-	)
-	if err := row.Scan(&a.ID, &plan, &cleared, &payg, &laneBilling, &balance, &daily, &monthly, &abilities, &created); err != nil {
-		return store.Account{}, err
-	}
-	list, err := decodeList(abilities)
-	if err != nil {
-		return store.Account{}, fmt.Errorf("abilities: %w", err)
-	}
-	a.Plan = store.Plan(plan)
-	a.Cleared, a.PAYG, a.LaneBilling = cleared, payg, laneBilling
-	a.Balance, a.DailyCap, a.MonthlyCap = moneyPtr(balance), moneyPtr(daily), moneyPtr(monthly)
-	a.Abilities = list
-	a.CreatedAt = fromNanos(created)
-	return a, nil
-}
-
 // ListAccounts returns at most limit accounts whose ids sort after after,
 // in the order of their ids.
 func (db *DB) ListAccounts(ctx context.Context, after string, limit int) ([]store.Account, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+accountCols+` FROM accounts WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+store.AccountCols+` FROM accounts WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list accounts: %w", err)
 	}
 	defer rows.Close()
 	out := []store.Account{}
 	for rows.Next() {
-		a, err := scanAccount(rows)
+		a, err := store.ScanAccount(rows)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: list accounts: %w", err)
 		}
@@ -559,37 +515,16 @@ func (db *DB) ListAccounts(ctx context.Context, after string, limit int) ([]stor
 
 // Keys
 
-const keyCols = `id, account_id, name, hash, models, expires_at, created_at`
-
 // CreateKey stores a key; store.ErrNotFound if its account does not exist,
 // store.ErrExists if its id or hash is taken. A zero CreatedAt is set to
 // now.
 func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
-	if k.ID == "" || k.Hash == "" {
-		return errors.New("sqlite: create key: empty id or hash")
-	}
-	if k.CreatedAt.IsZero() {
-		k.CreatedAt = time.Now()
-	}
-	models, err := encodeList(k.Models)
+	args, err := store.KeyArgs("sqlite", &k)
 	if err != nil {
-		return fmt.Errorf("sqlite: create key %q: %w", k.ID, err)
-	}
-	created, err := nanos(k.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("sqlite: create key %q: %w", k.ID, err)
-	}
-	var expires sql.NullInt64
-	if k.ExpiresAt != nil {
-		n, err := nanos(*k.ExpiresAt)
-		if err != nil {
-			return fmt.Errorf("sqlite: create key %q: expires: %w", k.ID, err)
-		}
-		expires = sql.NullInt64{Int64: n, Valid: true}
+		return err
 	}
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO keys (`+keyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			k.ID, k.AccountID, k.Name, k.Hash, models, expires, created)
+		_, err := tx.ExecContext(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {
@@ -600,14 +535,14 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 
 // Keys lists an account's keys, oldest first. An unknown account has none.
 func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+keyCols+` FROM keys WHERE account_id = ? AND revoked_at IS NULL ORDER BY created_at, rowid`, accountID)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+store.KeyCols+` FROM keys WHERE account_id = ? AND revoked_at IS NULL ORDER BY created_at, rowid`, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: keys of %q: %w", accountID, err)
 	}
 	defer rows.Close()
 	keys := []store.Key{}
 	for rows.Next() {
-		k, err := scanKey(rows)
+		k, err := store.ScanKey(rows)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: keys of %q: %w", accountID, err)
 		}
@@ -645,7 +580,7 @@ func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
 // KeyByHash finds a key by the hash of its secret; store.ErrNotFound if
 // none. It does not look at ExpiresAt: callers decide.
 func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	k, err := scanKey(db.r.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys WHERE hash = ? AND revoked_at IS NULL`, hash))
+	k, err := store.ScanKey(db.r.QueryRowContext(ctx, `SELECT `+store.KeyCols+` FROM keys WHERE hash = ? AND revoked_at IS NULL`, hash))
 	if err != nil {
 		// The hash identifies a secret: keep it out of the message.
 		return store.Key{}, fmt.Errorf("sqlite: key by hash: %w", classify(err))
@@ -667,29 +602,6 @@ func (db *DB) KeyIssued(ctx context.Context, hash string) (bool, error) {
 	return true, nil
 }
 
-func scanKey(row interface{ Scan(...any) error }) (store.Key, error) {
-	var (
-		k       store.Key
-		models  sql.NullString
-		expires sql.NullInt64
-		created int64
-	)
-	if err := row.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &models, &expires, &created); err != nil {
-		return store.Key{}, err
-	}
-	list, err := decodeList(models)
-	if err != nil {
-		return store.Key{}, fmt.Errorf("models: %w", err)
-	}
-	k.Models = list
-	if expires.Valid {
-		t := fromNanos(expires.Int64)
-		k.ExpiresAt = &t
-	}
-	k.CreatedAt = fromNanos(created)
-	return k, nil
-}
-
 // Ledger
 
 // Settle records e and, in the same transaction, draws the account's
@@ -698,13 +610,7 @@ func scanKey(row interface{ Scan(...any) error }) (store.Key, error) {
 // nothing when e.RequestID is already in the ledger; store.ErrNotFound if
 // the account does not exist. A zero e.Time is set to now.
 func (db *DB) Settle(ctx context.Context, e *store.Entry) (bool, error) {
-	entries := []store.Entry{*e}
-	charged, err := db.SettleBatch(ctx, entries)
-	if err != nil {
-		return false, err
-	}
-	*e = entries[0]
-	return charged[0], nil
+	return store.SettleOne(ctx, db, e)
 }
 
 // SettleBatch settles entries in order in one transaction, so one commit
@@ -713,16 +619,8 @@ func (db *DB) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 // the whole batch back.
 func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, error) {
 	charged := make([]bool, len(entries))
-	for i := range entries {
-		if entries[i].RequestID == "" {
-			return nil, errors.New("sqlite: settle: empty request id")
-		}
-		if entries[i].Time.IsZero() {
-			entries[i].Time = time.Now()
-		}
-		if _, err := nanos(entries[i].Time); err != nil {
-			return nil, fmt.Errorf("sqlite: settle %q: %w", entries[i].RequestID, err)
-		}
+	if err := store.CheckEntries("sqlite", entries); err != nil {
+		return nil, err
 	}
 	asked := slices.Clone(entries) // a rolled back try starts again from these
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
@@ -802,7 +700,7 @@ var errRepeat = errors.New("sqlite: a repeated request id in a chunk")
 func (db *DB) insertLedger(ctx context.Context, tx *sql.Tx, entries []store.Entry, charged []bool, chunked bool) error {
 	args := make([]any, 0, 12*LedgerChunk)
 	row := func(args []any, e store.Entry) []any {
-		at, _ := nanos(e.Time)
+		at, _ := store.Nanos(e.Time)
 		return append(args, e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(e.Cost), at,
 			e.KeyID, e.InputTokens, e.OutputTokens, int64(e.Shortfall))
 	}
@@ -975,7 +873,7 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 			&e.KeyID, &e.InputTokens, &e.OutputTokens, &shortfall); err != nil {
 			return nil, fmt.Errorf("sqlite: entries of %q: %w", accountID, err)
 		}
-		e.Cost, e.Time, e.Shortfall = pricing.Money(cost), fromNanos(at), pricing.Money(shortfall)
+		e.Cost, e.Time, e.Shortfall = pricing.Money(cost), store.FromNanos(at), pricing.Money(shortfall)
 		entries = append(entries, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -1028,7 +926,7 @@ const journalInsert = `INSERT INTO journal (account_id, time, kind, amount, bala
 
 // journalArgs are journalInsert's arguments for e.
 func journalArgs(account string, e store.JournalEntry) []any {
-	at, err := nanos(e.Time)
+	at, err := store.Nanos(e.Time)
 	if err != nil {
 		at = time.Now().UnixNano()
 	}
@@ -1056,7 +954,7 @@ func (db *DB) Journal(ctx context.Context, accountID string, limit int) ([]store
 		if err := rows.Scan(&at, &e.Kind, &amount, &balance, &e.RequestID, &e.Reason); err != nil {
 			return nil, fmt.Errorf("sqlite: journal of %q: %w", accountID, err)
 		}
-		e.Time, e.Amount, e.Balance = fromNanos(at), pricing.Money(amount), pricing.Money(balance)
+		e.Time, e.Amount, e.Balance = store.FromNanos(at), pricing.Money(amount), pricing.Money(balance)
 		out = append(out, e)
 	}
 	return out, rows.Err()
@@ -1103,60 +1001,11 @@ func classify(err error) error {
 	return err
 }
 
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-// nanos returns t as Unix nanoseconds, the storage form of every time; times
-// outside 1677-09-21..2262-04-11 are refused.
-func nanos(t time.Time) (int64, error) {
-	if t.Before(minTime) || t.After(maxTime) {
-		return 0, fmt.Errorf("time %s out of range", t.Format(time.RFC3339))
-	}
-	return t.UnixNano(), nil
-}
-
-func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
-
-func money(m *pricing.Money) sql.NullInt64 {
-	if m == nil {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: int64(*m), Valid: true}
-}
-
+// moneyPtr reads a money column without allocating for NULL; NULL is nil.
 func moneyPtr(n sql.NullInt64) *pricing.Money {
 	if !n.Valid {
 		return nil
 	}
 	m := pricing.Money(n.Int64)
 	return &m
-}
-
-// encodeList stores nil as NULL ("all") and anything else, an empty list
-// included, as a JSON array.
-func encodeList(list []string) (sql.NullString, error) {
-	if list == nil {
-		return sql.NullString{}, nil
-	}
-	b, err := json.Marshal(list)
-	if err != nil {
-		return sql.NullString{}, err
-	}
-	return sql.NullString{String: string(b), Valid: true}, nil
-}
-
-func decodeList(s sql.NullString) ([]string, error) {
-	if !s.Valid {
-		return nil, nil
-	}
-	list := []string{}
-	if err := json.Unmarshal([]byte(s.String), &list); err != nil {
-		return nil, err
-	}
-	if list == nil { // JSON null
-		list = []string{}
-	}
-	return list, nil
 }
