@@ -101,6 +101,9 @@ type App struct {
 	Audio *AudioConfig `json:"audio,omitempty"`
 	// Images is the configurable part of image generation and edits.
 	Images *ImagesConfig `json:"images,omitempty"`
+	// Runtime tunes the Go runtime of the whole process; nil (the
+	// default) tunes nothing.
+	Runtime *RuntimeConfig `json:"runtime,omitempty"`
 	// FetchAllow lists hosts (host or host:port) exempt from page
 	// reading's address guard, for internal sites. Placeholders expand at
 	// load and an element may hold several hosts, comma-separated, so
@@ -302,7 +305,7 @@ func (a *App) Validate() error {
 // for it; a Start that fails serves none of them.
 func (a *App) Start() error {
 	defer a.markStarted()
-	tuneProcess(a.logger)
+	tuneProcess(a)
 	if err := a.lockDataDir(); err != nil {
 		return err
 	}
@@ -416,6 +419,7 @@ var current atomic.Pointer[App]
 // failed, the app that served before gets it back.
 func (a *App) Stop() error {
 	current.CompareAndSwap(a, a.prev.Swap(nil))
+	untuneProcess(a)
 	return nil
 }
 

@@ -123,6 +123,10 @@ func init() {
 //			min_body_rate <bytes per second>
 //			body_grace <duration>
 //		}
+//		runtime {                             # tunes the whole process; off unless given
+//			gc_floor <size>
+//			min_procs <n>
+//		}
 //	}
 func parseGlobal(d *caddyfile.Dispenser, existing any) (any, error) {
 	if existing != nil {
@@ -420,6 +424,18 @@ func globalOptions(a *App) options {
 		"ability":     namedOption(&a.Abilities, "ability", func(ab *catalog.Ability) *string { return &ab.Alias }, abilityOptions),
 		"money":       blockOption("money", moneyOptions(&a.Money), nil),
 		"limits":      blockOption("limits", limitsOptions(&a.Limits), nil),
+		"runtime": func() option {
+			rc := &RuntimeConfig{}
+			return blockOption("runtime", runtimeOptions(rc), func(*caddyfile.Dispenser) error { a.Runtime = rc; return nil })
+		}(),
+	}
+}
+
+// runtimeOptions is the runtime block's table.
+func runtimeOptions(rc *RuntimeConfig) options {
+	return options{
+		"gc_floor":  sizeOption(&rc.GCFloor),
+		"min_procs": wholeOption(&rc.MinProcs, 1),
 	}
 }
 

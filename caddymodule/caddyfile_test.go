@@ -137,6 +137,14 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"deployment bad option", "gw {\n provider p {\n deployment http://a/v1 {\n region eu\n }\n }\n}", `unknown deployment option "region"`},
 		{"twice: in deployment", "gw {\n provider p {\n deployment http://a/v1 {\n api_key a\n api_key b\n }\n }\n}", "api_key already specified"},
 		{"zero cooldown", "gw {\n provider p {\n cooldown 0s\n }\n}", "cooldown: want a duration greater than zero"},
+		{"runtime with argument", "gw {\n runtime on {\n min_procs 2\n }\n}", "wrong argument count"},
+		{"runtime bad option", "gw {\n runtime {\n gogc 400\n }\n}", `unknown runtime option "gogc"`},
+		{"runtime gc floor zero", "gw {\n runtime {\n gc_floor 0\n }\n}", `gc_floor: want a size greater than zero, such as 64MiB or 67108864, got "0"`},
+		{"runtime gc floor no size", "gw {\n runtime {\n gc_floor big\n }\n}", `gc_floor: want a size greater than zero, such as 64MiB or 67108864, got "big"`},
+		{"runtime min procs zero", "gw {\n runtime {\n min_procs 0\n }\n}", `min_procs: want a positive whole number, got "0"`},
+		{"runtime min procs two args", "gw {\n runtime {\n min_procs 2 4\n }\n}", "wrong argument count"},
+		{"twice: runtime", "gw {\n runtime {\n }\n runtime {\n }\n}", "runtime already specified"},
+		{"twice: in runtime", "gw {\n runtime {\n gc_floor 64MiB\n gc_floor 128MiB\n }\n}", "gc_floor already specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var app App

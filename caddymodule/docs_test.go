@@ -26,6 +26,7 @@ func TestConfigurationDocsListEveryOption(t *testing.T) {
 		"images":     imagesOptions(new(ImagesConfig)),
 		"money":      moneyOptions(new(MoneyConfig)),
 		"limits":     limitsOptions(new(LimitsConfig)),
+		"runtime":    runtimeOptions(new(RuntimeConfig)),
 	}
 	parsed := map[string][]string{}
 	for block, table := range tables {

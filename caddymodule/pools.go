@@ -105,11 +105,11 @@ func (a *App) openStore() (store.Store, error) {
 			c.OnError = func(err error) { a.logger.Error("charge log", zap.Error(err)) }
 			c.ObserveCommits(metrics.ObserveCommit)
 			if why := c.SyncsPlain(); why != nil {
-				raiseProcs(a.logger, why.Error())
+				warnSyncsPlain(a.logger, why)
 			}
 			// The store outlives this config: what it hears later goes
 			// to Caddy's own logger.
-			c.OnSyncsPlain(func(why error) { raiseProcs(caddy.Log().Named("gw"), why.Error()) })
+			c.OnSyncsPlain(func(why error) { warnSyncsPlain(caddy.Log().Named("gw"), why) })
 			return pooledStore{c}, nil
 		})
 		if err != nil {

@@ -8,53 +8,127 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/caddy-gw/caddy-gw/internal/dsync"
 	"go.uber.org/zap"
 )
 
-// MinProcs is the fewest Go processors (GOMAXPROCS) the gateway runs on
-// where its charge log's fsync blocks a processor (no io_uring, see
-// internal/dsync): a processor whose goroutine waits in a syscall runs
-// nothing else until the runtime takes it back, so a second one lets the
-// other calls go on meanwhile, on the same CPU. Where the sync waits in
-// the poller instead, one processor per CPU does best, and Go's own
-// choice stands. Set the GOMAXPROCS environment variable to choose
-// otherwise.
-const MinProcs = 2
-
-// GCFloor is the least the heap grows between two garbage collections.
-// The gateway's live heap is a few megabytes, so Go's default (collect
-// when the heap has doubled) collects after every few megabytes of
-// garbage: several times a second under load, and each collection's mark
-// phase shares the CPU with the calls of that moment (at one connection it
-// made the slowest call in a hundred twice as slow). With the floor a
-// collection waits for GCFloor of new heap, whatever the live heap, so the
-// resident memory can grow by about as much. Setting the GOGC or
-// GOMEMLIMIT environment variable leaves the collector as they say.
-const GCFloor = 64 << 20
-
-var tuned sync.Once
-
-// tuneProcess applies GCFloor to the process, and MinProcs where this
-// system has no io_uring, once.
-func tuneProcess(logger *zap.Logger) {
-	tuned.Do(func() {
-		if !dsync.Available() {
-			raiseProcs(logger, "no io_uring here")
-		}
-		if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-			newGCFloor(GCFloor).arm()
-		}
-	})
+// RuntimeConfig tunes the Go runtime of the whole Caddy process, which
+// every other module of the binary shares. Nothing is tuned unless the
+// config asks; the GOGC, GOMEMLIMIT and GOMAXPROCS environment variables
+// tune the same things without the gw app (docs/configuration.md).
+type RuntimeConfig struct {
+	// GCFloor, in bytes, is the least the heap grows between two garbage
+	// collections: after each collection the collector's percentage
+	// (GOGC) is set so that the next one waits for GCFloor of new heap,
+	// whatever the live heap, and the resident memory can grow by about
+	// as much. Left to Go when the GOGC or GOMEMLIMIT environment variable
+	// is set. Default: 0, Go's own collector settings.
+	GCFloor int64 `json:"gc_floor,omitempty"`
+	// MinProcs is the fewest Go processors (GOMAXPROCS) the process runs
+	// on: where the charge log's fsync blocks a processor (no io_uring,
+	// see internal/dsync), a second one lets the other calls go on
+	// meanwhile. Left to Go when the GOMAXPROCS environment variable is
+	// set. Default: 0, Go's own choice.
+	MinProcs int `json:"min_procs,omitempty"`
 }
 
-// raiseProcs applies MinProcs (unless the GOMAXPROCS environment variable
-// chose): the charge log's fsync blocks a processor, for the reason why.
-func raiseProcs(logger *zap.Logger, why string) {
-	if n := runtime.GOMAXPROCS(0); n < MinProcs && os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(MinProcs)
-		logger.Info("raised GOMAXPROCS so an fsync does not idle the only processor",
-			zap.Int("from", n), zap.Int("to", MinProcs), zap.String("why", why))
+// tuning is what the gw app has set in the runtime, and which app set
+// it: a reload applies its own config's tuning, and undoes the last
+// one's when it asks for none.
+var tuning struct {
+	mu    sync.Mutex
+	owner *App
+	floor *gcFloor // armed; nil when none
+	// gcPercent is the collector's percentage before the floor.
+	gcPercent int
+	// procs is what MinProcs raised GOMAXPROCS to; 0 when it did not.
+	procs int
+}
+
+// tuneProcess applies a's runtime options to the process, undoing what
+// an earlier config set and a does not ask for.
+func tuneProcess(a *App) {
+	var rc RuntimeConfig
+	if a.Runtime != nil {
+		rc = *a.Runtime
+	}
+	tuning.mu.Lock()
+	defer tuning.mu.Unlock()
+	tuning.owner = a
+	setGCFloor(a.logger, uint64(rc.GCFloor))
+	setMinProcs(a.logger, rc.MinProcs)
+}
+
+// untuneProcess undoes the runtime tuning when a set it last: the config
+// that follows a has no gw app, or the process stops.
+func untuneProcess(a *App) {
+	tuning.mu.Lock()
+	defer tuning.mu.Unlock()
+	if tuning.owner != a {
+		return
+	}
+	tuning.owner = nil
+	setGCFloor(a.logger, 0)
+	setMinProcs(a.logger, 0)
+}
+
+// setGCFloor arms a floor of floor bytes, or none for 0, in place of the
+// one armed. tuning.mu is held.
+func setGCFloor(logger *zap.Logger, floor uint64) {
+	if f := tuning.floor; f != nil {
+		if f.floor == floor {
+			return
+		}
+		f.off.Store(true)
+		debug.SetGCPercent(tuning.gcPercent)
+		tuning.floor = nil
+	}
+	if floor == 0 {
+		return
+	}
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		logger.Info("gc_floor left unset: the GOGC or GOMEMLIMIT environment variable rules the collector")
+		return
+	}
+	tuning.gcPercent = debug.SetGCPercent(100)
+	tuning.floor = newGCFloor(floor)
+	tuning.floor.arm()
+	logger.Info("set a floor under the heap's growth between collections", zap.Uint64("bytes", floor))
+}
+
+// setMinProcs raises GOMAXPROCS to n, or for 0 gives it back to Go's
+// default, unless the GOMAXPROCS environment variable chose. tuning.mu
+// is held.
+func setMinProcs(logger *zap.Logger, n int) {
+	if tuning.procs != 0 && tuning.procs != n {
+		runtime.SetDefaultGOMAXPROCS()
+		tuning.procs = 0
+	}
+	if n == 0 || tuning.procs == n {
+		return
+	}
+	if os.Getenv("GOMAXPROCS") != "" {
+		logger.Info("min_procs left unset: the GOMAXPROCS environment variable chose")
+		return
+	}
+	if from := runtime.GOMAXPROCS(0); from < n {
+		runtime.GOMAXPROCS(n)
+		tuning.procs = n
+		logger.Info("raised GOMAXPROCS", zap.Int("from", from), zap.Int("to", n))
+	}
+}
+
+// syncsPlainProcs is the fewest Go processors with which a charge log
+// whose fsync blocks a processor leaves the other calls one to run on.
+const syncsPlainProcs = 2
+
+// warnSyncsPlain tells the operator, where the charge log's fsync blocks
+// a processor (why says what refused io_uring) and the process runs on
+// one, that the calls wait for each sync: min_procs or GOMAXPROCS gives
+// them a second processor on the same CPU.
+func warnSyncsPlain(logger *zap.Logger, why error) {
+	if n := runtime.GOMAXPROCS(0); n < syncsPlainProcs {
+		logger.Warn("the charge log's fsync blocks the only Go processor; set min_procs 2 in the gw runtime block, or GOMAXPROCS=2",
+			zap.Int("gomaxprocs", n), zap.NamedError("why", why))
 	}
 }
 
@@ -64,7 +138,7 @@ type gcFloor struct {
 	floor  uint64
 	live   []rtmetrics.Sample
 	onTune func(percent int) // tests: told of each setting
-	off    atomic.Bool       // tests: stop after the next collection
+	off    atomic.Bool       // stop after the next collection
 }
 
 func newGCFloor(floor uint64) *gcFloor {
@@ -93,6 +167,9 @@ func (f *gcFloor) tune() {
 		return
 	}
 	percent := int(max(100, f.floor*100/live))
+	if f.off.Load() {
+		return
+	}
 	debug.SetGCPercent(percent)
 	if f.onTune != nil {
 		f.onTune(percent)

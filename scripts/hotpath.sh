@@ -6,13 +6,10 @@
 # A/A row (the bare proxy against itself) so the noise shows. At one
 # connection the bare proxy is also measured with one durable record per
 # request (fsync-on-bare), and the gateway against that
-# (same-format-beyond-fsync). Last, what observing a call costs: the same
-# code built with the tag gw_unobserved (bin/caddy-unobserved), which
-# leaves out the observation beyond counting calls, and bin/caddy in turn
-# against the bare proxy, a few rounds each, with the means; with
-# HOTPATH_BEFORE=<revision>, the gateway built at that revision
-# (bin/caddy-before) in the same rounds, so a change's cost is measured in
-# one run. Prints Markdown; asserts nothing.
+# (same-format-beyond-fsync). Last, with HOTPATH_BEFORE=<revision>, the
+# gateway built at that revision (bin/caddy-before) and bin/caddy in turn
+# against the bare proxy, a few rounds each, with the means, so a change's
+# cost is measured in one run. Prints Markdown; asserts nothing.
 #
 #   scripts/hotpath.sh            all of it (about seven minutes)
 #
@@ -21,8 +18,8 @@
 # GW_BENCH_ACCESS_LOG (both, the default: both sites write the access log
 # of Caddyfile.example; gateway; none), GW_BENCH_BASELINE (shared: the bare
 # proxy is served by the gateway's process instead of a Caddy of its own),
-# HOTPATH_OBSERVE_ROUNDS (rounds of observed and unobserved, and before,
-# 3), HOTPATH_BEFORE (a git revision to measure beside bin/caddy).
+# HOTPATH_ROUNDS (rounds of bin/caddy and bin/caddy-before, 3),
+# HOTPATH_BEFORE (a git revision to measure beside bin/caddy).
 # Needs two CPUs or more; on one CPU nothing is pinned.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -48,18 +45,14 @@ if [[ ${GW_BENCH_BASELINE:-} != shared ]]; then
 	go run ./cmd/gwbuild -o "$GW_BENCH_SYNC_BIN" -with github.com/caddy-gw/caddy-gw/integration/benchsync >/dev/null
 	synced=fsync-on-bare,same-format-beyond-fsync,
 fi
-# The same code without what observing a call adds (metrics beyond
-# requests and durations, log fields, placeholders, Server-Timing, span
-# attributes): what observing costs is the difference.
-GOFLAGS="${GOFLAGS:+$GOFLAGS }-tags=gw_unobserved" go run ./cmd/gwbuild -o bin/caddy-unobserved >/dev/null
-builds=(observed unobserved)
+builds=()
 if [[ -n ${HOTPATH_BEFORE:-} ]]; then
 	# The gateway at another revision, built in a worktree of its own.
 	tree=$(mktemp -d)
 	git worktree add -q --detach "$tree" "$HOTPATH_BEFORE"
 	(cd "$tree" && go run ./cmd/gwbuild -o "$OLDPWD/bin/caddy-before" >/dev/null)
 	git worktree remove --force "$tree"
-	builds+=(before)
+	builds=(main before)
 fi
 go test -c -o "$out/integration.test" ./integration
 run() { # name, test, then env assignments
@@ -85,29 +78,29 @@ run() { # name, test, then env assignments
 	run "one connection" TestBenchReport GW_BENCH_CONC=1 GW_BENCH_ACCOUNTS=1 GW_BENCH_N=$((GW_BENCH_N / 2)) \
 		GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,${synced}translated-messages-in,translated-chat-in,same-format-stream
 	run "1,000 concurrent streams" TestStreamsRSSReport
-	# Observed and unobserved in turn, so that both meet the machine in
-	# the same states; single runs move by a few hundredths.
-	for i in $(seq "${HOTPATH_OBSERVE_ROUNDS:-3}"); do
+	# This revision and the one before in turn, so that both meet the
+	# machine in the same states; single runs move by a few hundredths.
+	for i in $(seq "${HOTPATH_ROUNDS:-3}"); do
 		for build in "${builds[@]}"; do
 			bin=$PWD/bin/caddy
-			[[ $build != observed ]] && bin=$PWD/bin/caddy-$build
+			[[ $build != main ]] && bin=$PWD/bin/caddy-$build
 			run "32 connections, one account, $build, round $i" TestBenchReport GW_CADDY_BIN="$bin" \
 				GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=1 GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format
 		done
 	done
 } | tee "$out/hotpath.md"
 # The rounds' throughput and CPU ratios, and their means.
-awk '/^## 32 connections, one account, (observed|unobserved|before), round/ { build = $6; sub(/,$/, "", build) }
+awk '/^## 32 connections, one account, (main|before), round/ { build = $6; sub(/,$/, "", build) }
 	build != "" && /^\| same-format \| [0-9]/ {
 		split($0, f, "|"); r = f[5]; c = f[9]; gsub(/[ ×]/, "", r); gsub(/[ ×]/, "", c)
 		n[build]++; sr[build] += r; sc[build] += c; runs[build] = runs[build] " " r "×"; build = ""
 	}
 	END {
-		if (!n["observed"] || !n["unobserved"]) exit
-		print "## What observing costs: same format, 32 connections, one account\n"
+		if (!n["main"] || !n["before"]) exit
+		print "## This revision and the one before: same format, 32 connections, one account\n"
 		print "| build | throughput ratio, each round | mean | CPU ratio, mean |"
 		print "|---|---|--:|--:|"
 		for (b in n) printf "| %s |%s | %.3f× | %.3f× |\n", b, runs[b], sr[b] / n[b], sc[b] / n[b]
-		if (n["before"]) printf "\nThe change since the revision before costs %.3f of the throughput ratio (%.3f of the CPU ratio).\n",
-			sr["before"] / n["before"] - sr["observed"] / n["observed"], sc["before"] / n["before"] - sc["observed"] / n["observed"]
+		printf "\nThe change since the revision before costs %.3f of the throughput ratio (%.3f of the CPU ratio).\n",
+			sr["before"] / n["before"] - sr["main"] / n["main"], sc["before"] / n["before"] - sc["main"] / n["main"]
 	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"

@@ -13,8 +13,6 @@ if [[ -n $unformatted ]]; then
 	exit 1
 fi
 go vet ./...
-# The build the hot-path bench measures observing against.
-go vet -tags gw_unobserved ./internal/pipeline
 # staticcheck at a pinned version, through the module proxy.
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 go test -count=1 ./... "$@"

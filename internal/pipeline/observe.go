@@ -112,9 +112,6 @@ func (g *Gateway) finish(c *Call, o *observation, sw *statusWriter, err error) {
 	if m != nil {
 		m.observe(o.family, status, d)
 	}
-	if !observing {
-		return
-	}
 	c.innerMu.Lock()
 	all := append(slices.Clip(c.bills), c.inner...)
 	c.innerMu.Unlock()
@@ -251,7 +248,7 @@ func genAI(family, provider, alias, model string, t Tokens, billed bool) []attri
 
 // UpstreamFailed counts a failed upstream attempt of the call.
 func (o *observation) UpstreamFailed(provider, reason string) {
-	if observing && o.metrics != nil {
+	if o.metrics != nil {
 		o.metrics.UpstreamErrors.WithLabelValues(o.family, o.providerLabel(provider), reason).Inc()
 	}
 }
@@ -259,7 +256,7 @@ func (o *observation) UpstreamFailed(provider, reason string) {
 // UpstreamUnbilled counts an attempt of the call that the provider may
 // bill and the caller does not pay for.
 func (o *observation) UpstreamUnbilled(provider, reason string) {
-	if observing && o.metrics != nil {
+	if o.metrics != nil {
 		o.metrics.UpstreamUnbilled.WithLabelValues(o.family, o.providerLabel(provider), reason).Inc()
 	}
 }
@@ -267,7 +264,7 @@ func (o *observation) UpstreamUnbilled(provider, reason string) {
 // stampTiming sets the Server-Timing header once, before the answer's
 // first byte.
 func (w *statusWriter) stampTiming() {
-	if observing && w.obs != nil && w.status == 0 {
+	if w.obs != nil && w.status == 0 {
 		w.ResponseWriter.Header()[HeaderServerTiming] = []string{w.obs.serverTiming()} // the name is canonical
 	}
 }

@@ -1,6 +1,0 @@
-//go:build gw_unobserved
-
-package pipeline
-
-// observing: see observing.go.
-const observing = false
