@@ -305,7 +305,6 @@ func (a *App) Validate() error {
 // for it; a Start that fails serves none of them.
 func (a *App) Start() error {
 	defer a.markStarted()
-	tuneProcess(a)
 	if err := a.lockDataDir(); err != nil {
 		return err
 	}
@@ -373,6 +372,9 @@ func (a *App) Start() error {
 	}
 	a.admin = admin.New(st)
 	a.prev.Store(current.Swap(a))
+	// Tuned only once the config serves: a Start that fails leaves the
+	// runtime as the running config set it.
+	tuneProcess(a)
 	return nil
 }
 

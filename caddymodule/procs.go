@@ -78,8 +78,10 @@ func setGCFloor(logger *zap.Logger, floor uint64) {
 		if f.floor == floor {
 			return
 		}
+		f.mu.Lock() // a tune under way ends first, so it cannot undo this
 		f.off.Store(true)
 		debug.SetGCPercent(tuning.gcPercent)
+		f.mu.Unlock()
 		tuning.floor = nil
 	}
 	if floor == 0 {
@@ -139,6 +141,9 @@ type gcFloor struct {
 	live   []rtmetrics.Sample
 	onTune func(percent int) // tests: told of each setting
 	off    atomic.Bool       // stop after the next collection
+	// mu orders a tune's setting against the floor's removal, which
+	// restores the percentage it found.
+	mu sync.Mutex
 }
 
 func newGCFloor(floor uint64) *gcFloor {
@@ -167,6 +172,8 @@ func (f *gcFloor) tune() {
 		return
 	}
 	percent := int(max(100, f.floor*100/live))
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.off.Load() {
 		return
 	}

@@ -255,7 +255,7 @@ func oggOpusWalk(b []byte, serial uint32) float64 {
 	if p := b[27+int(b[26]):]; len(p) >= 12 {
 		preSkip = int64(binary.LittleEndian.Uint16(p[10:12]))
 	}
-	return float64(max(total-preSkip, 0)) / 48000
+	return float64(max(total-preSkip, 0)) / opusRate
 }
 
 // vorbisSetupMost bounds the setup header a Vorbis walk reads (real ones
@@ -439,7 +439,7 @@ func oggGranuleLength(b []byte) (float64, error) {
 	var preSkip uint64
 	switch codec {
 	case "opus":
-		rate = 48000
+		rate = opusRate
 		preSkip = uint64(binary.LittleEndian.Uint16(p[10:12]))
 	default:
 		rate = float64(binary.LittleEndian.Uint32(p[12:16]))

@@ -197,3 +197,31 @@ func TestPricedValues(t *testing.T) {
 		}
 	}
 }
+
+// refusedElsewhere are members a format's table marks refused that a check
+// of their own refuses (not the unpriced fields' list), with where.
+var refusedElsewhere = map[string]string{
+	"background": "refused when true by the background check of the request's reading",
+	"compaction": "needs a beta the beta table refuses",
+	"fallbacks":  "needs a beta the beta table refuses",
+}
+
+// TestRefusedMembersAgree: the table's refused members and the list that
+// refuses them say the same, so one cannot change without the other.
+func TestRefusedMembersAgree(t *testing.T) {
+	for f, spec := range formats {
+		for _, k := range spec.unpricedFields {
+			if r := spec.billing.rule(k); r.billed != unbilled || !strings.Contains(r.why, "refused") {
+				t.Errorf("format %d: %s is refused as unpriced, but its table row says %+v", f, k, r)
+			}
+		}
+		for k, r := range spec.billing {
+			if r.why != whyRefused && r.why != whyBetaRefused {
+				continue
+			}
+			if !slices.Contains(spec.unpricedFields, k) && refusedElsewhere[k] == "" {
+				t.Errorf("format %d: the table says %s is refused, and nothing refuses it", f, k)
+			}
+		}
+	}
+}

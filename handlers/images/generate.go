@@ -626,10 +626,14 @@ func (s *imageStream) event(body io.Reader, d gjson.Result) (done bool, err erro
 		s.previews = min(s.previews+1, s.asked) // never more than asked, and held
 		out, _ := json.Marshal(map[string]any{"type": EventPartial, "created": created,
 			"partial_image_index": d.Get("partial_image_index").Int(), "b64_json": d.Get("b64_json").String()})
-		// The first preview delivered: the charge lands now and stands
-		// even if the client leaves.
-		if s.send(out) && !s.settle(s.r.n, s.asked) {
-			return true, s.fail("the images could not be billed; nothing more is sent", "settlement_unavailable")
+		// The first preview delivered: the charge of everything asked
+		// lands now and stands even if the client leaves, so a break
+		// after it is no unpaid attempt.
+		if s.send(out) {
+			if !s.settle(s.r.n, s.asked) {
+				return true, s.fail("the images could not be billed; nothing more is sent", "settlement_unavailable")
+			}
+			upstream.Paid(body)
 		}
 	case EventCompleted:
 		img := d.Get("b64_json").String()
