@@ -43,6 +43,18 @@ func annotate(ctx context.Context, a *pipeline.Annotation) {
 	}
 }
 
+// identify puts a call's request id, account and key id on the
+// request's replacer as soon as the key is checked (the account and key
+// id empty when the key was refused), so a deferred header (`header
+// >X-Account {http.gw.account}`) can use them.
+func identify(ctx context.Context, a *pipeline.Annotation) {
+	if repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set(placeholderRequestID, a.RequestID)
+		repl.Set(placeholderAccount, a.Account)
+		repl.Set(placeholderKeyID, a.KeyID)
+	}
+}
+
 // The placeholders of a gateway call, set on the request's replacer once
 // the call ends (for the access log, log_append and handlers after it).
 const (

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"maps"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -76,5 +77,23 @@ func BenchmarkAnnotate(b *testing.B) {
 	for b.Loop() {
 		ctx, _ := annotated()
 		annotate(ctx, billedCall)
+	}
+}
+
+// TestIdentify: the identity placeholders are set, and set empty for a
+// refused key, so a deferred header never shows a placeholder's name.
+func TestIdentify(t *testing.T) {
+	for _, tc := range []struct {
+		in   pipeline.Annotation
+		want map[string]any
+	}{
+		{pipeline.Annotation{RequestID: "req-1", Account: "acct", KeyID: "key_1"}, map[string]any{"request_id": "req-1", "account": "acct", "key_id": "key_1"}},
+		{pipeline.Annotation{RequestID: "req-2"}, map[string]any{"request_id": "req-2", "account": "", "key_id": ""}},
+	} {
+		ctx, _ := annotated()
+		identify(ctx, &tc.in)
+		if got := placeholders(ctx); !maps.Equal(got, tc.want) {
+			t.Errorf("identify(%+v): placeholders %v, want %v", tc.in, got, tc.want)
+		}
 	}
 }

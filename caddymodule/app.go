@@ -359,7 +359,7 @@ func (a *App) Start() error {
 		toolSet.Apps.Links = tools.StoredLinks{Store: ls}
 	}
 	upstreams.SetLimiter(limiter)
-	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics, Annotate: annotate,
+	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics, Annotate: annotate, Identify: identify,
 		Money: &money.Gate{Store: st, Locks: locks, Policy: a.policy, OnOverrun: a.logOverrun, OnShortfall: a.logShortfall}, Limits: limiter,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight,
 		BodyRate: bodyrate.Limits{Grace: time.Duration(a.Limits.BodyGrace), MinRate: a.Limits.MinBodyRate}}

@@ -12,6 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	"github.com/caddy-gw/caddy-gw/routes"
 )
 
 // TestCaddyfileAdapt adapts every testdata/caddyfile_adapt/*.caddyfiletest
@@ -154,11 +156,38 @@ func TestCaddyfileErrors(t *testing.T) {
 			}
 		})
 	}
-	var h Handler
-	for _, in := range []string{"gw extra", "gw {\n x\n}"} {
-		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err == nil {
-			t.Errorf("directive %q: no error", in)
-		}
+}
+
+// TestHandlerDirectives adapts each handler directive (gw and one per
+// family) alone in a site, with a matcher, and with what it refuses.
+func TestHandlerDirectives(t *testing.T) {
+	names := []string{"gw"}
+	for _, f := range routes.Families {
+		names = append(names, familyDirective(f))
+	}
+	adapt := func(site string) (string, error) {
+		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(":8080 {\n"+site+"\n}\n"), nil)
+		return string(out), err
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			out, err := adapt(name)
+			if want := `"handle":[{"handler":"` + name + `"}]`; err != nil || !strings.Contains(out, want) {
+				t.Errorf("%s: %v\n%s\nwant %s", name, err, out, want)
+			}
+			out, err = adapt(name + " /v1/*")
+			if want := `"match":[{"path":["/v1/*"]}]`; err != nil || !strings.Contains(out, want) || !strings.Contains(out, `"handler":"`+name+`"`) {
+				t.Errorf("%s with a matcher: %v\n%s\nwant %s", name, err, out, want)
+			}
+			for in, want := range map[string]string{
+				name + " /v1/* extra": "wrong argument count",
+				name + " {\n x\n}":    name + " takes no options here; configure the gateway in the global gw option",
+			} {
+				if _, err := adapt(in); err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%q: got error %v, want one containing %q", in, err, want)
+				}
+			}
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/routes"
 )
 
 // TestConfigurationDocsListEveryOption keeps the Caddyfile reference of
@@ -129,4 +130,39 @@ func referenceOptions(t *testing.T, ref string) map[string][]string {
 		t.Fatalf("the reference block is unbalanced or empty (open: %q):\n%s", stack, ref)
 	}
 	return out
+}
+
+// TestConfigurationDocsCompose keeps the composition section of
+// docs/configuration.md true: its table names every family's directive,
+// and its worked examples are the ones the adapt test checks.
+func TestConfigurationDocsCompose(t *testing.T) {
+	data, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "### Composing families")
+	if !ok {
+		t.Fatal("docs/configuration.md has no composing section")
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	for _, f := range routes.Families {
+		if row := "| `" + familyDirective(f) + "` |"; !strings.Contains(section, row) {
+			t.Errorf("the composing table has no row %s", row)
+		}
+	}
+	adapt, err := os.ReadFile("testdata/caddyfile_adapt/composition.caddyfiletest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested, _, _ := strings.Cut(string(adapt), "----------")
+	blocks := strings.Split(section, "```caddyfile\n")[1:]
+	if len(blocks) == 0 {
+		t.Fatal("the composing section has no Caddyfile example")
+	}
+	for _, b := range blocks {
+		b, _, _ = strings.Cut(b, "```")
+		if !strings.Contains(tested, b) {
+			t.Errorf("the example\n%s\nis not in testdata/caddyfile_adapt/composition.caddyfiletest", b)
+		}
+	}
 }

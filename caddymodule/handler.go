@@ -15,27 +15,70 @@ import (
 )
 
 func init() {
-	caddy.RegisterModule(Handler{})
-	httpcaddyfile.RegisterHandlerDirective("gw", parseHandler)
-	httpcaddyfile.RegisterDirectiveOrder("gw", httpcaddyfile.Before, "reverse_proxy")
+	register(routes.All, "gw")
+	for _, f := range routes.Families {
+		register(f, familyDirective(f))
+	}
 }
 
-// Handler mounts every route of the gateway (the chat, model, ability and
-// MCP paths of the spec) on a site; any other path goes to the next
-// handler. A path under the gateway's own prefixes that is not a route
-// (/v1/..., /images/..., /audio/...) goes to the next handler too, and
-// answers the gateway's JSON 404 only when that handler answers 404 or
-// nothing, so a file_server beside the gateway still serves
-// /images/logo.png. It is configured by the `gw` app, so it takes no
-// options.
+// familyDirective is the module name and Caddyfile directive of the
+// handler serving family f alone.
+func familyDirective(f routes.Family) string { return "gw_" + string(f) }
+
+// register registers the handler of family f as the module
+// http.handlers.<name> with the Caddyfile directive <name>, sorted before
+// reverse_proxy (and so before file_server) when it is not in a route.
+func register(f routes.Family, name string) {
+	caddy.RegisterModule(Handler{family: f, name: name})
+	httpcaddyfile.RegisterHandlerDirective(name, func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		handler := &Handler{family: f, name: name}
+		return handler, handler.UnmarshalCaddyfile(h.Dispenser)
+	})
+	httpcaddyfile.RegisterDirectiveOrder(name, httpcaddyfile.Before, "reverse_proxy")
+}
+
+// Handler serves the gateway's routes on a site. As http.handlers.gw (the
+// `gw` directive) it mounts every route of every family; as
+// http.handlers.gw_<family> (`gw_chat`, `gw_embeddings`, `gw_models`,
+// `gw_usage`, `gw_audio`, `gw_images`, `gw_search`, `gw_fetch`,
+// `gw_decide`, `gw_mcp`, `gw_mcp_tools`) it serves that family's paths
+// alone, wherever it is placed, so an operator can put Caddy's matchers
+// and handlers (basic_auth, forward_auth, header, a rate limiter) in front
+// of one family or serve only some of them. Every one of them serves from
+// the one `gw` app, configured in the global options, so it takes no
+// options itself.
+//
+// Any path the handler does not serve goes to the next handler. The `gw`
+// handler answers a path under the gateway's own prefixes that is not a
+// route (/v1/..., /images/..., /audio/...) with the gateway's JSON 404,
+// but only when the next handler answers 404 or nothing, so a file_server
+// beside the gateway still serves /images/logo.png.
+//
+// Once a call ends, its facts are set on the request's replacer, for the
+// access log, log_append and the handlers after this one:
+//
+//	{http.gw.request_id}     the request id (X-Gw-Request-Id)
+//	{http.gw.account}        the account of a call with a key
+//	{http.gw.key_id}         the id of its key
+//	{http.gw.alias}          the alias a billed call asked for
+//	{http.gw.model}          the backing model that served it
+//	{http.gw.cost_usd}       what it was charged
+//	{http.gw.shortfall_usd}  what the provider billed past what the account could pay
+//	{http.gw.input_tokens}   input tokens of a call billed by the token
+//	{http.gw.output_tokens}  its output tokens
+//
+// The access log carries the same facts as gw_<name> fields.
 type Handler struct {
-	app   *App
-	hosts *siteHosts
+	family routes.Family
+	name   string
+	app    *App
+	hosts  *siteHosts
 }
 
 // CaddyModule returns the Caddy module information.
-func (Handler) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{ID: "http.handlers.gw", New: func() caddy.Module { return new(Handler) }}
+func (h Handler) CaddyModule() caddy.ModuleInfo {
+	f, name := h.family, h.name
+	return caddy.ModuleInfo{ID: caddy.ModuleID("http.handlers." + name), New: func() caddy.Module { return &Handler{family: f, name: name} }}
 }
 
 // Provision finds the gw app (loading it with its defaults when the
@@ -51,7 +94,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// ServeHTTP serves the gateway's paths and hands the rest on. The gw app
+// ServeHTTP serves the handler's paths and hands the rest on. The gw app
 // may start after the http app (Caddy starts apps in no fixed order), so a
 // request waits until it has.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
@@ -63,10 +106,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil
 	}
 	hr := h.hosts.withSiteHosts(r)
-	if rt.ServeHTTP(w, hr) {
+	if rt.ServeHTTP(w, hr, h.family) {
 		return nil
 	}
-	if !routes.OwnPath(r.URL.Path) {
+	if h.family != routes.All || !routes.OwnPath(r.URL.Path) {
 		return next.ServeHTTP(w, r)
 	}
 	return serveOrNotFound(w, r, next, func() { rt.ServeNotFound(w, hr) })
@@ -96,22 +139,20 @@ func serveOrNotFound(w http.ResponseWriter, r *http.Request, next caddyhttp.Hand
 	return nil
 }
 
-// UnmarshalCaddyfile reads the `gw` directive, which takes no arguments.
+// UnmarshalCaddyfile reads the handler's directive, which takes no
+// arguments (besides a matcher) and no block:
+//
+//	gw
+//	gw_chat [<matcher>]
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	if d.NextBlock(0) {
-		return d.Err("gw takes no options here; configure the gateway in the global gw option")
+		return d.Errf("%s takes no options here; configure the gateway in the global gw option", h.name)
 	}
 	return nil
-}
-
-func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	var handler Handler
-	err := handler.UnmarshalCaddyfile(h.Dispenser)
-	return &handler, err
 }
 
 // Interface guards

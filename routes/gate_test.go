@@ -90,7 +90,7 @@ func (f *fixture) do(t *testing.T, method, path, key string) *httptest.ResponseR
 		r.Header.Set("Authorization", "Bearer "+key)
 	}
 	w := httptest.NewRecorder()
-	if !f.rt.ServeHTTP(w, r) {
+	if !f.rt.ServeHTTP(w, r, All) {
 		t.Fatalf("%s %s: not a gateway route", method, path)
 	}
 	return w

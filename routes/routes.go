@@ -1,6 +1,6 @@
-// Package routes is the gateway's route table: every path of the spec's
-// Endpoints section, each with its Endpoint data, and the few fixed answers
-// the spec gives to paths outside it.
+// Package routes is the gateway's route table: every path the gateway
+// serves, each with its Endpoint data and the family whose handler module
+// serves it, and the few fixed answers it gives to mistaken paths.
 package routes
 
 import (
@@ -29,7 +29,7 @@ import (
 // DefaultAltPrefix is the messages-style path prefix.
 const DefaultAltPrefix = "/alt"
 
-// Paths of the spec's Endpoints section, relative to the base address.
+// The gateway's paths, relative to the base address.
 const (
 	PathChat          = "/v1/chat/completions"
 	PathResponses     = "/v1/responses"
@@ -50,15 +50,15 @@ const (
 	PathTools         = "/mcp-tools/"
 	PathRouting       = "/mcp"
 	// PathDoubleV1 is what a messages-style client given the /v1 base asks
-	// for; the spec answers it 404.
+	// for; it answers 404 naming the right base address.
 	PathDoubleV1 = "/v1/v1/messages"
 )
 
-// DecideRequestIDPrefix starts decision mode's request ids (spec: "x-gw-request-id
-// (starts with dec-)").
+// DecideRequestIDPrefix starts decision mode's request ids, so a receipt
+// tells a decision from a chat call.
 const DecideRequestIDPrefix = "dec-"
 
-// unprefixed lists the paths that also answer without /v1 (spec Endpoints).
+// unprefixed lists the paths that also answer without /v1.
 var unprefixed = []string{PathVoices, PathSpeech, PathTranscription, PathModels, PathSearch}
 
 var (
@@ -66,13 +66,45 @@ var (
 	get  = []string{http.MethodGet}
 )
 
+// Family names a group of routes that one handler module serves: the
+// module http.handlers.gw_<family> and its Caddyfile directive gw_<family>.
+type Family string
+
+// The route families, each served by a handler module of its own.
+const (
+	Chat       Family = "chat"       // chat completions, responses, messages, count_tokens
+	Embeddings Family = "embeddings" // /v1/embeddings
+	Models     Family = "models"     // the model list
+	Usage      Family = "usage"      // the account's usage figures
+	Audio      Family = "audio"      // transcription, speech, the voice list
+	Images     Family = "images"     // image generation and edits
+	Search     Family = "search"     // web search
+	Fetch      Family = "fetch"      // page reading
+	Decide     Family = "decide"     // decision mode
+	MCP        Family = "mcp"        // the routing MCP server at /mcp
+	MCPTools   Family = "mcp_tools"  // the tools MCP server at /mcp-tools/
+)
+
+// Families lists every family, in the order the gw handler tries them.
+var Families = []Family{Chat, Embeddings, Models, Usage, Audio, Images, Search, Fetch, Decide, MCP, MCPTools}
+
+// All serves every family (the gw handler).
+const All Family = ""
+
+// route is an endpoint and the family that serves it.
+type route struct {
+	ep     *pipeline.Endpoint
+	family Family
+}
+
 // Router maps paths to endpoints and serves them through the pipeline.
 type Router struct {
 	gw        *pipeline.Gateway
 	altPrefix string
-	table     map[string]*pipeline.Endpoint
-	// Fixed answers of the spec, served through the pipeline too (request
-	// id, metrics) but without a key.
+	table     map[string]route
+	// Fixed answers to mistaken paths, served through the pipeline too
+	// (request id, metrics) but without a key: altOther and doubleV1 by
+	// the chat family, toolsSlash by the tools server's.
 	altOther, doubleV1, toolsSlash *pipeline.Endpoint
 	// notFound and messagesNotFound answer the gateway's own paths that
 	// are not routes, in the chat and the messages shape.
@@ -127,7 +159,7 @@ var (
 	abilitySpend = money.Ability
 )
 
-// shared is the spec's per-minute budget of transcription, speech and
+// shared is the per-minute budget of transcription, speech and
 // search (image calls and page reads do not count against it).
 var shared = []limits.Budget{limits.Requests}
 
@@ -139,8 +171,8 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	}
 	altPrefix = "/" + strings.Trim(altPrefix, "/")
 	chatRoute := func(h pipeline.Handler) *pipeline.Endpoint {
-		// Chat-completions-style routes read only Bearer (spec
-		// "Authentication" 1-3: x-api-key is for the messages-style
+		// Chat-completions-style routes read the key only from
+		// Authorization: Bearer (x-api-key is for the messages-style
 		// endpoints, the model list and the abilities).
 		return &pipeline.Endpoint{Name: "chat", Methods: post, Family: gwerr.Chat, Auth: pipeline.BearerOnly, Billing: &chatSpend, Budgets: opt.ChatBudgets, Handler: h}
 	}
@@ -195,28 +227,29 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		chatCompletions, responses, msgs, count = h.ChatCompletions, h.Responses, h.Messages, h.CountTokens
 	}
 	countTokens.Handler = count
-	t := map[string]*pipeline.Endpoint{
-		PathChat:       chatRoute(chatCompletions),
-		PathResponses:  chatRoute(responses),
-		PathEmbeddings: embeddingsEP,
-		PathModels:     {Name: "models", Methods: get, Family: gwerr.Chat, Handler: models.Handler},
-		PathUsage:      {Name: "usage", Methods: get, Family: gwerr.Chat, Handler: usage.Handler},
-
-		altPrefix + PathMessages:    messages(msgs),
-		altPrefix + PathCountTokens: countTokens,
-
-		PathTranscription: transcriptionEP,
-		PathSpeech:        speechEP,
-		PathVoices:        voicesEP,
-		PathImageGen:      imageGenEP,
-		PathImageEdit:     imageEditEP,
-		PathSearch:        searchEP,
-		PathFetch:         fetchEP,
-		PathDecide:        decideEP,
-		PathSystemOne:     decideEP,
-
-		PathTools:   toolsEP,
-		PathRouting: routingEP,
+	families := map[Family]map[string]*pipeline.Endpoint{
+		Chat: {
+			PathChat:                    chatRoute(chatCompletions),
+			PathResponses:               chatRoute(responses),
+			altPrefix + PathMessages:    messages(msgs),
+			altPrefix + PathCountTokens: countTokens,
+		},
+		Embeddings: {PathEmbeddings: embeddingsEP},
+		Models:     {PathModels: {Name: "models", Methods: get, Family: gwerr.Chat, Handler: models.Handler}},
+		Usage:      {PathUsage: {Name: "usage", Methods: get, Family: gwerr.Chat, Handler: usage.Handler}},
+		Audio:      {PathTranscription: transcriptionEP, PathSpeech: speechEP, PathVoices: voicesEP},
+		Images:     {PathImageGen: imageGenEP, PathImageEdit: imageEditEP},
+		Search:     {PathSearch: searchEP},
+		Fetch:      {PathFetch: fetchEP},
+		Decide:     {PathDecide: decideEP, PathSystemOne: decideEP},
+		MCP:        {PathRouting: routingEP},
+		MCPTools:   {PathTools: toolsEP},
+	}
+	t := make(map[string]route)
+	for f, paths := range families {
+		for p, ep := range paths {
+			t[p] = route{ep, f}
+		}
 	}
 	for _, p := range unprefixed {
 		t[strings.TrimPrefix(p, "/v1")] = t[p]
@@ -248,8 +281,8 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 
 // Endpoint returns the endpoint serving path, for tests and handlers.
 func (rt *Router) Endpoint(path string) (*pipeline.Endpoint, bool) {
-	ep, ok := rt.table[path]
-	return ep, ok
+	r, ok := rt.table[path]
+	return r.ep, ok
 }
 
 // Paths lists every routed path.
@@ -264,26 +297,32 @@ func (rt *Router) Paths() []string {
 // Invoke serves a routed path in-process (pipeline.Gateway.Invoke): the
 // tools server calls the ability routes this way, with its caller's key.
 func (rt *Router) Invoke(r *http.Request) (*pipeline.Recorded, *gwerr.Error) {
-	ep, ok := rt.table[r.URL.Path]
+	route, ok := rt.table[r.URL.Path]
 	if !ok {
 		return &pipeline.Recorded{Status: http.StatusNotFound, Header: http.Header{}}, gwerr.New(gwerr.NotFound, "no route %s", r.URL.Path)
 	}
-	return rt.gw.Invoke(r, ep)
+	return rt.gw.Invoke(r, route.ep)
 }
 
-// ServeHTTP serves a route, or one of the spec's fixed answers to a
-// mistaken path, and reports true; for any other path it reports false,
-// so the caller can hand it on (see ServeNotFound).
-func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) bool {
+// ServeHTTP serves a route of family f (of every family when f is All),
+// or one of the fixed answers to a mistaken path that f gives, and
+// reports true; for any other path it reports false, so the caller can
+// hand it on (see ServeNotFound).
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, f Family) bool {
 	p := r.URL.Path
-	if ep, ok := rt.table[p]; ok {
-		rt.gw.Serve(w, r, ep)
+	if route, ok := rt.table[p]; ok {
+		if f != All && route.family != f {
+			return false
+		}
+		rt.gw.Serve(w, r, route.ep)
 		return true
 	}
 	var ep *pipeline.Endpoint
 	switch {
-	case p == strings.TrimSuffix(PathTools, "/"):
+	case p == strings.TrimSuffix(PathTools, "/") && (f == All || f == MCPTools):
 		ep = rt.toolsSlash
+	case f != All && f != Chat:
+		return false
 	case p == PathDoubleV1 || strings.HasPrefix(p, PathDoubleV1+"/"):
 		ep = rt.doubleV1
 	case p == rt.altPrefix || strings.HasPrefix(p, rt.altPrefix+"/"):
@@ -293,6 +332,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) bool {
 	}
 	rt.gw.Serve(w, r, ep)
 	return true
+}
+
+// Family returns the family serving path, and false when no route serves
+// it.
+func (rt *Router) Family(path string) (Family, bool) {
+	r, ok := rt.table[path]
+	return r.family, ok
 }
 
 // ServeNotFound answers a path under the gateway's own prefixes that is
@@ -350,7 +396,7 @@ func (rt *Router) notFoundMessage(r *http.Request) string {
 		return fmt.Sprintf("no route %s: the messages-style base address is %s%s (the client appends /v1/messages)", p, base, rt.altPrefix)
 	case strings.HasPrefix(p, "/v1/v1/") || p == "/v1/v1":
 		return fmt.Sprintf("no route %s: /v1 is doubled; the base address is %s/v1", p, base)
-	case !strings.HasPrefix(p, "/v1/") && rt.table["/v1"+p] != nil:
+	case !strings.HasPrefix(p, "/v1/") && rt.table["/v1"+p].ep != nil:
 		return fmt.Sprintf("no route %s: the base address is %s/v1 (it is missing /v1)", p, base)
 	}
 	return fmt.Sprintf("no route %s on this gateway: chat-completions-style clients use %s/v1, messages-style clients %s%s", p, base, base, rt.altPrefix)

@@ -103,7 +103,7 @@ func (s *served) serve(tb testing.TB, r *http.Request) *httptest.ResponseRecorde
 	tb.Helper()
 	r.Header.Set("Authorization", "Bearer "+s.key)
 	w := httptest.NewRecorder()
-	if !s.rt.ServeHTTP(w, r) {
+	if !s.rt.ServeHTTP(w, r, routes.All) {
 		tb.Fatalf("%s: not a gateway route", r.URL.Path)
 	}
 	return w

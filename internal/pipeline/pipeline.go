@@ -132,6 +132,11 @@ type Gateway struct {
 	// Annotate, when set, puts a finished call's values on the host
 	// server's access log entry and in its placeholders.
 	Annotate func(ctx context.Context, a *Annotation)
+	// Identify, when set, puts the request id, account and key id of a
+	// call in the host's placeholders as soon as the key is checked, so
+	// that what the host writes with the answer (a deferred header) can
+	// use them. Annotate reports the rest once the call ends.
+	Identify func(ctx context.Context, a *Annotation)
 	Money    *money.Gate
 	Limits   limits.Limiter
 	// InFlight counts each account's billed calls in flight; nil: no
@@ -279,7 +284,9 @@ func (g *Gateway) run(c *Call) error {
 		return &gwerr.Error{Kind: gwerr.MethodNotAllowed, Message: "method not allowed", Allow: strings.Join(ep.Methods, ", ")}
 	}
 	if !ep.Public {
-		if err := g.authenticate(c); err != nil {
+		err := g.authenticate(c)
+		g.identify(c)
+		if err != nil {
 			if !ep.AnswersRefusedKeys || ep.Handler == nil {
 				return err
 			}
@@ -456,6 +463,16 @@ func (g *Gateway) authenticate(c *Call) error {
 	}
 	c.Key, c.Account = k, a
 	return nil
+}
+
+// identify hands the call's identity to Identify; a call made inside
+// another (Invoke) leaves the outer call's alone.
+func (g *Gateway) identify(c *Call) {
+	if g.Identify == nil || c.obs.nested {
+		return
+	}
+	c.annotation = Annotation{RequestID: c.RequestID, Account: c.Account.ID, KeyID: c.Key.ID}
+	g.Identify(c.R.Context(), &c.annotation)
 }
 
 // StoreRetryAfter is the Retry-After, in seconds, when the store cannot
