@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,27 +21,16 @@ import (
 // the others reach the file server, not the gateway.
 func TestComposedFamilies(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "index.html"), []byte("<p>home</p>"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	const user, password = "finance", "ledger-books-7"
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := exampleCaddyfile(t)
-	const site = "http://{$GW_ADDRESS::8080} {"
-	i := strings.Index(ex, site)
-	if i < 0 {
-		t.Fatalf("Caddyfile.example has no site %q", site)
-	}
-	cfg := ex[:i] + site + `
-	root * ` + root + `
+	cfg := exampleSite(t, `	root * `+siteRoot(t, map[string]string{"index.html": "<p>home</p>"})+`
 	header >X-Account {http.gw.account}
 	handle /v1/usage {
 		basic_auth {
-			` + user + ` ` + string(hash) + `
+			`+user+` `+string(hash)+`
 		}
 		gw_usage
 	}
@@ -51,9 +38,7 @@ func TestComposedFamilies(t *testing.T) {
 		gw_chat
 		gw_models
 		file_server
-	}
-}
-`
+	}`)
 	const boot = "sk-bootstrap-compose-test-0123456789abcdef"
 	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
 	t.Cleanup(oa.Close)

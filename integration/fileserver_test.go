@@ -2,8 +2,6 @@ package integration
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -14,23 +12,8 @@ import (
 // where the file server has nothing to serve.
 func TestGatewayBesideFileServer(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
 	files := map[string]string{"images/logo.png": "PNG bytes", "audio/intro.txt": "an intro", "index.html": "<p>home</p>"}
-	for name, body := range files {
-		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ex := exampleCaddyfile(t)
-	const site = "http://{$GW_ADDRESS::8080} {"
-	i := strings.Index(ex, site)
-	if i < 0 {
-		t.Fatalf("Caddyfile.example has no site %q", site)
-	}
-	cfg := ex[:i] + site + "\n\troot * " + root + "\n\tgw\n\tfile_server\n}\n"
+	cfg := exampleSite(t, "\troot * "+siteRoot(t, files)+"\n\tgw\n\tfile_server")
 	const boot = "sk-bootstrap-fileserver-test-0123456789abcdef"
 	g := startGateway(t, gwOptions{BootstrapKey: boot, Caddyfile: cfg})
 

@@ -302,6 +302,34 @@ func exampleCaddyfile(t testing.TB) string {
 	return string(b)
 }
 
+// exampleSite returns Caddyfile.example with its site's body replaced by
+// body (the lines between the site's braces).
+func exampleSite(t testing.TB, body string) string {
+	t.Helper()
+	ex := exampleCaddyfile(t)
+	const site = "http://{$GW_ADDRESS::8080} {"
+	i := strings.Index(ex, site)
+	if i < 0 {
+		t.Fatalf("Caddyfile.example has no site %q", site)
+	}
+	return ex[:i] + site + "\n" + body + "\n}\n"
+}
+
+// siteRoot writes files (path → content) into a new folder and returns it.
+func siteRoot(t testing.TB, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, body := range files {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
 // startWithFakes starts the two fake providers and a gateway on cfg
 // pointed at them; it returns the gateway and the chat-completions-style
 // fake (which also serves audio and images).
