@@ -114,7 +114,7 @@ type App struct {
 	// Defaults: 2,000 and 5,000.
 	FetchPriceMicrocents       int64 `json:"fetch_price_microcents,omitempty"`
 	FetchRenderPriceMicrocents int64 `json:"fetch_render_price_microcents,omitempty"`
-	// FetchTimeout bounds one page read. Default: 25s (the spec's); a
+	// FetchTimeout bounds one page read. Default: 25s (docs/abilities.md); a
 	// shorter one serves tests.
 	FetchTimeout caddy.Duration `json:"fetch_timeout,omitempty"`
 	// BillingURL is the operator's page to upgrade a plan or add credit:

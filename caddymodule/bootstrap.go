@@ -21,7 +21,7 @@ const (
 	minBootstrapDistinct = 10
 )
 
-// bootstrapPrefix starts every key (spec "Authentication" 1).
+// bootstrapPrefix starts every API key (Authorization: Bearer sk-...).
 const bootstrapPrefix = "sk-"
 
 // checkBootstrapKey refuses a weak bootstrap key (never repeating it).

@@ -64,8 +64,8 @@ const (
 	MCPBudgetName = "mcp_requests"
 )
 
-// LimitsConfig sets the configurable rate limits. The spec's shared
-// budgets of the abilities are fixed.
+// LimitsConfig sets the configurable rate limits. The abilities' shared
+// budgets (internal/limits) are fixed.
 type LimitsConfig struct {
 	// ChatRequestsPerMinute bounds each account's chat calls (chat
 	// completions, responses, messages). 0 means no limit.
@@ -183,21 +183,21 @@ type AudioConfig struct {
 	// provider's newer transcription models answer only json and text).
 	// Default: whisper-1.
 	VerboseModel string `json:"verbose_model,omitempty"`
-	// TranscriptionTimeout bounds a transcription. Default: 60s (the
-	// spec's); a shorter one serves tests.
+	// TranscriptionTimeout bounds a transcription. Default: 60s
+	// (docs/abilities.md); a shorter one serves tests.
 	TranscriptionTimeout caddy.Duration `json:"transcription_timeout,omitempty"`
 	// FirstAudioTimeout bounds the wait for speech's first audio byte.
-	// Default: 30s (the spec's).
+	// Default: 30s (docs/abilities.md).
 	FirstAudioTimeout caddy.Duration `json:"first_audio_timeout,omitempty"`
 	// GapTimeout bounds a gap between two chunks of speech audio; a longer
-	// one ends the stream. Default: 30s (the spec's).
+	// one ends the stream. Default: 30s (docs/abilities.md).
 	GapTimeout caddy.Duration `json:"gap_timeout,omitempty"`
 }
 
 // ImagesConfig is the configurable part of image generation and edits.
 type ImagesConfig struct {
-	// GenerateTimeout bounds a generation. Default: 60s (the spec's).
+	// GenerateTimeout bounds a generation. Default: 60s (docs/abilities.md).
 	GenerateTimeout caddy.Duration `json:"generate_timeout,omitempty"`
-	// EditTimeout bounds an edit. Default: 90s (the spec's).
+	// EditTimeout bounds an edit. Default: 90s (docs/abilities.md).
 	EditTimeout caddy.Duration `json:"edit_timeout,omitempty"`
 }

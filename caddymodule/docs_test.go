@@ -1,11 +1,16 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/routes"
 )
@@ -128,6 +133,172 @@ func referenceOptions(t *testing.T, ref string) map[string][]string {
 	}
 	if len(stack) != 0 || len(out["gw"]) == 0 {
 		t.Fatalf("the reference block is unbalanced or empty (open: %q):\n%s", stack, ref)
+	}
+	return out
+}
+
+// TestConfigurationDocsJSONExample validates the complete JSON config of
+// docs/configuration.md as `caddy validate` does: every module decoded
+// strictly, provisioned and validated, nothing opened.
+func TestConfigurationDocsJSONExample(t *testing.T) {
+	t.Setenv("GW_BOOTSTRAP_KEY", "") // the example's bootstrap key expands to nothing
+	example := jsonSection(t)
+	_, example, ok := strings.Cut(example, "### A complete config")
+	if !ok {
+		t.Fatal(`docs/configuration.md: no "### A complete config" in the JSON config section`)
+	}
+	_, example, _ = strings.Cut(example, "```json\n")
+	example, _, ok = strings.Cut(example, "```")
+	if !ok || strings.TrimSpace(example) == "" {
+		t.Fatal("docs/configuration.md: the complete config has no json block")
+	}
+	cfg := new(caddy.Config)
+	if err := caddy.StrictUnmarshalJSON([]byte(example), cfg); err != nil {
+		t.Fatalf("the example is not a Caddy config: %v", err)
+	}
+	if err := caddy.Validate(cfg); err != nil {
+		t.Fatalf("the example does not validate: %v", err)
+	}
+	var apps struct {
+		Apps struct {
+			GW App `json:"gw"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal([]byte(example), &apps); err != nil {
+		t.Fatal(err)
+	}
+	if gw := apps.Apps.GW; len(gw.Providers) == 0 || len(gw.Models) == 0 {
+		t.Errorf("the example names no provider or no model: %+v", gw)
+	}
+}
+
+// jsonObjects are the objects the JSON config section documents, by the
+// name of their heading.
+var jsonObjects = map[string]reflect.Type{
+	"gw":          reflect.TypeFor[App](),
+	"providers":   reflect.TypeFor[ProviderConfig](),
+	"deployments": reflect.TypeFor[catalog.Deployment](),
+	"models":      reflect.TypeFor[catalog.Model](),
+	"embeddings":  reflect.TypeFor[catalog.EmbeddingModel](),
+	"abilities":   reflect.TypeFor[catalog.Ability](),
+	"voices":      reflect.TypeFor[catalog.Voice](),
+	"aliases":     reflect.TypeFor[catalog.Alias](),
+	"betas":       reflect.TypeFor[chat.BetaPrice](),
+	"store":       reflect.TypeFor[StoreConfig](),
+	"money":       reflect.TypeFor[MoneyConfig](),
+	"limits":      reflect.TypeFor[LimitsConfig](),
+	"search":      reflect.TypeFor[SearchConfig](),
+	"audio":       reflect.TypeFor[AudioConfig](),
+	"images":      reflect.TypeFor[ImagesConfig](),
+	"runtime":     reflect.TypeFor[RuntimeConfig](),
+}
+
+// inlineObjects are objects documented in the type cell of their field's
+// row ({"quality", "size", "price_usd"}), by heading and field.
+var inlineObjects = map[[2]string]reflect.Type{
+	{"abilities", "image_prices"}: reflect.TypeFor[catalog.ImagePrice](),
+	{"abilities", "token_prices"}: reflect.TypeFor[catalog.ImageTokenPrices](),
+	{"money", "ceiling"}:          reflect.TypeFor[CeilingConfig](),
+}
+
+// TestConfigurationDocsJSONFields keeps the JSON config reference of
+// docs/configuration.md in step with the config types: every JSON field
+// of every object has its row, and no row names a field the type lacks.
+func TestConfigurationDocsJSONFields(t *testing.T) {
+	rows := jsonRows(t, jsonSection(t))
+	for heading, typ := range jsonObjects {
+		documented, ok := rows[heading]
+		if !ok {
+			t.Errorf("no section for %s (%s)", heading, typ)
+			continue
+		}
+		fields := jsonFields(typ)
+		for _, name := range fields {
+			if _, ok := documented[name]; !ok {
+				t.Errorf("%s: the field %s is not documented", heading, name)
+			}
+		}
+		for name, row := range documented {
+			if !slices.Contains(fields, name) {
+				t.Errorf("%s: the documented field %s is not one of %s's", heading, name, typ)
+			}
+			if inner, ok := inlineObjects[[2]string{heading, name}]; ok {
+				for _, f := range jsonFields(inner) {
+					if !strings.Contains(row, `"`+f+`"`) {
+						t.Errorf("%s.%s: the field %q of %s is not in its row", heading, name, f, inner)
+					}
+				}
+			}
+		}
+	}
+	for heading := range rows {
+		if _, ok := jsonObjects[heading]; !ok {
+			t.Errorf("a section %s documents no known object", heading)
+		}
+	}
+}
+
+// jsonSection returns the "JSON config" section of
+// docs/configuration.md.
+func jsonSection(t *testing.T) string {
+	data, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## JSON config\n")
+	if !ok {
+		t.Fatal(`docs/configuration.md: no "## JSON config" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
+// jsonRows reads the tables of the JSON config section: by the name of
+// each "### `name`" heading, the rows of its table by their first cell's
+// field name.
+func jsonRows(t *testing.T, section string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	var heading string
+	for _, line := range strings.Split(section, "\n") {
+		if h, ok := strings.CutPrefix(line, "### "); ok {
+			heading = ""
+			if name, ok := strings.CutPrefix(h, "`"); ok {
+				heading = strings.TrimSuffix(name, "`")
+				out[heading] = map[string]string{}
+			}
+			continue
+		}
+		cell, ok := strings.CutPrefix(line, "| `")
+		if !ok || heading == "" {
+			continue
+		}
+		name, _, _ := strings.Cut(cell, "`")
+		if _, dup := out[heading][name]; dup {
+			t.Errorf("%s: the field %s has two rows", heading, name)
+		}
+		out[heading][name] = line
+	}
+	return out
+}
+
+// jsonFields lists the JSON names of a struct's exported fields, those of
+// embedded structs included, without the fields JSON never carries.
+func jsonFields(typ reflect.Type) []string {
+	var out []string
+	for f := range typ.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-":
+		case f.Anonymous && name == "":
+			out = append(out, jsonFields(f.Type)...)
+		case name == "":
+			out = append(out, f.Name)
+		default:
+			out = append(out, name)
+		}
 	}
 	return out
 }

@@ -24,8 +24,8 @@ import (
 
 // Audio through the built gateway (Caddyfile.example with short time-outs)
 // against the fake provider's /audio/transcriptions and /audio/speech,
-// driven with openai-go: every row of the spec's transcription, speech and
-// voice list tables, the receipts equal to the ledger, and the speech
+// driven with openai-go: every row of the transcription, speech and
+// voice list error tables, the receipts equal to the ledger, and the speech
 // streams that stall, are cut, or lose their client.
 
 // Plan prices of Caddyfile.example's audio aliases, in microcents a unit.
@@ -420,8 +420,8 @@ func TestAudioTranscription(t *testing.T) {
 	})
 }
 
-// TestAudioGates: the pipeline's refusals on the audio routes (spec
-// transcription and speech tables, 401 to 429), none billed.
+// TestAudioGates: the pipeline's refusals on the audio routes (the
+// transcription and speech error rows, 401 to 429), none billed.
 func TestAudioGates(t *testing.T) {
 	t.Parallel()
 	e := newAudioEnv(t)
@@ -557,7 +557,7 @@ func TestAudioGates(t *testing.T) {
 	}
 }
 
-// audioContentTypes are the spec's Content-Types of the speech formats.
+// audioContentTypes are the Content-Types of the speech formats.
 var audioContentTypes = map[string]string{"mp3": "audio/mpeg", "opus": "audio/ogg", "aac": "audio/aac", "flac": "audio/flac", "wav": "audio/wav", "pcm": "audio/pcm"}
 
 // speechParams is an SDK speech request.
@@ -599,7 +599,7 @@ func TestAudioSpeech(t *testing.T) {
 		t.Fatalf("upstream body %s", e.OA.Requests()[0].Body)
 	}
 
-	// Every format's Content-Type (spec table), on /audio/speech too.
+	// Every format's Content-Type, on /audio/speech too.
 	for format, ctype := range audioContentTypes {
 		e.OA.Push(fake.Script{Audio: []byte("sound")})
 		r := e.do(t, http.MethodPost, "/audio/speech", `{"input":"abc","voice":"alloy","response_format":"`+format+`"}`, bearer(key)...)

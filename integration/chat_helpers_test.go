@@ -303,7 +303,7 @@ func expectGwHeaders(t testing.TB, h http.Header, want map[string]string) {
 }
 
 // receipts is the X-Gw-* set of a non-streaming, uncached chat answer
-// (spec "Receipt headers"), X-Gw-Escalated absent.
+// (docs/chat.md), X-Gw-Escalated absent.
 func receipts(served, requested string, routed bool, cost pricing.Money) map[string]string {
 	return map[string]string{
 		"X-Gw-Model":          served,

@@ -13,7 +13,7 @@ import (
 func lp(p float64) float64 { return math.Log(p) }
 
 // Decision mode through the built gateway: answers from the model's
-// log-probabilities, the spec's headers, billing of input tokens only at
+// log-probabilities, its response headers, billing of input tokens only at
 // 0.1008 USD per million, and the error rows.
 func TestDecide(t *testing.T) {
 	t.Parallel()

@@ -154,7 +154,7 @@ document.getElementById("app").innerHTML = "<article><h2>Rendered heading</h2><p
 }
 
 // A site slower than the read's time-out: 502 provider failed, not
-// billed. (The time-out is the spec's 25 s; the test lowers it with the
+// billed. (The time-out is 25 s by default; the test lowers it with the
 // fetch_timeout option.)
 func TestFetchSlowPage(t *testing.T) {
 	t.Parallel()

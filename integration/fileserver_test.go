@@ -27,7 +27,7 @@ func TestGatewayBesideFileServer(t *testing.T) {
 		}
 	}
 
-	// A spec route is still the gateway's.
+	// An API route is still the gateway's.
 	r := g.do(t, http.MethodGet, "/v1/models", "", bearer(boot)...)
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"gw-auto"`) {
 		t.Errorf("GET /v1/models: %d %s", r.Status, r.Body)

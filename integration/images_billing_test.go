@@ -113,7 +113,7 @@ func TestImagesPricedByQualityAndSize(t *testing.T) {
 		t.Fatalf("high 1536x1024 costs %s, low 1024x1024 %s", high, low)
 	}
 
-	// No size: the spec's 1024x1024 is asked for and priced; no quality:
+	// No size: the default 1024x1024 is asked for and priced; no quality:
 	// the provider chooses (the fake: medium) and its usage is billed.
 	r := gen(`{"prompt":"a quiet lake"}`)
 	if sent := e.OA.Requests()[len(e.OA.Requests())-1].JSON(); r.Status != 200 || sent["size"] != "1024x1024" || sent["quality"] != nil {

@@ -23,7 +23,7 @@ import (
 
 // Images through the built gateway (Caddyfile.example with short
 // time-outs) against the fake provider's /images/generations and
-// /images/edits, driven with openai-go: every row of the spec's image
+// /images/edits, driven with openai-go: every row of the image error
 // tables, the stream, and receipts equal to the ledger.
 
 type imageEnv struct {

@@ -121,7 +121,7 @@ func TestMCPRouting(t *testing.T) {
 	}
 }
 
-// Every error of the spec's routing-server table with its HTTP status,
+// Every error of the routing server (docs/mcp.md) with its HTTP status,
 // through raw requests where an SDK would not send them.
 func TestMCPRoutingErrors(t *testing.T) {
 	t.Parallel()

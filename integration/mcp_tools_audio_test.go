@@ -16,7 +16,7 @@ import (
 // The tools server's transcribe and speak call the audio routes in-process
 // with the caller's key: the same upstream request, the same charge in the
 // ledger as a direct call, nothing added by the tools server, and the
-// route's refusals as tool results with the spec's error object.
+// route's refusals as tool results with the tool error object.
 func TestMCPToolsAudio(t *testing.T) {
 	t.Parallel()
 	e := newAudioEnv(t)

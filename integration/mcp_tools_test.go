@@ -27,7 +27,7 @@ func toolNames(t *testing.T, s *sdk.ClientSession) string {
 }
 
 // The tools server with the MCP Go SDK: the tool list, list_capabilities,
-// tool failures as tool results with the spec's error object, the paid-tool
+// tool failures as tool results with the tool error object, the paid-tool
 // listing states, and connected apps against a real MCP server billed per
 // action.
 func TestMCPTools(t *testing.T) {

@@ -96,11 +96,11 @@ func parseExample(t testing.TB, text string) exampleCatalog {
 	return c
 }
 
-// The spec's alias table.
+// The aliases GET /v1/models lists.
 var (
 	chatAliases = []string{"gw-auto", "gw-fast", "gw-standard", "gw-reasoning"}
 	// abilityRows: capability, price unit and fewest billed units per
-	// ability alias (spec "Model row"; transcription bills at least 10 s).
+	// ability alias (transcription bills at least 10 s).
 	abilityRows = map[string]struct {
 		capability, unit string
 		minUnits         float64

@@ -10,7 +10,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/routes"
 )
 
-// family is a route family of the spec's "Errors, Shapes" with the exact
+// family is a group of routes sharing one error shape, with the exact
 // bodies its answers have.
 type family struct {
 	name string
@@ -190,7 +190,7 @@ var routeTable = []route{
 	{path: "/v1/decide", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
 	{path: "/v1/systemone", method: "POST", fam: famDecide, built: decideMissing, builtStatus: http.StatusUnprocessableEntity},
 	{path: "/mcp-tools/", method: "POST", fam: famRPC, events: true, keyless: true},
-	// GET on the routing server answers 405 (spec "States").
+	// GET on the routing server answers 405 (it takes POST and DELETE).
 	{path: "/mcp", method: "POST", fam: famRPC, allow: "POST, DELETE", wrong: "GET", built: routingNoSession},
 }
 

@@ -15,8 +15,8 @@ import (
 // comment line, so proxies and clients keep it open.
 const KeepAlive = 15 * time.Second
 
-// ToolsServer is the stateless tools server at /mcp-tools/ (spec "Tools
-// server"): tools/list and tools/call need no initialize and no session;
+// ToolsServer is the stateless tools server at /mcp-tools/ (docs/mcp.md):
+// tools/list and tools/call need no initialize and no session;
 // every reply is a server-sent event.
 type ToolsServer struct {
 	Tools *tools.Server

@@ -23,7 +23,7 @@ const (
 	// NanoPerUSD is the number of Money units in one US dollar.
 	NanoPerUSD Money = 1_000_000_000
 	// NanoPerMicro is the number of Money units in one millionth of a dollar,
-	// the unit of the spec's list_price_microcents and cost_microcents.
+	// the unit of the list_price_microcents and cost_microcents fields.
 	NanoPerMicro Money = 1_000
 )
 
@@ -33,8 +33,8 @@ func USD(d int64) Money { return Money(d) * NanoPerUSD }
 // Micro returns millionths of a dollar as Money.
 func Micro(m int64) Money { return Money(m) * NanoPerMicro }
 
-// Microcents returns the amount in millionths of a dollar (the spec's
-// "microcents" fields), rounded half away from zero.
+// Microcents returns the amount in millionths of a dollar (the unit of
+// the *_microcents fields), rounded half away from zero.
 func (m Money) Microcents() int64 {
 	return roundDiv(big.NewInt(int64(m)), big.NewInt(int64(NanoPerMicro)))
 }

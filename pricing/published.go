@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Units of the spec's price_unit field (model rows of GET /v1/models), plus
+// Units of the price_unit field (model rows of GET /v1/models), plus
 // the unit of chat ledger entries, which have no model-row price.
 const (
 	// UnitImage prices one generated image; a call's units are its n.
@@ -23,8 +23,8 @@ const (
 	UnitToken = "token"
 )
 
-// Published plan (list) prices, from the spec's "Published plan prices" and
-// "Billing facts". Each is the price of one unit of the row's price_unit;
+// Published plan (list) prices: images, speech, transcription and
+// decision mode. Each is the price of one unit of the row's price_unit;
 // Microcents of it is the row's list_price_microcents. Pay as you go adds
 // PAYGMarkupPercent on top, once per call, in Cost.
 const (
@@ -102,7 +102,7 @@ func BilledSeconds(durationSeconds float64) int64 {
 func CharCount(s string) int { return utf8.RuneCountInString(s) }
 
 // SpeechBilledChars returns the characters a speech call is billed: its
-// input's, per the spec's speech table (for gw-voice-speak, hd false, the
+// input's, per speech's billing rule (for gw-voice-speak, hd false, the
 // input length divided by speed when speed < 1, rounded up; for
 // gw-voice-speak-hd, the input length), plus its instructions'. The
 // provider reads the instructions as text input, as it reads the input;

@@ -20,7 +20,7 @@ func TestUnits(t *testing.T) {
 	}
 }
 
-// TestPublishedPrices checks each published plan price against the spec's
+// TestPublishedPrices checks each plan price against its published
 // wording: the row's list_price_microcents, and what a call costs on a plan
 // and on pay as you go.
 func TestPublishedPrices(t *testing.T) {
@@ -240,8 +240,8 @@ func TestSpeechBilledCharsInstructions(t *testing.T) {
 }
 
 // TestSpeechBilledCharsDecimalSpeeds compares every two- and three-decimal
-// speed from 0.25 to 0.999 against integer arithmetic (every input length the
-// spec allows for two decimals, the first 512 for three): no float noise may
+// speed from 0.25 to 0.999 against integer arithmetic (every input length up
+// to 4,096 for two decimals, the first 512 for three): no float noise may
 // add a character.
 func TestSpeechBilledCharsDecimalSpeeds(t *testing.T) {
 	for _, scale := range []int64{100, 1000} {

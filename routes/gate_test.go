@@ -115,7 +115,7 @@ func usd(s string) pricing.Money {
 
 func ptr(m pricing.Money) *pricing.Money { return &m }
 
-// Account states of the spec's refusal rows.
+// Account states of the plan refusal rows.
 var (
 	paidCleared = store.Account{Plan: store.PlanPaid, Cleared: true}
 	states      = map[string]struct {
@@ -146,7 +146,7 @@ func abilityErr(typ, code string) map[string]any {
 	return map[string]any{"error": e}
 }
 
-// TestGateRows covers the 402, 403 and 404 rows of the spec's error tables
+// TestGateRows covers the 402, 403 and 404 rows of the routes' error tables
 // for every billed route, with exact shapes and headers. Messages are
 // checked to be present and then left out of the comparison.
 func TestGateRows(t *testing.T) {

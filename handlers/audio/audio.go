@@ -1,4 +1,4 @@
-// Package audio serves the spec's three audio routes: transcription (POST
+// Package audio serves the gateway's three audio routes: transcription (POST
 // /v1/audio/transcriptions, a bounded multipart upload whose format and
 // length are read from the file's own bytes, billed per second of audio),
 // speech (POST /v1/audio/speech, the provider's audio relayed chunk by
@@ -18,7 +18,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
 
-// Ability aliases of the audio routes (spec "Model alias").
+// Ability aliases of the audio routes (defaults: gw-voice, gw-voice-speak).
 const (
 	AliasVoice         = "gw-voice"
 	AliasVoiceFast     = "gw-voice-fast"
@@ -27,8 +27,8 @@ const (
 	AliasSpeakHD       = "gw-voice-speak-hd"
 )
 
-// HDVoices are the voices gw-voice-speak-hd takes (spec "POST
-// /v1/audio/speech", per model): a subset of the gw-voice-speak voices.
+// HDVoices are the only voices gw-voice-speak-hd may take (its voices
+// option narrows them): a subset of the gw-voice-speak voices.
 var HDVoices = []string{"alloy", "ash", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer"}
 
 // Defaults of Config.
@@ -50,7 +50,7 @@ type Config struct {
 	// VerboseModel answers verbose_json (DefaultVerboseModel when "").
 	VerboseModel string
 	// TranscriptionTimeout, FirstAudioTimeout and GapTimeout replace the
-	// spec's 60, 30 and 30 seconds when positive (tests use short ones).
+	// default 60, 30 and 30 seconds when positive (tests use short ones).
 	TranscriptionTimeout, FirstAudioTimeout, GapTimeout time.Duration
 }
 
@@ -66,8 +66,8 @@ type Handler struct {
 }
 
 // New builds the audio handler over the catalogue's speech aliases and
-// their voices: gw-voice-speak-hd has no voices of its own (spec "Voice
-// row") and takes a subset of gw-voice-speak's (its VoiceSubset, by
+// their voices: gw-voice-speak-hd has no voice rows of its own and takes
+// a subset of gw-voice-speak's (its VoiceSubset, by
 // default HDVoices), each of which must be a gw-voice-speak voice and in
 // HDVoices.
 func New(up *upstream.Client, cat *catalog.Catalog, cfg Config) (*Handler, error) {

@@ -66,7 +66,7 @@ func TestNewVoiceCatalogue(t *testing.T) {
 	if strings.Join(ids, " ") != "alloy ballad sage verse" {
 		t.Errorf("rows %v, want sorted by id", ids)
 	}
-	// By default hd takes the spec's subset of the declared voices.
+	// By default hd takes those of HDVoices that are declared.
 	if !h.allowed[AliasSpeakHD]["alloy"] || !h.allowed[AliasSpeakHD]["sage"] || h.allowed[AliasSpeakHD]["ballad"] || len(h.allowed[AliasSpeakHD]) != 2 {
 		t.Errorf("hd voices %v", h.allowed[AliasSpeakHD])
 	}

@@ -8,8 +8,8 @@ import (
 	"math"
 )
 
-// Format is an audio container the transcription route accepts (spec "POST
-// /v1/audio/transcriptions": wav, mp3, mp4/m4a, ogg (Vorbis and Opus),
+// Format is an audio container the transcription route accepts (POST
+// /v1/audio/transcriptions: wav, mp3, mp4/m4a, ogg (Vorbis and Opus),
 // webm, flac). It is read from the file's bytes, never from its name or
 // declared type.
 type Format string

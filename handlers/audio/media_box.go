@@ -43,8 +43,8 @@ var mkvTopLevel = map[uint64]bool{
 	0x114D9B74: true, 0x1043A770: true, 0x1941A469: true,
 }
 
-// ebmlID reads an element id (its length marker kept, as the spec writes
-// ids) and returns it with its length in bytes.
+// ebmlID reads an element id (its length marker kept, as EBML's RFC 8794
+// writes ids) and returns it with its length in bytes.
 func ebmlID(b []byte) (uint64, int, bool) {
 	if len(b) == 0 || b[0] == 0 {
 		return 0, 0, false

@@ -21,7 +21,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// Limits of speech (spec "Limits" and "POST /v1/audio/speech").
+// Limits of speech (docs/abilities.md, Audio).
 const (
 	// MaxInputChars bounds input, in characters (not bytes).
 	MaxInputChars = 4096
@@ -50,8 +50,8 @@ const (
 // HeaderBilledChars is speech's receipt of the characters billed.
 const HeaderBilledChars = "X-Gw-Billed-Chars"
 
-// SpeechContentTypes are the Content-Types of the response formats (spec
-// speech table).
+// SpeechContentTypes are the Content-Types of the response formats (opus
+// is Opus in Ogg; pcm is raw 24 kHz 16-bit little-endian mono).
 var SpeechContentTypes = map[string]string{
 	"mp3": "audio/mpeg", "opus": "audio/ogg", "aac": "audio/aac",
 	"flac": "audio/flac", "wav": "audio/wav", "pcm": "audio/pcm",
@@ -67,8 +67,8 @@ type speechRequest struct {
 	chars, instructionsChars int
 }
 
-// Speech serves POST /v1/audio/speech: the checks of the spec's two
-// tables, then the provider's audio relayed as it arrives. The call is
+// Speech serves POST /v1/audio/speech: the fields and each model's rules
+// checked, then the provider's audio relayed as it arrives. The call is
 // billed for the characters of its input and of its instructions (which
 // the provider reads as text too), reserved before the provider is called
 // and charged when the first audio byte arrives: a failure before it
@@ -211,8 +211,8 @@ func speechSeconds(chars int, speed float64) int64 {
 	return max(1, int64(math.Ceil(float64(chars)/(SpeechCharsPerSecond*speed))))
 }
 
-// speechFailure maps an upstream failure before any audio (spec "Speech
-// errors"): the provider refusing is 400 invalid_request_error with its
+// speechFailure maps an upstream failure before any audio (never
+// billed): the provider refusing is 400 invalid_request_error with its
 // message, a busy provider 429, too slow 504, the provider refusing the
 // gateway's own account 503, anything else 502.
 func speechFailure(client context.Context, stalled bool, err error) error {
@@ -232,7 +232,7 @@ func speechFailure(client context.Context, stalled bool, err error) error {
 	return capabilityUnavailable(false, "the speech failed")
 }
 
-// parseSpeech checks a speech body (spec speech tables), each refusal a
+// parseSpeech checks a speech body (fields, per-model rules), each refusal a
 // 400 naming its field; a model not on the key's list is 401.
 func (h *Handler) parseSpeech(c *pipeline.Call, b []byte) (*speechRequest, error) {
 	root := gjson.ParseBytes(b)

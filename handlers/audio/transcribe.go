@@ -27,7 +27,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// Limits of transcription (spec "Limits" and "POST /v1/audio/transcriptions").
+// Limits of transcription (docs/abilities.md, Audio).
 const (
 	// MaxFileBytes bounds the uploaded file (8 MB; the tools server's
 	// transcribe takes the same).
@@ -223,7 +223,7 @@ func (h *Handler) route(alias string, seconds float64, configured func(string) b
 
 // transcriptionFailure maps an upstream failure: too slow is 504, the
 // provider refusing the gateway's own account 503, anything else 502, all
-// capability_unavailable (spec "Transcription errors").
+// capability_unavailable, none of them billed.
 func transcriptionFailure(ctx context.Context, err error) error {
 	if upstream.AccountRefused(err) {
 		return gwerr.New(gwerr.Unavailable, "transcription is unavailable; retry later").WithCode(gwerr.CodeCapabilityUnavailable)
@@ -261,8 +261,8 @@ func uploadError(err error) error {
 	return invalid(fieldFile, "the body must be multipart/form-data with the audio in a file field")
 }
 
-// parseTranscription checks the form's fields (spec "POST
-// /v1/audio/transcriptions").
+// parseTranscription checks the form's fields, each refusal a 400 naming
+// its field.
 func parseTranscription(f *upload.Form) (*transcription, error) {
 	t := &transcription{alias: AliasVoice, format: formatJSON}
 	if f.Has(fieldStream) {

@@ -11,7 +11,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 )
 
-// VoiceRow is one row of GET /v1/audio/voices (spec "Voice row").
+// VoiceRow is one row of GET /v1/audio/voices (sorted by model, then id).
 type VoiceRow struct {
 	ID          string   `json:"id"`
 	Model       string   `json:"model"`
@@ -22,7 +22,7 @@ type VoiceRow struct {
 	Entitlement string   `json:"entitlement"`
 }
 
-// Headers of the voice list (spec "GET /v1/audio/voices" 2).
+// Caching headers of the voice list (docs/abilities.md, Voice list).
 const (
 	voicesCacheControl = "private, no-cache"
 	voicesVary         = "Authorization"

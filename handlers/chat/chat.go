@@ -43,7 +43,7 @@ const (
 	MaxAttempts = 3
 )
 
-// Receipt headers (spec "Receipt headers").
+// Receipt headers of a non-streaming chat answer (docs/chat.md).
 const (
 	HeaderModel         = "X-Gw-Model"
 	HeaderOriginalModel = "X-Gw-Original-Model"

@@ -47,7 +47,7 @@ const (
 	questionOverhead = 64
 )
 
-// Response headers (spec "POST /v1/decide").
+// Response headers of decision mode, beside the receipt headers.
 const (
 	HeaderNoRetain = "X-Gw-No-Retain"
 	HeaderAlias    = "X-Gw-Alias"
@@ -76,7 +76,7 @@ func countTokens(s string) int {
 // Serve serves POST /v1/decide.
 func (h *Handler) Serve(c *pipeline.Call) error {
 	// Read to the limit and no further: a larger body is refused while
-	// reading. The body's JSON is checked by parse, in the spec's order.
+	// reading. The body's JSON is checked by parse, field by field in order.
 	body, err := io.ReadAll(io.LimitReader(c.R.Body, MaxBody+1))
 	if err != nil {
 		return invalid("body", "The body could not be read.")
@@ -242,7 +242,7 @@ func (h *Handler) one(ctx context.Context, p *catalog.Provider, q question, body
 	return answer(q, probs), tokens.Int(), nil
 }
 
-// answer shapes one question's answer (spec "Decision answer").
+// answer shapes one question's answer, under answers.<question id>.
 func answer(q question, probs []float64) map[string]any {
 	rounded := round4(probs)
 	switch q.Type {

@@ -68,8 +68,8 @@ func questions(n int) map[string]any {
 	return m
 }
 
-// The validation table: every rule of the spec at and past its bound, in
-// the spec's order, with its status, code and param.
+// The validation table: every rule of decision mode at and past its bound,
+// in the order parse checks them, with its status, code and param.
 func TestParse(t *testing.T) {
 	count := func(s string) int { return len(strings.Fields(s)) }
 	for _, tc := range []struct {

@@ -10,8 +10,8 @@ import (
 // option keeps a probability and renormalisation never divides by zero.
 const FloorProbability = 1e-6
 
-// Decimals the probabilities are rounded to (spec: "already normalised to
-// four decimals").
+// Decimals the probabilities are rounded to: answers carry them already
+// normalised to four decimals.
 const scale = 10_000
 
 // logprob is one of the model's top tokens.

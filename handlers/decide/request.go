@@ -14,7 +14,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 )
 
-// Limits of decision mode (spec "Limits" and "POST /v1/decide").
+// Limits of decision mode (docs/abilities.md, Decision mode).
 const (
 	// MaxBody is the largest request body: 13 MB.
 	MaxBody = 13_000_000
@@ -76,14 +76,14 @@ type request struct {
 }
 
 // refuse is a validation refusal with a fixed message that never repeats
-// request content (spec "Decision mode errors").
+// request content.
 func refuse(kind gwerr.Kind, code, param, msg string) error {
 	return (&gwerr.Error{Kind: kind, Code: code, Param: param, Message: msg})
 }
 
 func invalid(param, msg string) error { return refuse(gwerr.Invalid, "invalid_request", param, msg) }
 
-// parse validates body in the spec's order: body, model, state, questions,
+// parse validates body in a fixed order: body, model, state, questions,
 // images. countTokens counts the state's tokens.
 func parse(body []byte, countTokens func(string) int) (*request, error) {
 	if jsonbody.Check(body) != nil || !gjson.ParseBytes(body).IsObject() {

@@ -36,7 +36,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// Limits of page reading (spec "Limits" and "POST /v1/fetch").
+// Limits of page reading (docs/abilities.md, Page reading).
 const (
 	// Timeout: a read longer than 25 seconds fails.
 	Timeout = 25 * time.Second
@@ -72,7 +72,7 @@ type Handler struct {
 	// Price and RenderPrice are the plan prices of a plain and a rendered
 	// read.
 	Price, RenderPrice pricing.Money
-	// Timeout bounds a read (Timeout, the spec's 25 s, when 0).
+	// Timeout bounds a read (Timeout, 25 s, when 0).
 	Timeout time.Duration
 	// Shared, when set, keeps the cache in Redis, so every node serves
 	// a read any node made.

@@ -502,14 +502,14 @@ func writeJSON(w http.ResponseWriter, b []byte) {
 	_, _ = w.Write(b)
 }
 
-// Stream event types (spec "Image generation stream").
+// Event types of an image stream (docs/abilities.md, Images).
 const (
 	EventPartial   = "image_generation.partial_image"
 	EventCompleted = "image_generation.completed"
 	EventError     = "error"
 )
 
-// relay turns the provider's image stream into the spec's: previews
+// relay turns the provider's image stream into the gateway's: previews
 // (partial_image) as they come, one completed event per image with data
 // shaped like the normal response, an error event when something fails
 // after the stream began, and data: [DONE] last.

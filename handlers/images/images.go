@@ -19,16 +19,16 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
 
-// Aliases of the image models (spec "Model alias").
+// Aliases of the image models; gw-image is the default.
 const (
 	AliasImage    = "gw-image"
 	AliasImagePro = "gw-image-pro"
 )
 
-// EditAliases are the aliases that edit (spec "POST /v1/images/edits").
+// EditAliases are the only aliases that edit (others: 400 edit_unsupported).
 var EditAliases = []string{AliasImage, AliasImagePro}
 
-// Limits of the image routes (spec "Limits").
+// Limits of the image routes (docs/abilities.md, Images).
 const (
 	// GenerateTimeout and EditTimeout bound the provider's work.
 	GenerateTimeout = 60 * time.Second
@@ -57,7 +57,7 @@ const (
 	PathEdits       = "/images/edits"
 )
 
-// Codes of the spec's image error table.
+// Error codes of the image routes (docs/abilities.md, Images).
 const (
 	CodeEditUnsupported       = "edit_unsupported"
 	CodeInvalidReference      = "invalid_reference_image"
@@ -68,8 +68,8 @@ const (
 	TypeUserError = "image_generation_user_error"
 )
 
-// Categories are the price classes a request may name (spec
-// "POST /v1/images/generations"), cheapest first.
+// Categories are the price classes a request may name in its category
+// field (any case), cheapest first.
 var Categories = []string{"Standard", "Plus", "Pro", "Ultra"}
 
 // DefaultCategories are the classes each alias serves when the config
@@ -81,7 +81,7 @@ var DefaultCategories = map[string][]string{
 
 // Config is the configurable part of the image routes.
 type Config struct {
-	// GenerateTimeout and EditTimeout replace the spec's 60 and 90
+	// GenerateTimeout and EditTimeout replace the default 60 and 90
 	// seconds when positive (tests use short ones).
 	GenerateTimeout, EditTimeout time.Duration
 }
@@ -155,7 +155,7 @@ func unavailable(format string, args ...any) error {
 }
 
 // failure maps a provider's refusal: moderation and an unverified
-// organisation keep their codes (spec "Image errors"); the client leaving
+// organisation keep their codes (400 and 403); the client leaving
 // stays as it is; the provider refusing the gateway's own account is 503
 // capability_unavailable; anything else is 502 capability_unavailable.
 func failure(ctx context.Context, err error) error {

@@ -26,7 +26,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// Limits of search (spec "Limits" and "POST /v1/search").
+// Limits of search (docs/abilities.md, Web search).
 const (
 	// MaxQueryChars bounds the query.
 	MaxQueryChars = 2000
@@ -49,7 +49,7 @@ const (
 	UnitSearch = "search"
 )
 
-// Codes of the spec's search error table.
+// Codes of search's 502 answers, none of them billed.
 const (
 	CodeUpstreamError         = "upstream_error"
 	CodeUpstreamIncomplete    = "upstream_incomplete"
@@ -70,7 +70,7 @@ type Handler struct {
 	PerSearch pricing.Money
 	// InputPrice and OutputPrice are plan prices per million tokens.
 	InputPrice, OutputPrice pricing.Money
-	// Timeout bounds the provider's answer (Timeout, the spec's 30 s, when
+	// Timeout bounds the provider's answer (Timeout, 30 s, when
 	// 0).
 	Timeout time.Duration
 }

@@ -74,7 +74,7 @@ func TestServeFailures(t *testing.T) {
 	st.Down.Store(false)
 
 	// A provider that accepts the connection and never answers: after the
-	// time-out (the spec's 30 s, shortened here) a 502, unbilled.
+	// time-out (30 s by default, shortened here) a 502, unbilled.
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ const (
 // Lanes in order of strength.
 var Lanes = []string{LaneFast, LaneStandard, LaneReasoning}
 
-// Capabilities of model rows (spec "Model row").
+// Capabilities of the model rows of GET /v1/models.
 const (
 	CapChat   = "chat"
 	CapImage  = "image"
@@ -49,7 +49,7 @@ const (
 	EntitlementOpen          = "open"
 )
 
-// The spec's chat aliases and prefixes.
+// The chat aliases and prefixes a client may name as model.
 const (
 	AliasAuto      = "gw-auto"
 	AliasFast      = "gw-fast"
@@ -72,7 +72,7 @@ func LaneAlias(lane string) string {
 // LaneAliases maps the lane aliases to their lanes.
 var LaneAliases = map[string]string{AliasFast: LaneFast, AliasStandard: LaneStandard, AliasReasoning: LaneReasoning}
 
-// Ability aliases of the spec's alias table, in its order, with the
+// Ability aliases, in the order GET /v1/models lists them, with the
 // capability of their rows.
 var AbilityAliases = []struct{ ID, Capability string }{
 	{"gw-image", CapImage}, {"gw-image-pro", CapImage},
@@ -326,7 +326,7 @@ func (m *Model) Has(c string) bool { return slices.Contains(m.Capabilities, c) }
 
 // Ability maps an ability alias (gw-image, gw-voice, ...) to a provider's model.
 type Ability struct {
-	// Alias is the gw-* id of the spec's alias table.
+	// Alias is one of the ability aliases (AbilityAliases).
 	Alias string `json:"alias"`
 	// Provider names the Provider whose endpoint serves the ability.
 	Provider string `json:"provider"`
@@ -343,7 +343,7 @@ type Ability struct {
 	// of GET /v1/audio/voices under this alias.
 	Voices []Voice `json:"voices,omitempty"`
 	// VoiceSubset, on gw-voice-speak-hd, lists the gw-voice-speak voices it
-	// takes (it has no rows of its own; default: the spec's subset).
+	// takes (it has no rows of its own; default: the hd voices declared).
 	VoiceSubset []string `json:"voice_subset,omitempty"`
 	// Categories, on an image alias, are the price classes (Standard,
 	// Plus, Pro, Ultra) a generation naming no model is sent to it for.

@@ -30,7 +30,7 @@ func models() []Model {
 
 func abilities() []Ability {
 	return []Ability{
-		// Deliberately not in the spec's order: rows follow the spec.
+		// Deliberately not in AbilityAliases' order: rows follow that order.
 		{Alias: "gw-voice-speak", Provider: "openai", Model: "tts-1", DisplayName: "Speech", PriceMicrocents: i64(26)},
 		{Alias: "gw-image", Provider: "openai", Model: "img-1", DisplayName: "Image", PriceMicrocents: i64(10000)},
 		{Alias: "gw-voice", Provider: "openai", Model: "whisper-1"}, // unpublished, default display name

@@ -6,8 +6,8 @@ import (
 	"strconv"
 )
 
-// Family is a group of endpoints that share one error shape (spec "Errors",
-// "Shapes").
+// Family is a group of endpoints that share one error shape (the shapes
+// are listed below).
 type Family int
 
 const (
@@ -101,8 +101,8 @@ var messagesDefs = map[Kind]def{
 	TooSlow:          {typ: "invalid_request_error", code: CodeRequestTimeout},
 }
 
-// abilityDefs: the ability endpoints' types and codes (spec transcription,
-// speech and search tables: many rows have no code).
+// abilityDefs: the ability endpoints' types and codes (of transcription,
+// speech and search: many refusals have no code).
 var abilityDefs = map[Kind]def{
 	Invalid:          {typ: "invalid_request_error"},
 	Unauthenticated:  {typ: "authentication_error"},

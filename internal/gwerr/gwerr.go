@@ -1,6 +1,6 @@
 // Package gwerr is the gateway's one error vocabulary. Every refusal is an
 // *Error of a Kind (what went wrong, independent of the endpoint); each
-// family of the spec renders it in its own shape, status and codes. The
+// family of endpoints renders it in its own shape, status and codes. The
 // per-family differences live in the tables of family.go, not in handlers.
 package gwerr
 
@@ -40,7 +40,7 @@ const (
 	RateLimited
 	// Internal: the gateway failed (500).
 	Internal
-	// NotImplemented: the route is part of the spec but not built yet (501).
+	// NotImplemented: the route is a known one but not built yet (501).
 	NotImplemented
 	// Upstream: the backing service failed (502).
 	Upstream
@@ -54,7 +54,7 @@ const (
 	TooSlow
 )
 
-// Money and plan codes shared across families (spec "Errors").
+// Money and plan codes shared across families (docs/money.md).
 const (
 	CodeCreditExhausted  = "credit_exhausted"
 	CodeDailyCap         = "daily_cap"

@@ -366,7 +366,7 @@ func TestRender(t *testing.T) {
 }
 
 // TestRenderEveryFamilyAndKind renders every Kind in every Family and checks
-// the invariants of each family's shape and the spec's status meanings.
+// the invariants of each family's shape and of each status's meaning.
 func TestRenderEveryFamilyAndKind(t *testing.T) {
 	for _, f := range allFamilies {
 		for _, k := range allKinds {
@@ -573,7 +573,7 @@ func TestToolObject(t *testing.T) {
 			}
 		})
 	}
-	// Every kind gives one of the spec's tool codes, always with error,
+	// Every kind gives one of the documented tool codes, always with error,
 	// capability and retryable.
 	known := map[string]bool{"premium_locked": true, "payment_required": true, "ability_disabled": true, "auth_failed": true,
 		"forbidden": true, "too_large": true, "invalid_request": true, "rate_limited": true, "capability_unavailable": true,

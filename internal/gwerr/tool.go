@@ -1,7 +1,7 @@
 package gwerr
 
-// toolCodes maps kinds to the tools server's error codes (spec "Tool error
-// object") and whether the same call can work later.
+// toolCodes maps kinds to the tools server's error codes (the error field
+// of the tool error object) and whether the same call can work later.
 var toolCodes = map[Kind]struct {
 	code      string
 	retryable bool
@@ -41,7 +41,7 @@ func ToolObject(e *Error, capability, upgradeURL string) map[string]any {
 	}
 	retryable := tc.retryable
 	// web_fetch on a Free plan is payment_required, not premium_locked
-	// (spec "Errors", "Other": 402 codes compared).
+	// (page reading's own 402 is upgrade_required, not premium_locked).
 	if e.Kind == PlanLocked && (capability == "fetch" || capability == "web_fetch") {
 		code = CodePaymentRequired
 	}
@@ -68,7 +68,7 @@ func ToolObject(e *Error, capability, upgradeURL string) map[string]any {
 	return obj
 }
 
-// JSON-RPC error codes of the routing server (spec "Routing server errors").
+// JSON-RPC error codes of the routing server (docs/mcp.md).
 const (
 	RPCParseError     = -32700
 	RPCInvalidRequest = -32600

@@ -1,5 +1,5 @@
 // Package limits holds the per-account rate limits and shared budgets of the
-// spec's "Limits" table, and the limiter that enforces them.
+// abilities (docs/abilities.md), and the limiter that enforces them.
 //
 // The algorithm is GCRA (generic cell rate algorithm), the one
 // github.com/go-redis/redis_rate runs as an atomic Redis script: each key keeps
@@ -31,12 +31,12 @@ type Budget struct {
 	Period time.Duration // must be > 0
 }
 
-// RequestsPerMinute is the spec's "Requests per account" limit: 60 per minute
+// RequestsPerMinute is each account's shared request budget: 60 per minute
 // per account, shared by transcription, speech and search. Image calls and
 // page reads are outside it.
 const RequestsPerMinute = 60
 
-// AudioSecondsPerHour is the spec's "Audio per account" limit: 36,000 seconds
+// AudioSecondsPerHour is each account's shared audio budget: 36,000 seconds
 // of audio per hour per account, shared by transcription and speech (speech
 // counts an estimate from the input length).
 const AudioSecondsPerHour = 36000

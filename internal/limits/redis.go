@@ -15,7 +15,7 @@ const KeyPrefix = "gw:limit:"
 // every node of a deployment draws from the same budget: "60 a minute" is 60
 // for the account, not 60 per node. Times are whole microseconds read from
 // Redis's own clock (nodes' clocks never matter), and a unit costs
-// Period/Limit rounded up to a microsecond (exact for the spec's budgets:
+// Period/Limit rounded up to a microsecond (exact for the fixed budgets:
 // 1 s per request, 100 ms per audio second).
 //
 // ARGV: limit, period (µs), n. Returns {allowed (0/1), retry after (µs),

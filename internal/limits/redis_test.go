@@ -21,7 +21,7 @@ func newRedis(t *testing.T, url string) *limits.Redis {
 	return l
 }
 
-// The spec's per-minute budget is exact across nodes: two limiters on one
+// The shared per-minute budget is exact across nodes: two limiters on one
 // Redis (two gateway nodes) share one account's 60 requests, and other
 // accounts and budgets are untouched.
 func TestRedisSharedAcrossNodes(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 )
 
 // FreeChatStop is the free tier's hard stop: a free account's chat stops
-// once its lifetime chat spend reaches it (spec "Limits": 1 USD).
+// once its lifetime chat spend reaches it (1 USD).
 const FreeChatStop = 1 * pricing.NanoPerUSD
 
 // Policy holds the configurable money rules.
@@ -332,7 +332,7 @@ func refuse(code, msg string) error {
 }
 
 // UnresolvedRetryAfter is the Retry-After, in seconds, of
-// credit_unresolved: the spec says to retry once.
+// credit_unresolved: a client retries once.
 const UnresolvedRetryAfter = 1
 
 // Unresolved is the refusal when the balance cannot be checked.

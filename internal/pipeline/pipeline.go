@@ -30,8 +30,8 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// AuthMode says which headers carry the key on an endpoint (spec
-// "Authentication").
+// AuthMode says which headers carry the key on an endpoint: Bearer on
+// every one, x-api-key too where it is read.
 type AuthMode int
 
 const (
@@ -41,7 +41,7 @@ const (
 	BearerOnly
 )
 
-// Receipt headers (spec "Receipt headers").
+// Receipt headers (docs/chat.md).
 const (
 	// HeaderRequestID carries the request id on every answer of the gateway.
 	HeaderRequestID = "X-Gw-Request-Id"
@@ -79,7 +79,7 @@ type Endpoint struct {
 	// Concurrency, when set, bounds the account's calls of the route in
 	// flight at once (429 beyond it), counted apart from billed calls.
 	Concurrency *limits.Bound
-	// Public routes skip authentication (none of the spec's routes are;
+	// Public routes skip authentication (no API route is;
 	// kept for redirects).
 	Public bool
 	// AnswersRefusedKeys lets the handler answer a caller whose key is

@@ -39,11 +39,11 @@ const (
 	maxErrorBody    = 64 << 10                    // bytes of an error answer read for its message
 	headerVersion   = "anthropic-version"         // what messages-style APIs read
 	headerBeta      = "anthropic-beta"            // the betas, comma-separated
-	headerAltVer    = "vendor-version"            // the spec's name for the same header
+	headerAltVer    = "vendor-version"            // the same header, named neutrally
 	headerRetry     = "Retry-After"               // passed on from 429 and 529 answers
 	maxIdleConnsPer = 64                          // idle connections kept per provider
 	// StatusOverloaded is the status of a backing service at capacity
-	// (spec status table: 529, retry with backoff).
+	// (529: clients retry with backoff).
 	StatusOverloaded = 529
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// States keeps, per account, where each paid tool stands in the spec's
-// paid-tool states: a Free-plan call is refused (premium_locked), the next
+// States keeps, per account, where each paid tool stands in its listing
+// states: a Free-plan call is refused (premium_locked), the next
 // listing still shows the tool, the one after drops it, and a paid,
 // cleared plan lists it again.
 type States interface {
@@ -131,8 +131,8 @@ func (s *Server) described(t Tool) Tool {
 	return t
 }
 
-// capabilities is list_capabilities' answer (spec "Other response
-// shapes"): the plan, whether premium abilities are unlocked, and each
+// capabilities is list_capabilities' answer (docs/mcp.md, Tools
+// server): the plan, whether premium abilities are unlocked, and each
 // ability switched on with whether it is premium and its advisory cost.
 func (s *Server) capabilities(acct store.Account) map[string]any {
 	enabled := map[string]any{}

@@ -1,9 +1,9 @@
-// Package tools is the tools server's tool set (spec "Tools server"): the
+// Package tools is the tools server's tool set (docs/mcp.md): the
 // tools, their arguments and results, list_capabilities, and the paid-tool
 // listing states. Each tool calls its API route in-process with the
 // caller's key (Invoker), so the route authenticates, gates, limits and
 // bills exactly as a direct call; the tools server adds no charge. A
-// failure is a tool result carrying the spec's tool error object, never a
+// failure is a tool result carrying the tool error object, never a
 // protocol fault. The JSON-RPC transport lives in the mcp package.
 package tools
 
@@ -29,7 +29,7 @@ import (
 // ServerName is the tools server's name.
 const ServerName = "gw-tools"
 
-// Limits of the tools' arguments (spec "Tools server" and "Limits").
+// Limits of the tools' arguments (docs/mcp.md, Tools server).
 const (
 	// MaxSpeakChars bounds speak's text per call.
 	MaxSpeakChars = 1000
@@ -111,8 +111,8 @@ type Server struct {
 	Apps *Apps
 }
 
-// catalogue is every tool of the spec's table except the apps tools, in
-// its order. Descriptions of paid tools get the plan and advisory cost when
+// catalogue is every tool except the apps tools, in the order tools/list
+// gives them. Descriptions of paid tools get the plan and advisory cost when
 // listed.
 var catalogue = []Tool{
 	{Name: ToolListCapabilities, Description: "List what this key can do: the plan, whether premium tools are unlocked, and each ability with its advisory cost per call.",

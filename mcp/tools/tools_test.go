@@ -217,7 +217,7 @@ func names(ts []Tool) string {
 	return strings.Join(n, ",")
 }
 
-// The spec's paid-tool states: a Free-plan refusal keeps the tool for one
+// The paid-tool listing states: a Free-plan refusal keeps the tool for one
 // more listing, the next drops it, and a paid cleared plan lists it again.
 func TestPaidToolStates(t *testing.T) {
 	s, f := newServer()
