@@ -127,7 +127,7 @@ func New(up *upstream.Client, cat *catalog.Catalog, cfg Config) (*Handler, error
 		}
 		for _, id := range hd.VoiceSubset {
 			if !slices.Contains(HDVoices, id) {
-				return nil, fmt.Errorf("ability %s: voice %s is not one the spec gives it (%v)", AliasSpeakHD, id, HDVoices)
+				return nil, fmt.Errorf("ability %s: voice %s is not one tts-1-hd speaks (%v)", AliasSpeakHD, id, HDVoices)
 			}
 			if !speak[id] {
 				return nil, fmt.Errorf("ability %s: voice %s is not a %s voice", AliasSpeakHD, id, AliasSpeak)

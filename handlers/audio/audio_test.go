@@ -79,7 +79,7 @@ func TestNewVoiceCatalogue(t *testing.T) {
 		want      string
 	}{
 		{"hd voice rows", speak("alloy"), &catalog.Ability{Alias: AliasSpeakHD, Voices: voices("alloy")}, "no voices of its own"},
-		{"hd subset outside the spec", speak("alloy", "ballad"), &catalog.Ability{Alias: AliasSpeakHD, VoiceSubset: []string{"ballad"}}, "not one the spec gives it"},
+		{"hd subset outside the nine", speak("alloy", "ballad"), &catalog.Ability{Alias: AliasSpeakHD, VoiceSubset: []string{"ballad"}}, "not one tts-1-hd speaks"},
 		{"hd subset not declared", speak("alloy"), &catalog.Ability{Alias: AliasSpeakHD, VoiceSubset: []string{"sage"}}, "not a gw-voice-speak voice"},
 		{"subset on speak", &catalog.Ability{Alias: AliasSpeak, VoiceSubset: []string{"alloy"}}, nil, "declare voice rows"},
 		{"duplicate", speak("alloy", "alloy"), nil, "declared twice"},

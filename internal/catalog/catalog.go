@@ -462,7 +462,7 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 	for i := range abilities {
 		a := abilities[i]
 		if AbilityCapability(a.Alias) == "" {
-			return nil, fmt.Errorf("ability %q: not an ability alias of the spec", a.Alias)
+			return nil, fmt.Errorf("ability %q: not an ability alias (%s)", a.Alias, abilityAliasList())
 		}
 		if _, ok := c.Providers[a.Provider]; !ok {
 			return nil, fmt.Errorf("ability %s: unknown provider %q", a.Alias, a.Provider)
@@ -519,6 +519,15 @@ func (c *Catalog) DecideTarget() (*Model, *Provider, error) {
 func (c *Catalog) Model(id string) (*Model, bool) {
 	m, ok := c.byID[id]
 	return m, ok
+}
+
+// abilityAliasList names the ability aliases, comma-separated.
+func abilityAliasList() string {
+	ids := make([]string, len(AbilityAliases))
+	for i, a := range AbilityAliases {
+		ids[i] = a.ID
+	}
+	return strings.Join(ids, ", ")
 }
 
 // AbilityCapability returns the row capability of an ability alias, or "".

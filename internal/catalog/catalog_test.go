@@ -71,9 +71,9 @@ func TestNewValidation(t *testing.T) {
 		{"bad lane", func(p *parts) { p.models[0].Lane = "turbo" }, "model mini: lane must be one of [fast standard reasoning]"},
 		{"empty lane", func(p *parts) { p.models[2].Lane = "" }, "model big: lane must be one of"},
 		{"duplicate model", func(p *parts) { p.models = append(p.models, Model{ID: "mini", Provider: "anthropic", Lane: LaneFast}) }, "model mini: defined twice"},
-		{"ability alias not in the spec", func(p *parts) { p.abilities[0].Alias = "gw-video" }, `ability "gw-video": not an ability alias of the spec`},
-		{"chat alias as ability", func(p *parts) { p.abilities[0].Alias = "gw-auto" }, `ability "gw-auto": not an ability alias of the spec`},
-		{"gw-decide as ability", func(p *parts) { p.abilities[0].Alias = AliasDecide }, `ability "gw-decide": not an ability alias of the spec`},
+		{"unknown ability alias", func(p *parts) { p.abilities[0].Alias = "gw-video" }, `ability "gw-video": not an ability alias (gw-image, gw-image-pro, gw-voice, gw-voice-accurate, gw-voice-fast, gw-voice-speak, gw-voice-speak-hd)`},
+		{"chat alias as ability", func(p *parts) { p.abilities[0].Alias = "gw-auto" }, `ability "gw-auto": not an ability alias (gw-image, gw-image-pro, gw-voice, gw-voice-accurate, gw-voice-fast, gw-voice-speak, gw-voice-speak-hd)`},
+		{"gw-decide as ability", func(p *parts) { p.abilities[0].Alias = AliasDecide }, `ability "gw-decide": not an ability alias (gw-image, gw-image-pro, gw-voice, gw-voice-accurate, gw-voice-fast, gw-voice-speak, gw-voice-speak-hd)`},
 		{"ability unknown provider", func(p *parts) { p.abilities[1].Provider = "nope" }, `ability gw-image: unknown provider "nope"`},
 		{"ability without model", func(p *parts) { p.abilities[1].Model = "" }, "ability gw-image: model is required"},
 		{"duplicate ability", func(p *parts) {
