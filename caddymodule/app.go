@@ -238,7 +238,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if c := a.Money.Ceiling; c != nil {
 		a.policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
 	}
-	chatHandler := &chat.Handler{Router: &lanes.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: decisions,
+	chatHandler := &chat.Handler{Picker: &lanes.Picker{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: decisions,
 		Opinions: chat.NewOpinions(a.SecondOpinionConcurrency), Betas: chat.DefaultBetas(a.Betas)}
 	if a.CacheTTL > 0 {
 		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)

@@ -58,7 +58,8 @@ const (
 
 // Handler serves the chat endpoints.
 type Handler struct {
-	Router    *lanes.Router
+	// Picker picks the backing models each request tries.
+	Picker    *lanes.Picker
 	Upstream  *upstream.Client
 	Decisions lanes.DecisionStore
 	// Cache, when set, answers repeated non-streaming temperature-0
@@ -116,7 +117,7 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 	if err != nil {
 		return err
 	}
-	rt, err := h.Router.Route(req.model, req.needs)
+	rt, err := h.Picker.Pick(req.model, req.needs)
 	if err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 			// no other model is tried, and its health is untouched.
 			break
 		}
-		h.Router.Health.Fail(m.ID)
+		h.Picker.Health.Fail(m.ID)
 		if upstream.TimeoutsSpent(c.R.Context()) {
 			// The call waited out its time-outs: no other model is tried.
 			break
@@ -347,7 +348,7 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 	if cost, err = cl.Charge(cl.bill(m, usage, cost, "")); err != nil {
 		return err
 	}
-	cl.h.Router.Health.OK(m.ID)
+	cl.h.Picker.Health.OK(m.ID)
 	cl.record(m, escalated, cost)
 	h := cl.W.Header()
 	if cl.req.secondOpinion {

@@ -50,7 +50,7 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 		return invalid("messages", "messages must be an array of messages")
 	}
 	model := root.Get("model").String()
-	rt, err := h.Router.Route(model, parseNeedsLoose(body))
+	rt, err := h.Picker.Pick(model, parseNeedsLoose(body))
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 	if cl.format.spec().endsWithDone && !s.sawDone && !s.gone {
 		_ = w.WriteDone()
 	}
-	cl.h.Router.Health.OK(m.ID)
+	cl.h.Picker.Health.OK(m.ID)
 	return nil
 }
 
