@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
 	"github.com/caddy-gw/caddy-gw/handlers/embeddings"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
+	"github.com/caddy-gw/caddy-gw/internal/answercache"
 	"github.com/caddy-gw/caddy-gw/internal/bodyrate"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/lanes"
@@ -238,10 +239,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if c := a.Money.Ceiling; c != nil {
 		a.policy.Ceiling = money.Ceiling{Base: c.Base, PerMonth: c.PerMonth, SpendPercent: c.SpendPercent, Max: c.Max}
 	}
-	chatHandler := &chat.Handler{Router: &lanes.Router{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: decisions,
+	chatHandler := &chat.Handler{Picker: &lanes.Picker{Catalog: cat, Health: health}, Upstream: upstreams, Decisions: decisions,
 		Opinions: chat.NewOpinions(a.SecondOpinionConcurrency), Betas: chat.DefaultBetas(a.Betas)}
 	if a.CacheTTL > 0 {
-		chatHandler.Cache = chat.NewCache(time.Duration(a.CacheTTL), 0)
+		chatHandler.Cache = answercache.New(time.Duration(a.CacheTTL), 0)
 	}
 	routing := &mcp.Routing{Sessions: mcpSessions, Decisions: decisions, AllowedHosts: a.MCPAllowedHosts}
 	toolSet, err := a.toolSet(cat)
@@ -334,7 +335,7 @@ func (a *App) Start() error {
 		toolSet.States = &tools.RedisStates{Client: sh.cache}
 		opts.Fetch.Shared = sh.cache
 		if a.CacheTTL > 0 {
-			opts.Chat.Cache = chat.NewSharedCache(time.Duration(a.CacheTTL), sh.cache)
+			opts.Chat.Cache = answercache.NewShared(time.Duration(a.CacheTTL), sh.cache)
 			opts.Embeddings.Cache = opts.Chat.Cache
 		}
 	}

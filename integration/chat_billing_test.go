@@ -28,7 +28,7 @@ const billedText = "Billed answer."
 
 // billedCall sends r with client k and key, the upstream serving the
 // backing model served answering with usage u, and checks the receipt: the
-// routing headers (routed: the router chose the model) with X-Gw-Cost-Usd,
+// routing headers (routed: the gateway picked the model) with X-Gw-Cost-Usd,
 // or for a stream X-Gw-Alias and cost_usd in the final usage block, equal
 // to the list price of u on served (×1.12 for payg) and to the ledger
 // entry under the request id. It returns the cost.

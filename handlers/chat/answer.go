@@ -6,6 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
+	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 )
 
@@ -110,7 +111,7 @@ func outputTokens(f Format, body []byte) int64 {
 	eachPart(f, gjson.GetBytes(body, f.spec().answerList), func(_ partKind, name, text string) {
 		b = append(append(b, name...), text...)
 	})
-	return int64(countTokens(string(b)))
+	return int64(tokens.Count(string(b)))
 }
 
 // billable is the usage an answer is billed for: what its provider

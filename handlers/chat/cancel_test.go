@@ -54,7 +54,7 @@ func TestClientCancelIsNotAModelFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	health := lanes.NewHealth()
-	h := &Handler{Router: &lanes.Router{Catalog: cat, Health: health}, Upstream: upstream.New()}
+	h := &Handler{Picker: &lanes.Picker{Catalog: cat, Health: health}, Upstream: upstream.New()}
 	gw := &pipeline.Gateway{Store: db, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: db, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}
 	chatSpend := money.Chat
 	ep := &pipeline.Endpoint{Name: "chat", Family: gwerr.Chat, Billing: &chatSpend}

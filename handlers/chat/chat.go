@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
+	"github.com/caddy-gw/caddy-gw/internal/answercache"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
@@ -45,25 +46,26 @@ const (
 
 // Receipt headers of a non-streaming chat answer (docs/chat.md).
 const (
-	HeaderModel         = "X-Gw-Model"
-	HeaderOriginalModel = "X-Gw-Original-Model"
-	HeaderRouted        = "X-Gw-Routed"
+	HeaderModel         = pipeline.HeaderModel
+	HeaderOriginalModel = pipeline.HeaderOriginalModel
+	HeaderRouted        = pipeline.HeaderRouted
 	HeaderCost          = pipeline.HeaderCost
 	HeaderRoutedModel   = pipeline.HeaderRoutedModel
 	HeaderEscalated     = "X-Gw-Escalated"
 	HeaderBilledLane    = "X-Gw-Billed-Lane"
-	HeaderCache         = "X-Gw-Cache"
+	HeaderCache         = answercache.Header
 	HeaderAlias         = "X-Gw-Alias"
 )
 
 // Handler serves the chat endpoints.
 type Handler struct {
-	Router    *lanes.Router
+	// Picker picks the backing models each request tries.
+	Picker    *lanes.Picker
 	Upstream  *upstream.Client
 	Decisions lanes.DecisionStore
 	// Cache, when set, answers repeated non-streaming temperature-0
 	// requests of one account.
-	Cache *Cache
+	Cache *answercache.Cache
 	// Opinions bounds concurrent second opinions; nil refuses them (503).
 	Opinions *Opinions
 	// Betas is the table of betas forwarded to messages-style models (nil:
@@ -116,7 +118,7 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 	if err != nil {
 		return err
 	}
-	rt, err := h.Router.Route(req.model, req.needs)
+	rt, err := h.Picker.Pick(req.model, req.needs)
 	if err != nil {
 		return err
 	}
@@ -137,7 +139,7 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 	// answer to the same body without them.
 	cl.cacheable = !req.stream && req.temperatureZero && !req.secondOpinion && h.Cache != nil && (betas == nil || len(betas.names) == 0)
 	if cl.cacheable {
-		if hit, ok := h.Cache.Get(c.Account.ID, f, body); ok {
+		if hit, ok := h.Cache.Get(c.Account.ID, f.cacheSpace(), body); ok {
 			cl.writeCached(hit)
 			return nil
 		}
@@ -178,7 +180,7 @@ func (h *Handler) serve(c *pipeline.Call, f Format) error {
 			// no other model is tried, and its health is untouched.
 			break
 		}
-		h.Router.Health.Fail(m.ID)
+		h.Picker.Health.Fail(m.ID)
 		if upstream.TimeoutsSpent(c.R.Context()) {
 			// The call waited out its time-outs: no other model is tried.
 			break
@@ -347,7 +349,7 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 	if cost, err = cl.Charge(cl.bill(m, usage, cost, "")); err != nil {
 		return err
 	}
-	cl.h.Router.Health.OK(m.ID)
+	cl.h.Picker.Health.OK(m.ID)
 	cl.record(m, escalated, cost)
 	h := cl.W.Header()
 	if cl.req.secondOpinion {
@@ -369,7 +371,7 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 	cl.W.WriteHeader(http.StatusOK)
 	_, _ = cl.W.Write(out)
 	if cl.cacheable {
-		cl.h.Cache.Put(cl.Account.ID, cl.format, cl.body, Hit{Body: out, Model: m.ID})
+		cl.h.Cache.Put(cl.Account.ID, cl.format.cacheSpace(), cl.body, answercache.Hit{Body: out, Model: m.ID})
 	}
 	return nil
 }
@@ -423,7 +425,7 @@ func setAll(h http.Header, kv ...string) {
 }
 
 // writeCached answers from the cache: no upstream call, no charge.
-func (cl *call) writeCached(hit Hit) {
+func (cl *call) writeCached(hit answercache.Hit) {
 	cl.CacheHit()
 	setAll(cl.W.Header(), "Content-Type", "application/json", HeaderModel, hit.Model, HeaderOriginalModel, cl.route.Requested,
 		HeaderRouted, strconv.FormatBool(!cl.route.Pinned), HeaderCost, pricing.Money(0).String(), HeaderCache, "hit")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-gw/caddy-gw/internal/answercache"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
@@ -21,6 +22,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/pdfpages/pdftest"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
+	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -288,21 +290,22 @@ func TestOpinionsAdmit(t *testing.T) {
 	}
 }
 
-func TestCache(t *testing.T) {
-	c := NewCache(time.Minute, 0)
-	body := []byte(`{"a":1}`)
-	c.Put("acc", ChatCompletions, body, Hit{Body: []byte("answer"), Model: "m"})
-	if h, ok := c.Get("acc", ChatCompletions, body); !ok || string(h.Body) != "answer" {
-		t.Fatal("miss")
-	}
-	for _, miss := range []struct {
-		acc string
-		f   Format
-		b   string
-	}{{"other", ChatCompletions, `{"a":1}`}, {"acc", Messages, `{"a":1}`}, {"acc", ChatCompletions, `{"a":2}`}} {
-		if _, ok := c.Get(miss.acc, miss.f, []byte(miss.b)); ok {
-			t.Errorf("hit for %+v", miss)
+// Each format keeps its answers in a space of the answer cache of its
+// own, apart from the other formats' and from the embeddings endpoint's.
+func TestCacheSpaces(t *testing.T) {
+	seen := map[answercache.Space]Format{}
+	for f := range formats {
+		s := Format(f).cacheSpace()
+		if other, ok := seen[s]; ok || s >= answercache.Embeddings {
+			t.Errorf("format %d keys the cache in space %d (taken by format %d: %v; embeddings' is %d)", f, s, other, ok, answercache.Embeddings)
 		}
+		seen[s] = Format(f)
+	}
+	c := answercache.New(time.Minute, 0)
+	body := []byte(`{"a":1}`)
+	c.Put("acc", ChatCompletions.cacheSpace(), body, answercache.Hit{Body: []byte("answer"), Model: "m"})
+	if _, ok := c.Get("acc", Messages.cacheSpace(), body); ok {
+		t.Fatal("a messages request was answered from a chat completions answer")
 	}
 }
 
@@ -450,7 +453,7 @@ func TestOutputTokens(t *testing.T) {
 		{Responses, `{"output":[{"type":"reasoning","summary":[{"text":"three"}]},{"type":"message","content":[{"type":"output_text","text":"one two"}]},{"type":"function_call","name":"f","arguments":"{\"a\":1}"}]}`,
 			`threeone twof{"a":1}`},
 	} {
-		if got, want := outputTokens(tc.f, []byte(tc.body)), int64(countTokens(tc.text)); got != want || want == 0 {
+		if got, want := outputTokens(tc.f, []byte(tc.body)), int64(tokens.Count(tc.text)); got != want || want == 0 {
 			t.Errorf("%d: %d tokens, want %d (%q)", tc.f, got, want, tc.text)
 		}
 	}

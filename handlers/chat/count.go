@@ -5,19 +5,16 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strings"
-	"sync"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
-	"github.com/tiktoken-go/tokenizer"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/lanes"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
@@ -50,7 +47,7 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 		return invalid("messages", "messages must be an array of messages")
 	}
 	model := root.Get("model").String()
-	rt, err := h.Router.Route(model, parseNeedsLoose(body))
+	rt, err := h.Picker.Pick(model, parseNeedsLoose(body))
 	if err != nil {
 		return err
 	}
@@ -136,87 +133,6 @@ func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalo
 	return int(n.Int()), nil
 }
 
-// encoding is one tokenizer, loaded on first use.
-type encoding struct {
-	name  tokenizer.Encoding
-	once  sync.Once
-	codec tokenizer.Codec
-	err   error
-}
-
-// The tokenizers the gateway counts with: o200k (the chat models'), and
-// cl100k (OpenAI's embedding models').
-var (
-	o200k  = &encoding{name: tokenizer.O200kBase}
-	cl100k = &encoding{name: tokenizer.Cl100kBase}
-)
-
-// get returns the tokenizer, loading it on first use.
-func (e *encoding) get() (tokenizer.Codec, error) {
-	e.once.Do(func() { e.codec, e.err = tokenizer.Get(e.name) })
-	return e.codec, e.err
-}
-
-// count counts s chunk by chunk (CountChunk); ok is false when the
-// tokenizer is unavailable.
-func (e *encoding) count(s string) (total int, ok bool) {
-	codec, err := e.get()
-	if err != nil {
-		return 0, false
-	}
-	for len(s) > 0 {
-		cut := chunkEnd(s)
-		n, _ := codec.Count(s[:cut])
-		total += n
-		s = s[cut:]
-	}
-	return total, true
-}
-
-// CountChunk is the most bytes the tokenizer reads at once. Its merging of
-// one unbroken run of letters costs more than linear time in the run's
-// length, so a longer text is counted chunk by chunk, cut before a space
-// (where the tokenizer starts a new word anyway) or, in a run with none,
-// at a character boundary: a client's 32 MiB word costs what 32 MiB of
-// prose does.
-const CountChunk = 512
-
-// TextTokens counts s with the o200k tokenizer and with the cl100k one
-// and gives the larger count, for the endpoints that reserve by a text's
-// tokens whatever the model counts with; ok is false when either
-// tokenizer is unavailable.
-func TextTokens(s string) (n int, ok bool) {
-	a, okA := o200k.count(s)
-	b, okB := cl100k.count(s)
-	return max(a, b), okA && okB
-}
-
-// countTokens counts s with the o200k tokenizer (0 when it is unavailable).
-func countTokens(s string) int {
-	n, _ := o200k.count(s)
-	return n
-}
-
-// chunkEnd is where the first chunk of s ends: all of s when it fits in
-// CountChunk, else before the last space within the chunk, else at the
-// last character boundary within it.
-func chunkEnd(s string) int {
-	if len(s) <= CountChunk {
-		return len(s)
-	}
-	if i := strings.LastIndexByte(s[:CountChunk], ' '); i > 0 {
-		return i
-	}
-	i := CountChunk
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	if i == 0 {
-		return CountChunk
-	}
-	return i
-}
-
 // promptTokens counts a client body of format f's prompt locally.
 func promptTokens(f Format, body []byte) int {
 	return f.spec().promptTokens(gjson.ParseBytes(body))
@@ -234,11 +150,11 @@ func countLocalPrompt(t memberTable, root gjson.Result) int {
 // message, and the JSON of every other member its format's table t bills
 // as prompt (tool and function definitions, tool choice, output schemas).
 func countLocal(t memberTable, root gjson.Result) (int, error) {
-	if _, err := o200k.get(); err != nil {
+	if err := tokens.Load(); err != nil {
 		return 0, gwerr.New(gwerr.Internal, "tokenizer unavailable: %v", err)
 	}
 	total := 0
-	count := func(s string) { total += countTokens(s) }
+	count := func(s string) { total += tokens.Count(s) }
 	count(text(root.Get("system")))
 	for _, m := range root.Get("messages").Array() {
 		total += perMessageTokens
@@ -264,7 +180,7 @@ func countOthers(t memberTable, root gjson.Result, done ...string) int {
 	n := 0
 	root.ForEach(func(k, v gjson.Result) bool {
 		if t.rule(k.Str).billed == asPrompt && !slices.Contains(done, k.Str) {
-			n += countTokens(v.Raw)
+			n += tokens.Count(v.Raw)
 		}
 		return true
 	})

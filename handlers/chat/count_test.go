@@ -37,7 +37,7 @@ func newCountFixture(tb testing.TB, budget limits.Budget) *countFixture {
 	}
 	still := time.Unix(1_700_000_000, 0)
 	return &countFixture{
-		h:  &Handler{Router: &lanes.Router{Catalog: cat, Health: lanes.NewHealth()}, CountBytes: budget},
+		h:  &Handler{Picker: &lanes.Picker{Catalog: cat, Health: lanes.NewHealth()}, CountBytes: budget},
 		gw: &pipeline.Gateway{Catalog: cat, Logger: zap.NewNop(), Limits: limits.NewMemory(func() time.Time { return still })},
 		ep: &pipeline.Endpoint{Name: "messages", Family: gwerr.Messages},
 	}

@@ -72,7 +72,7 @@ func newLaneHandler(t *testing.T, url string) *laneHandler {
 	}
 	chatSpend := money.Chat
 	return &laneHandler{
-		h:  &Handler{Router: &lanes.Router{Catalog: cat, Health: lanes.NewHealth()}, Upstream: upstream.New()},
+		h:  &Handler{Picker: &lanes.Picker{Catalog: cat, Health: lanes.NewHealth()}, Upstream: upstream.New()},
 		gw: &pipeline.Gateway{Store: db, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: db, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)},
 		ep: &pipeline.Endpoint{Name: "chat", Family: gwerr.Chat, Billing: &chatSpend},
 	}

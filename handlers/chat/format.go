@@ -4,6 +4,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/caddy-gw/caddy-gw/internal/answercache"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
@@ -41,6 +42,10 @@ var providerFormats = map[string]Format{
 	catalog.FormatOpenAI:    ChatCompletions,
 	catalog.FormatAnthropic: Messages,
 }
+
+// cacheSpace keeps the format's answers apart in the answer cache: its
+// own number, below answercache.Embeddings.
+func (f Format) cacheSpace() answercache.Space { return answercache.Space(f) }
 
 // upstreamFormat is the format a provider speaks.
 func upstreamFormat(p *catalog.Provider) Format { return providerFormats[p.Format] }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
+	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
@@ -148,13 +149,13 @@ func readResponsesPrompt(req *request, top members, size int) error {
 // instructions, the text of its input, and the JSON of every other member
 // the format's table t bills as prompt (tools, the text format's schema).
 func responsesPromptTokens(t memberTable, root gjson.Result) int {
-	n := countTokens(root.Get("instructions").String())
+	n := tokens.Count(root.Get("instructions").String())
 	in := root.Get("input")
 	if in.Type == gjson.String {
-		n += countTokens(in.String())
+		n += tokens.Count(in.String())
 	} else {
 		in.ForEach(func(_, item gjson.Result) bool {
-			n += perMessageTokens + countTokens(text(item.Get("content")))
+			n += perMessageTokens + tokens.Count(text(item.Get("content")))
 			return true
 		})
 	}

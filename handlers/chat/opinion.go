@@ -118,7 +118,7 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 		return nil, 0, err // every slot filled up since the request came in
 	}
 	defer release()
-	rt, err := cl.h.Router.Route(catalog.LaneAlias(checkerLane(cl.route.Lane)), lanes.Needs{PromptTokens: cl.req.needs.PromptTokens})
+	rt, err := cl.h.Picker.Pick(catalog.LaneAlias(checkerLane(cl.route.Lane)), lanes.Needs{PromptTokens: cl.req.needs.PromptTokens})
 	if err != nil {
 		return nil, 0, err
 	}

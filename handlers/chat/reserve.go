@@ -1,14 +1,13 @@
 package chat
 
 import (
-	"slices"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
-	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/lanes"
+	"github.com/caddy-gw/caddy-gw/internal/money"
+	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -29,31 +28,9 @@ const (
 // when concurrent calls of the account took the room it was sized for.
 const tightenTries = 3
 
-// A tightened reservation's prompt count is taken this much higher than
-// counted: a provider's count endpoint is an estimate, a chat template adds
-// a few tokens per reply, and a settlement above its hold would draw a
-// balance past zero.
-const (
-	replyPrimerTokens  = 3
-	countMarginPercent = 2
-	countMarginTokens  = 16
-)
-
-// tightenable are the money refusals a tighter estimate can get past; the
-// others (a store that cannot be read) stand.
-var tightenable = []string{gwerr.CodeCreditExhausted, gwerr.CodeDailyCap, gwerr.CodeMonthlyCap}
-
-// Tightenable reports whether a reservation's refusal is one a tighter
-// estimate may get past (credit or a cap), not a failure to check.
-func Tightenable(err error) bool { return slices.Contains(tightenable, gwerr.As(err).Code) }
-
-// Count margins of a tightened reservation, for the endpoints that count
-// a text themselves: CountMarginPercent and CountMarginTokens over the
-// count.
-const (
-	CountMarginPercent = countMarginPercent
-	CountMarginTokens  = countMarginTokens
-)
+// replyPrimerTokens are the tokens a chat template adds to prime each
+// reply, which the local count of a prompt does not see.
+const replyPrimerTokens = 3
 
 // reserve holds the estimate of a call to m: the worst case (the prompt's
 // bound, the whole output limit). When that does not fit what the account
@@ -67,7 +44,7 @@ const (
 // left (Reserve checks again under the account's lock).
 func (cl *call) reserve(m *catalog.Model) (limit int, err error) {
 	refused := cl.Reserve(pricing.Cost(cl.Account.PAYG, lanes.EstimateLines(m, cl.req.needs)...))
-	if refused == nil || !slices.Contains(tightenable, gwerr.As(refused).Code) {
+	if refused == nil || !money.Tightenable(refused) {
 		return 0, refused
 	}
 	// Nothing is counted when even an empty prompt would not fit.
@@ -96,7 +73,7 @@ func (cl *call) reserve(m *catalog.Model) (limit int, err error) {
 			}
 			return out, nil
 		}
-		if !slices.Contains(tightenable, gwerr.As(err).Code) {
+		if !money.Tightenable(err) {
 			return 0, err
 		}
 	}
@@ -160,7 +137,7 @@ func (cl *call) fit(m *catalog.Model, prompt int64, room pricing.Money) (est pri
 // (the members its count endpoint does not take counted locally), else
 // (or when that endpoint fails) with the o200k tokenizer over the JSON of
 // every member the format bills as prompt (promptBoundTokens); then
-// countMarginPercent and countMarginTokens over. Inline documents are
+// tokens.WithMargin over. Inline documents are
 // counted at their bound (documents), the count endpoint not asked.
 func (cl *call) countPrompt(m *catalog.Model) int64 {
 	p := cl.Gateway.Catalog.Providers[m.Provider]
@@ -184,7 +161,7 @@ func (cl *call) countPrompt(m *catalog.Model) int64 {
 		n = promptBoundTokens(cl.format.spec().billing, jsonbody.Parse(cl.body)) + replyPrimerTokens
 	}
 	n += int64(cl.req.documentTokens)
-	return n + n*countMarginPercent/100 + countMarginTokens
+	return tokens.WithMargin(n)
 }
 
 // promptBoundTokens counts the members of a body that its format's table
@@ -223,7 +200,7 @@ func uncountable(t memberTable, root gjson.Result) int64 {
 // data member by member, any other value as its raw JSON.
 func boundTokens(v gjson.Result) int64 {
 	if !v.IsObject() && !v.IsArray() {
-		return int64(countTokens(v.Raw))
+		return int64(tokens.Count(v.Raw))
 	}
 	if v.IsObject() {
 		switch v.Get("type").String() {
@@ -235,11 +212,11 @@ func boundTokens(v gjson.Result) int64 {
 		}
 	}
 	if !mayHold(v.Raw, "data") && !mayHold(v.Raw, "base64") {
-		return int64(countTokens(v.Raw))
+		return int64(tokens.Count(v.Raw))
 	}
 	n := int64(2) // the brackets and separators, with room
 	v.ForEach(func(k, x gjson.Result) bool {
-		n += int64(countTokens(k.Raw)) + 1 + boundTokens(x)
+		n += int64(tokens.Count(k.Raw)) + 1 + boundTokens(x)
 		return true
 	})
 	return n

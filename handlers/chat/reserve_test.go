@@ -18,6 +18,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
+	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -158,7 +159,7 @@ func BenchmarkReserve(b *testing.B) {
 // (its pages are added apart); members billed no tokens count nothing.
 func TestPromptBound(t *testing.T) {
 	big := strings.Repeat("word ", 3000)
-	n := countTokens(big)
+	n := tokens.Count(big)
 	for _, tc := range []struct {
 		f               Format
 		body            string

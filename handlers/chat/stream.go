@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
+	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -109,7 +110,7 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 	if cl.format.spec().endsWithDone && !s.sawDone && !s.gone {
 		_ = w.WriteDone()
 	}
-	cl.h.Router.Health.OK(m.ID)
+	cl.h.Picker.Health.OK(m.ID)
 	return nil
 }
 
@@ -218,7 +219,7 @@ const uncountedLimit = 256 << 10
 func (s *relay) countDelivered() {
 	if len(s.undelivered) > 0 {
 		s.flush()
-		s.delivered += int64(countTokens(string(s.undelivered)))
+		s.delivered += int64(tokens.Count(string(s.undelivered)))
 		s.undelivered = s.undelivered[:0]
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
-	"github.com/caddy-gw/caddy-gw/handlers/chat"
+	"github.com/caddy-gw/caddy-gw/internal/answercache"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
@@ -48,9 +48,9 @@ type Handler struct {
 	// Upstream sends the requests to the providers.
 	Upstream *upstream.Client
 	// Cache, when set, answers a request the account made before from the
-	// answer it got then (the chat answer cache, under a key space of its
-	// own).
-	Cache *chat.Cache
+	// answer it got then (the answer cache the chat endpoints use, in a
+	// space of its own).
+	Cache *answercache.Cache
 }
 
 // Serve serves POST /v1/embeddings.
@@ -84,10 +84,10 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
 	}
 	if h.Cache != nil {
-		if hit, ok := h.Cache.Get(c.Account.ID, chat.CacheEmbeddings, out); ok {
+		if hit, ok := h.Cache.Get(c.Account.ID, answercache.Embeddings, out); ok {
 			c.CacheHit()
 			receipt(c.W.Header(), hit.Model, requested, routed, 0)
-			c.W.Header().Set(chat.HeaderCache, "hit")
+			c.W.Header().Set(answercache.Header, "hit")
 			write(c.W, hit.Body)
 			return nil
 		}
@@ -124,10 +124,10 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		return err
 	}
 	receipt(c.W.Header(), m.ID, requested, routed, charge)
-	c.W.Header().Set(chat.HeaderRoutedModel, m.ID)
+	c.W.Header().Set(pipeline.HeaderRoutedModel, m.ID)
 	write(c.W, answer)
 	if h.Cache != nil && len(answer) <= MaxCached {
-		h.Cache.Put(c.Account.ID, chat.CacheEmbeddings, out, chat.Hit{Body: answer, Model: m.ID})
+		h.Cache.Put(c.Account.ID, answercache.Embeddings, out, answercache.Hit{Body: answer, Model: m.ID})
 	}
 	return nil
 }
@@ -160,10 +160,10 @@ func reported(answer []byte) (int64, bool) {
 // that served, the id asked for, whether the gateway chose the model,
 // and the cost.
 func receipt(h http.Header, model, requested string, routed bool, cost pricing.Money) {
-	h.Set(chat.HeaderModel, model)
-	h.Set(chat.HeaderOriginalModel, requested)
-	h.Set(chat.HeaderRouted, strconv.FormatBool(routed))
-	h.Set(chat.HeaderCost, cost.String())
+	h.Set(pipeline.HeaderModel, model)
+	h.Set(pipeline.HeaderOriginalModel, requested)
+	h.Set(pipeline.HeaderRouted, strconv.FormatBool(routed))
+	h.Set(pipeline.HeaderCost, cost.String())
 }
 
 // write answers 200 with the JSON body b.

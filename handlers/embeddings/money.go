@@ -1,9 +1,10 @@
 package embeddings
 
 import (
-	"github.com/caddy-gw/caddy-gw/handlers/chat"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -29,7 +30,7 @@ func (r *request) bound() int64 {
 func (r *request) count() (n int64, counted bool) {
 	n, counted = r.tokens, true
 	for _, s := range r.texts {
-		c, ok := chat.TextTokens(s)
+		c, ok := tokens.Larger(s)
 		if !ok {
 			c, counted = len(s), false
 		}
@@ -39,13 +40,13 @@ func (r *request) count() (n int64, counted bool) {
 }
 
 // reserve holds the cost of r's input on m: its bound, or, when that does
-// not fit what the account has left, its count with chat's margins over
-// it (never above the bound). held is the tokens held; no settlement goes
+// not fit what the account has left, its count with the margin a counted
+// reservation takes (tokens.WithMargin; never above the bound). held is the tokens held; no settlement goes
 // above them, so a balance is never drawn past zero.
 func reserve(c *pipeline.Call, m *catalog.EmbeddingModel, r *request) (held int64, err error) {
 	held = r.bound()
 	err = c.Reserve(cost(c.Account.PAYG, m, held))
-	if err == nil || !chat.Tightenable(err) {
+	if err == nil || !money.Tightenable(err) {
 		return held, err
 	}
 	n, counted := r.count()
@@ -53,7 +54,7 @@ func reserve(c *pipeline.Call, m *catalog.EmbeddingModel, r *request) (held int6
 		return 0, err
 	}
 	n += int64(r.inputs) * SpecialTokens
-	tight := min(held, n+n*chat.CountMarginPercent/100+chat.CountMarginTokens)
+	tight := min(held, tokens.WithMargin(n))
 	if tight == held {
 		return 0, err
 	}

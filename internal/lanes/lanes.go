@@ -60,8 +60,9 @@ type Route struct {
 	Pinned bool
 }
 
-// Router routes requests over a catalogue.
-type Router struct {
+// Picker picks, over a catalogue, the backing models that answer a chat
+// request's model name (see Pick).
+type Picker struct {
 	Catalog *catalog.Catalog
 	Health  *Health
 }
@@ -72,8 +73,9 @@ const DefaultModel = catalog.AliasAuto
 // maxAliasDepth bounds alias-to-alias resolution.
 const maxAliasDepth = 4
 
-// Route resolves model for a request with needs.
-func (r *Router) Route(model string, n Needs) (*Route, error) {
+// Pick resolves model for a request with needs: the models to try, in
+// order.
+func (r *Picker) Pick(model string, n Needs) (*Route, error) {
 	if model == "" {
 		model = DefaultModel
 	}
@@ -109,7 +111,7 @@ func (r *Router) Route(model string, n Needs) (*Route, error) {
 	return rt, nil
 }
 
-func (r *Router) alias(id string) (string, bool) {
+func (r *Picker) alias(id string) (string, bool) {
 	for _, a := range r.Catalog.Aliases {
 		if a.Name == id {
 			return a.Target, true
@@ -122,7 +124,7 @@ func (r *Router) alias(id string) (string, bool) {
 // would serve n with: the cheapest healthy one that fits (an unhealthy one
 // only when no healthy one fits). The first is the choice; the others are
 // the escalations, each stronger than the last.
-func (r *Router) lanes(lane string, n Needs) []*catalog.Model {
+func (r *Picker) lanes(lane string, n Needs) []*catalog.Model {
 	start := slices.Index(catalog.Lanes, lane)
 	var out []*catalog.Model
 	for _, l := range catalog.Lanes[max(start, 0):] {
@@ -169,7 +171,7 @@ const DefaultMaxTokens = 4096
 // lines: every prompt token (the larger of PromptBound and PromptTokens)
 // at the dearer of the input and cache write prices, and the output limit
 // (DefaultMaxTokens when unset) and the extra output at the output price
-// times the answers asked for. The chat handler reserves it; the router compares candidates
+// times the answers asked for. The chat handler reserves it; the picker compares candidates
 // by it. Units saturate rather than wrap, so no request can make its own
 // estimate small by making it huge.
 func EstimateLines(m *catalog.Model, n Needs) []pricing.Line {

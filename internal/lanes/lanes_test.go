@@ -47,8 +47,8 @@ func ids(ms []*catalog.Model) []string {
 	return out
 }
 
-func TestRoute(t *testing.T) {
-	r := &Router{Catalog: testCatalog(t), Health: NewHealth()}
+func TestPick(t *testing.T) {
+	r := &Picker{Catalog: testCatalog(t), Health: NewHealth()}
 	for _, tc := range []struct {
 		model  string
 		needs  Needs
@@ -73,7 +73,7 @@ func TestRoute(t *testing.T) {
 		{"my-alias", Needs{}, "standard", "", false, []string{"std-o", "reason"}},
 		{"my-pin", Needs{}, "", "", true, []string{"reason"}},
 	} {
-		rt, err := r.Route(tc.model, tc.needs)
+		rt, err := r.Pick(tc.model, tc.needs)
 		if err != nil {
 			t.Errorf("%q: %v", tc.model, err)
 			continue
@@ -86,7 +86,7 @@ func TestRoute(t *testing.T) {
 }
 
 func TestRouteErrors(t *testing.T) {
-	r := &Router{Catalog: testCatalog(t)}
+	r := &Picker{Catalog: testCatalog(t)}
 	for _, tc := range []struct {
 		model string
 		needs Needs
@@ -96,7 +96,7 @@ func TestRouteErrors(t *testing.T) {
 		{"gw-pinned-nope", Needs{}, "model_not_found"},
 		{"gw-fast", Needs{PromptTokens: 5_000_000}, ""},
 	} {
-		_, err := r.Route(tc.model, tc.needs)
+		_, err := r.Pick(tc.model, tc.needs)
 		var e *gwerr.Error
 		if !errors.As(err, &e) || e.Kind != gwerr.Invalid || e.Code != tc.code || e.Param != "model" {
 			t.Errorf("%q: %v", tc.model, err)
@@ -108,19 +108,19 @@ func TestUnhealthyModelsGoLast(t *testing.T) {
 	now := time.Unix(0, 0)
 	h := NewHealth()
 	h.Now = func() time.Time { return now }
-	r := &Router{Catalog: testCatalog(t), Health: h}
+	r := &Picker{Catalog: testCatalog(t), Health: h}
 	for range DefaultFailThreshold - 1 {
 		h.Fail("std-o")
 	}
-	if rt, _ := r.Route("gw-standard", Needs{}); ids(rt.Candidates)[0] != "std-o" {
+	if rt, _ := r.Pick("gw-standard", Needs{}); ids(rt.Candidates)[0] != "std-o" {
 		t.Fatalf("below the threshold the model must stay first: %v", ids(rt.Candidates))
 	}
 	h.Fail("std-o")
-	if rt, _ := r.Route("gw-standard", Needs{}); !slices.Equal(ids(rt.Candidates), []string{"std-a", "reason"}) {
+	if rt, _ := r.Pick("gw-standard", Needs{}); !slices.Equal(ids(rt.Candidates), []string{"std-a", "reason"}) {
 		t.Fatalf("cooling down: %v", ids(rt.Candidates))
 	}
 	now = now.Add(DefaultCooldown)
-	if rt, _ := r.Route("gw-standard", Needs{}); ids(rt.Candidates)[0] != "std-o" {
+	if rt, _ := r.Pick("gw-standard", Needs{}); ids(rt.Candidates)[0] != "std-o" {
 		t.Fatalf("after the cool-down: %v", ids(rt.Candidates))
 	}
 	h.Fail("std-o")

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -330,6 +331,16 @@ func addSat(a, b pricing.Money) pricing.Money {
 func refuse(code, msg string) error {
 	return &gwerr.Error{Kind: gwerr.Payment, Code: code, Message: msg}
 }
+
+// tightenable are the refusals of Reserve a smaller estimate can get
+// past; the others (a store that cannot be read) stand.
+var tightenable = []string{gwerr.CodeCreditExhausted, gwerr.CodeDailyCap, gwerr.CodeMonthlyCap}
+
+// Tightenable reports whether a refusal of Reserve is one a tighter
+// estimate may get past (credit or a cap), not a failure to check: a call
+// that can size itself down (a counted prompt, a lowered output limit)
+// tries again only then.
+func Tightenable(err error) bool { return slices.Contains(tightenable, gwerr.As(err).Code) }
 
 // UnresolvedRetryAfter is the Retry-After, in seconds, of
 // credit_unresolved: a client retries once.

@@ -1058,3 +1058,25 @@ func redisClient(t *testing.T) (*testsvc.RedisSrv, *redis.Client) {
 	rs := testsvc.RedisServer(t)
 	return rs, redisClientAt(t, rs.URL())
 }
+
+// A refusal for credit or a cap may pass with a smaller estimate; one that
+// says the money could not be checked or recorded, or any other error,
+// stands.
+func TestTightenable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{refuse(gwerr.CodeCreditExhausted, "no credit"), true},
+		{refuse(gwerr.CodeDailyCap, "daily cap"), true},
+		{refuse(gwerr.CodeMonthlyCap, "monthly cap"), true},
+		{fmt.Errorf("reserving: %w", refuse(gwerr.CodeMonthlyCap, "ceiling")), true},
+		{Unresolved(), false},
+		{unsettled(), false},
+		{errors.New("boom"), false},
+	} {
+		if got := Tightenable(tc.err); got != tc.want {
+			t.Errorf("Tightenable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

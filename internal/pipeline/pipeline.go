@@ -51,6 +51,14 @@ const (
 	// HeaderCost is the amount charged, in US dollars, exactly as the
 	// ledger records it.
 	HeaderCost = "X-Gw-Cost-Usd"
+	// HeaderModel names the model that served (chat and embeddings).
+	HeaderModel = "X-Gw-Model"
+	// HeaderOriginalModel is the model id the client asked for (the
+	// alias).
+	HeaderOriginalModel = "X-Gw-Original-Model"
+	// HeaderRouted says whether the gateway picked the model ("true") or
+	// the client named it ("false").
+	HeaderRouted = "X-Gw-Routed"
 )
 
 // Handler serves an endpoint once the pipeline's checks passed. It writes

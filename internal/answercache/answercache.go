@@ -1,4 +1,7 @@
-package chat
+// Package answercache keeps the answers of repeated requests, per account:
+// the exact-match cache of the chat formats and of embeddings, for a TTL,
+// in memory or in a Redis every node shares. A hit costs nothing.
+package answercache
 
 import (
 	"context"
@@ -12,6 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Header is the receipt header a cached answer carries ("hit").
+const Header = "X-Gw-Cache"
+
 // Hit is a cached answer: the client's body as it was sent, and the model
 // that made it.
 type Hit struct {
@@ -19,9 +25,17 @@ type Hit struct {
 	Model string
 }
 
-// Cache is the exact-match answer cache: per account, per
-// format, for identical non-streaming temperature-0 requests, for a TTL.
-// A hit costs nothing.
+// Space keeps apart the answers to one body sent to different endpoints
+// or in different wire formats: each has a space of its own. The chat
+// handler keys each wire format by its number (below Embeddings).
+type Space uint64
+
+// Embeddings is the embeddings endpoint's space, apart from every chat
+// format's (it is no wire format).
+const Embeddings Space = 1 << 8
+
+// Cache is the exact-match answer cache: per account, per space, for a
+// TTL.
 type Cache struct {
 	c *otter.Cache[[32]byte, Hit]
 	// shared, when set, keeps the answers in Redis for ttl instead, so
@@ -30,24 +44,27 @@ type Cache struct {
 	ttl    time.Duration
 }
 
-// NewSharedCache returns a cache keeping answers in Redis for ttl, shared
-// by every node that names the same server.
-func NewSharedCache(ttl time.Duration, c redis.UniversalClient) *Cache {
+// NewShared returns a cache keeping answers in Redis for ttl, shared by
+// every node that names the same server.
+func NewShared(ttl time.Duration, c redis.UniversalClient) *Cache {
 	return &Cache{shared: c, ttl: ttl}
 }
 
 // sharedTimeout bounds a shared cache's read or write (a miss, if slower).
 const sharedTimeout = 500 * time.Millisecond
 
+// sharedKey is an answer's Redis key. Its prefix predates the embeddings
+// space and stays, so that answers already shared are still found.
 func sharedKey(k [32]byte) string { return "gw:chatcache:" + hex.EncodeToString(k[:]) }
 
-// DefaultCacheBytes bounds the cache's answers in memory.
-const DefaultCacheBytes = 64 << 20
+// DefaultBytes bounds the cache's answers in memory.
+const DefaultBytes = 64 << 20
 
-// NewCache returns a cache keeping answers for ttl, at most maxBytes of them.
-func NewCache(ttl time.Duration, maxBytes uint64) *Cache {
+// New returns a cache keeping answers for ttl, at most maxBytes of them
+// (DefaultBytes when 0).
+func New(ttl time.Duration, maxBytes uint64) *Cache {
 	if maxBytes == 0 {
-		maxBytes = DefaultCacheBytes
+		maxBytes = DefaultBytes
 	}
 	return &Cache{c: otter.Must(&otter.Options[[32]byte, Hit]{
 		MaximumWeight:    maxBytes,
@@ -56,18 +73,15 @@ func NewCache(ttl time.Duration, maxBytes uint64) *Cache {
 	})}
 }
 
-// CacheEmbeddings keys the embeddings endpoint's answers in the cache,
-// apart from every chat format's (it is no wire format: it has no row of
-// formats).
-const CacheEmbeddings Format = 1 << 8
-
-func cacheKey(account string, f Format, body []byte) [32]byte {
+// key is the SHA-256 of the account's length and bytes, the space and the
+// body, so that no account, space and body run into another's.
+func key(account string, s Space, body []byte) [32]byte {
 	h := sha256.New()
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(len(account)))
 	h.Write(n[:])
 	h.Write([]byte(account))
-	binary.BigEndian.PutUint64(n[:], uint64(f))
+	binary.BigEndian.PutUint64(n[:], uint64(s))
 	h.Write(n[:])
 	h.Write(body)
 	var k [32]byte
@@ -75,9 +89,10 @@ func cacheKey(account string, f Format, body []byte) [32]byte {
 	return k
 }
 
-// Get returns the cached answer for an identical request of the account.
-func (c *Cache) Get(account string, f Format, body []byte) (Hit, bool) {
-	k := cacheKey(account, f, body)
+// Get returns the cached answer for an identical request of the account
+// in space s.
+func (c *Cache) Get(account string, s Space, body []byte) (Hit, bool) {
+	k := key(account, s, body)
 	if c.shared == nil {
 		return c.c.GetIfPresent(k)
 	}
@@ -92,8 +107,8 @@ func (c *Cache) Get(account string, f Format, body []byte) (Hit, bool) {
 }
 
 // Put keeps an answer.
-func (c *Cache) Put(account string, f Format, body []byte, h Hit) {
-	k := cacheKey(account, f, body)
+func (c *Cache) Put(account string, s Space, body []byte, h Hit) {
+	k := key(account, s, body)
 	if c.shared == nil {
 		c.c.Set(k, h)
 		return
