@@ -19,15 +19,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.uber.org/zap"
-
 	"github.com/caddy-gw/caddy-gw/handlers/audio"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
-	"github.com/caddy-gw/caddy-gw/internal/limits"
-	"github.com/caddy-gw/caddy-gw/internal/money"
-	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/gwtest"
 	"github.com/caddy-gw/caddy-gw/internal/store"
-	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -39,6 +34,7 @@ import (
 // upload, keeping nothing) and every speech with a few bytes of audio.
 type served struct {
 	rt    *routes.Router
+	fx    *gwtest.Fixture
 	store *storetest.Faulty
 	key   string
 	// uploads counts the provider's transcription requests, speeches its
@@ -79,23 +75,9 @@ func newServed(tb testing.TB) *served {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	db, err := sqlite.Open(tb.TempDir())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	s.store = &storetest.Faulty{Store: db}
-	gw := &pipeline.Gateway{Store: s.store, Catalog: cat, Logger: zap.NewNop(),
-		Money: &money.Gate{Store: s.store, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}
-	s.rt = routes.New(gw, routes.Options{Audio: h})
-	ctx := context.Background()
-	if err := s.store.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true}); err != nil {
-		tb.Fatal(err)
-	}
-	s.key, _ = store.NewSecret()
-	if err := s.store.CreateKey(ctx, store.Key{ID: "k", AccountID: "a", Hash: store.HashSecret(s.key)}); err != nil {
-		tb.Fatal(err)
-	}
+	s.fx = gwtest.New(tb, gwtest.Options{Catalog: cat, Faulty: true})
+	s.store, s.key = s.fx.Faulty, s.fx.Key
+	s.rt = routes.New(s.fx.Gateway, routes.Options{Audio: h})
 	return s
 }
 
@@ -215,17 +197,10 @@ func TestSpeechBillsInstructions(t *testing.T) {
 	}
 	// A balance of 37 characters: the 24 of the input fit, the whole call
 	// does not.
-	ctx := context.Background()
 	balance := cost(37)
-	if err := s.store.CreateAccount(ctx, store.Account{ID: "p", Plan: store.PlanPaid, Cleared: true, Balance: &balance}); err != nil {
-		t.Fatal(err)
-	}
-	key, _ := store.NewSecret()
-	if err := s.store.CreateKey(ctx, store.Key{ID: "kp", AccountID: "p", Hash: store.HashSecret(key)}); err != nil {
-		t.Fatal(err)
-	}
+	s.fx.AddAccount(t, store.Account{ID: "p", Plan: store.PlanPaid, Cleared: true, Balance: &balance})
 	r := httptest.NewRequest(http.MethodPost, "/v1/audio/speech", strings.NewReader(body))
-	s.key = key
+	s.key = s.fx.AddKey(t, store.Key{ID: "kp", AccountID: "p"})
 	w = s.serve(t, r)
 	var refusal struct {
 		Error struct{ Type, Code, Message string }

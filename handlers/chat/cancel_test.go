@@ -9,16 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/gwtest"
 	"github.com/caddy-gw/caddy-gw/internal/lanes"
-	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
-	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
 
@@ -44,18 +41,10 @@ func TestClientCancelIsNotAModelFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	gw := gwtest.New(t, gwtest.Options{Catalog: cat}).Gateway
 	ctx := context.Background()
-	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true}); err != nil {
-		t.Fatal(err)
-	}
 	health := lanes.NewHealth()
 	h := &Handler{Picker: &lanes.Picker{Catalog: cat, Health: health}, Upstream: upstream.New()}
-	gw := &pipeline.Gateway{Store: db, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: db, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}
 	chatSpend := money.Chat
 	ep := &pipeline.Endpoint{Name: "chat", Family: gwerr.Chat, Billing: &chatSpend}
 	for i := range lanes.DefaultFailThreshold + 1 {

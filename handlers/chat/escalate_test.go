@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,17 +12,15 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/gwtest"
 	"github.com/caddy-gw/caddy-gw/internal/lanes"
-	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/obs"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
-	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 )
 
@@ -62,18 +59,10 @@ func newLaneHandler(t *testing.T, url string) *laneHandler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.CreateAccount(context.Background(), store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true}); err != nil {
-		t.Fatal(err)
-	}
 	chatSpend := money.Chat
 	return &laneHandler{
 		h:  &Handler{Picker: &lanes.Picker{Catalog: cat, Health: lanes.NewHealth()}, Upstream: upstream.New()},
-		gw: &pipeline.Gateway{Store: db, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: db, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)},
+		gw: gwtest.New(t, gwtest.Options{Catalog: cat}).Gateway,
 		ep: &pipeline.Endpoint{Name: "chat", Family: gwerr.Chat, Billing: &chatSpend},
 	}
 }

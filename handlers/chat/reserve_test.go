@@ -7,17 +7,14 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/gwtest"
 	"github.com/caddy-gw/caddy-gw/internal/lanes"
-	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
-	"github.com/caddy-gw/caddy-gw/internal/store/cached"
-	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -25,6 +22,7 @@ import (
 // reserveFixture is a chat call of one account on the hot path's store
 // (memory in front of SQLite), for the reservation's tests and benchmarks.
 type reserveFixture struct {
+	fx  *gwtest.Fixture
 	gw  *pipeline.Gateway
 	ep  *pipeline.Endpoint
 	m   *catalog.Model
@@ -38,20 +36,10 @@ func newReserveFixture(tb testing.TB) *reserveFixture {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	db, err := sqlite.Open(tb.TempDir())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	st, err := cached.New(db, tb.TempDir())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
 	chatSpend := money.Chat
 	m, _ := cat.Model("m")
-	return &reserveFixture{cat: cat, m: m, ep: &pipeline.Endpoint{Name: "chat", Family: gwerr.Chat, Billing: &chatSpend},
-		gw: &pipeline.Gateway{Store: st, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: st, Locks: money.NewMemoryLocks()},
-			Limits: limits.NewMemory(nil)}}
+	fx := gwtest.New(tb, gwtest.Options{Catalog: cat, Cached: true})
+	return &reserveFixture{fx: fx, cat: cat, m: m, ep: &pipeline.Endpoint{Name: "chat", Family: gwerr.Chat, Billing: &chatSpend}, gw: fx.Gateway}
 }
 
 // call is a chat call of account with body, parsed.
@@ -72,9 +60,7 @@ func (f *reserveFixture) call(tb testing.TB, account, body string) *call {
 
 func (f *reserveFixture) account(tb testing.TB, id string, balance *pricing.Money) {
 	tb.Helper()
-	if err := f.gw.Store.CreateAccount(context.Background(), store.Account{ID: id, Plan: store.PlanPaid, Cleared: true, Balance: balance}); err != nil {
-		tb.Fatal(err)
-	}
+	f.fx.AddAccount(tb, store.Account{ID: id, Plan: store.PlanPaid, Cleared: true, Balance: balance})
 }
 
 const reserveBody = `{"model":"m","messages":[{"role":"user","content":"Name one fish."}]}`
@@ -83,8 +69,7 @@ const reserveBody = `{"model":"m","messages":[{"role":"user","content":"Name one
 // the prompt, never below MinOutputTokens; a client's own limit is priced
 // as it is.
 func TestFit(t *testing.T) {
-	f := newReserveFixture(t)
-	f.account(t, "a", nil)
+	f := newReserveFixture(t) // account "a": paid, cleared, billed afterwards
 	cl := f.call(t, "a", reserveBody)
 	const prompt = 100
 	perOut := pricing.Cost(false, pricing.Line{Units: 1, Rate: pricing.PerMillion(f.m.OutputPrice)})

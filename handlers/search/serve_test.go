@@ -10,15 +10,13 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
-	"github.com/caddy-gw/caddy-gw/internal/limits"
+	"github.com/caddy-gw/caddy-gw/internal/gwtest"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
-	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -35,19 +33,10 @@ func TestServeFailures(t *testing.T) {
 		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(up.Close)
-	db, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st := &storetest.Faulty{Store: db, Fail: storetest.OpSettle}
-	ctx := context.Background()
 	balance := pricing.USD(1)
-	_ = st.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true, Balance: &balance})
-	secret, _ := store.NewSecret()
-	_ = st.CreateKey(ctx, store.Key{ID: "k", AccountID: "a", Hash: store.HashSecret(secret)})
-	cat, _ := catalog.New(nil, nil, nil, nil, "")
-	gw := &pipeline.Gateway{Store: st, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: st, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}
+	fx := gwtest.New(t, gwtest.Options{Faulty: true, Account: store.Account{Plan: store.PlanPaid, Cleared: true, Balance: &balance}})
+	st, secret, gw := fx.Faulty, fx.Key, fx.Gateway
+	st.Fail = storetest.OpSettle
 	p := &catalog.Provider{Name: "s", Format: catalog.FormatOpenAI, BaseURL: up.URL + "/v1", DialTimeout: time.Second,
 		HeaderTimeout: time.Minute, IdleTimeout: time.Minute}
 	h := &Handler{Upstream: upstream.New(), Provider: p, Model: "m", PerSearch: pricing.Micro(25_000)}
@@ -94,7 +83,7 @@ func TestServeFailures(t *testing.T) {
 	if w := call(time.Minute); w.Code != 502 || gjson.Get(w.Body.String(), "error.code").String() != CodeCapabilityUnavailable {
 		t.Fatalf("no answer in time: %d %s", w.Code, w.Body)
 	}
-	if e, _ := db.Entries(ctx, "a", 10); len(e) != 0 {
+	if e, _ := fx.DB.Entries(context.Background(), "a", 10); len(e) != 0 {
 		t.Fatalf("failures billed: %+v", e)
 	}
 }

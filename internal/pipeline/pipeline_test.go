@@ -10,15 +10,13 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/zap"
-
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/gwtest"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
-	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -46,6 +44,7 @@ func billedEndpoint() *pipeline.Endpoint {
 }
 
 type fixture struct {
+	fx    *gwtest.Fixture
 	gw    *pipeline.Gateway
 	store *storetest.Faulty
 	ep    *pipeline.Endpoint
@@ -54,25 +53,9 @@ type fixture struct {
 
 func newFixture(t *testing.T, acc store.Account) *fixture {
 	t.Helper()
-	db, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st := &storetest.Faulty{Store: db}
-	cat, _ := catalog.New(nil, nil, nil, nil, "")
-	f := &fixture{store: st, ep: billedEndpoint(), gw: &pipeline.Gateway{Store: st, Catalog: cat, Logger: zap.NewNop(),
-		Money: &money.Gate{Store: st, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}}
-	ctx := context.Background()
 	acc.ID = "a"
-	if err := st.CreateAccount(ctx, acc); err != nil {
-		t.Fatal(err)
-	}
-	f.key, _ = store.NewSecret()
-	if err := st.CreateKey(ctx, store.Key{ID: "k", AccountID: "a", Hash: store.HashSecret(f.key)}); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	fx := gwtest.New(t, gwtest.Options{Account: acc, Faulty: true})
+	return &fixture{fx: fx, store: fx.Faulty, ep: billedEndpoint(), gw: fx.Gateway, key: fx.Key}
 }
 
 func (f *fixture) call() *httptest.ResponseRecorder {
@@ -231,11 +214,7 @@ func TestAllowModel(t *testing.T) {
 		{gwerr.Decide, 403, "model_not_allowed"},
 	} {
 		f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true})
-		ctx := context.Background()
-		f.key, _ = store.NewSecret()
-		if err := f.store.CreateKey(ctx, store.Key{ID: "k2", AccountID: "a", Hash: store.HashSecret(f.key), Models: []string{"gw-image", "gpt-x"}}); err != nil {
-			t.Fatal(err)
-		}
+		f.key = f.fx.AddKey(t, store.Key{ID: "k2", AccountID: "a", Models: []string{"gw-image", "gpt-x"}})
 		f.ep.Family = tc.family
 		f.ep.Handler = func(c *pipeline.Call) error {
 			for _, ok := range []string{"gw-image", "gw-pinned-gpt-x"} {

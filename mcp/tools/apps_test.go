@@ -10,11 +10,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/zap"
 
-	"github.com/caddy-gw/caddy-gw/internal/catalog"
-	"github.com/caddy-gw/caddy-gw/internal/limits"
-	"github.com/caddy-gw/caddy-gw/internal/money"
+	"github.com/caddy-gw/caddy-gw/internal/gwtest"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
@@ -75,30 +72,14 @@ func newAppsFixture(t *testing.T) *appsFixture {
 // newAppsFixtureAt is newAppsFixture with the app at url.
 func newAppsFixtureAt(t *testing.T, app *appServer, url string) *appsFixture {
 	t.Helper()
-	db, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
 	balance := pricing.USD(1)
-	keys := map[string]string{}
-	for _, a := range []store.Account{{ID: "acme", Plan: store.PlanPaid, Cleared: true, Balance: &balance}, {ID: "free", Plan: store.PlanFree}} {
-		if err := db.CreateAccount(ctx, a); err != nil {
-			t.Fatal(err)
-		}
-		secret, _ := store.NewSecret()
-		if err := db.CreateKey(ctx, store.Key{ID: "k-" + a.ID, AccountID: a.ID, Hash: store.HashSecret(secret)}); err != nil {
-			t.Fatal(err)
-		}
-		keys[a.ID] = secret
-	}
-	cat, _ := catalog.New(nil, nil, nil, nil, "")
-	gw := &pipeline.Gateway{Store: db, Catalog: cat, Logger: zap.NewNop(), Money: &money.Gate{Store: db, Locks: money.NewMemoryLocks()}, Limits: limits.NewMemory(nil)}
-	apps := &Apps{List: []App{{Name: "tracker", URL: url, PriceMicrocents: appPrice}, {Name: "chat", URL: url}}, Links: NewMemoryLinks(), Gateway: gw}
+	fx := gwtest.New(t, gwtest.Options{Account: store.Account{ID: "acme", Plan: store.PlanPaid, Cleared: true, Balance: &balance}})
+	fx.AddAccount(t, store.Account{ID: "free", Plan: store.PlanFree})
+	freeKey := fx.AddKey(t, store.Key{ID: "k-free", AccountID: "free"})
+	apps := &Apps{List: []App{{Name: "tracker", URL: url, PriceMicrocents: appPrice}, {Name: "chat", URL: url}}, Links: NewMemoryLinks(), Gateway: fx.Gateway}
 	t.Cleanup(func() { apps.Close() })
 	s := &Server{States: NewMemoryStates(), Apps: apps, UpgradeURL: "https://billing.example/"}
-	return &appsFixture{s: s, db: db, paidKey: keys["acme"], freeKey: keys["free"], app: app, appsList: apps}
+	return &appsFixture{s: s, db: fx.DB, paidKey: fx.Key, freeKey: freeKey, app: app, appsList: apps}
 }
 
 func (f *appsFixture) call(t *testing.T, key string, acct store.Account, name, args string) Result {

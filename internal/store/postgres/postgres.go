@@ -131,18 +131,17 @@ INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens,
 	6: `ALTER TABLE ledger ADD COLUMN shortfall BIGINT NOT NULL DEFAULT 0;`,
 }
 
-// Periods of the spend table (the embedded store's).
-const (
-	periodTotal = 0
-	periodDay   = 1
-	periodMonth = 2
-)
-
 // DB is the PostgreSQL store. It is safe for concurrent use by any number
 // of nodes.
 type DB struct {
 	pool *pgxpool.Pool
+	// shared is CreateAccount, UpdateAccount, KeyByHash, KeyIssued, Spend
+	// and Usage, written once for both SQL backends.
+	*shared
 }
+
+// shared is the code both SQL backends share, embedded unexported.
+type shared = store.SQL
 
 var _ store.Store = (*DB)(nil)
 
@@ -161,7 +160,45 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
-	return &DB{pool: pool}, nil
+	db := &DB{pool: pool}
+	db.shared = store.NewSQL(dialect, conn{pool}, db.write)
+	return db, nil
+}
+
+// write runs fn in a transaction, committed when fn returns nil.
+func (db *DB) write(ctx context.Context, fn func(store.Conn) error) error {
+	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error { return fn(conn{tx}) })
+}
+
+// dialect is PostgreSQL's to the shared code: numbered placeholders, and
+// an account's row locked while it is updated.
+var dialect = store.Dialect{Name: "postgres", Arg: func(i int) string { return "$" + strconv.Itoa(i) },
+	ForUpdate: " FOR UPDATE", Classify: classify}
+
+// conn is a pool or transaction as the shared code's store.Conn (pgx rows
+// are store.ClosingRows as they are).
+type conn struct {
+	q interface {
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	}
+}
+
+// Exec runs a statement.
+func (c conn) Exec(ctx context.Context, query string, args ...any) error {
+	_, err := c.q.Exec(ctx, query, args...)
+	return err
+}
+
+// QueryRow runs a query of at most one row.
+func (c conn) QueryRow(ctx context.Context, query string, args ...any) store.Row {
+	return c.q.QueryRow(ctx, query, args...)
+}
+
+// Query runs a query; the caller closes its rows.
+func (c conn) Query(ctx context.Context, query string, args ...any) (store.ClosingRows, error) {
+	return c.q.Query(ctx, query, args...)
 }
 
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
@@ -259,33 +296,6 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
-// CreateAccount stores a new account; store.ErrExists if the id is taken.
-func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
-	if a.ID == "" {
-		return errors.New("postgres: create account: empty id")
-	}
-	if a.CreatedAt.IsZero() {
-		a.CreatedAt = time.Now()
-	}
-	args, err := store.AccountArgs(&a)
-	if err != nil {
-		return fmt.Errorf("postgres: create account %q: %w", a.ID, err)
-	}
-	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO accounts (`+store.AccountCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...); err != nil {
-			return err
-		}
-		if a.Balance != nil {
-			return journal(ctx, tx, a.ID, store.JournalEntry{Time: a.CreatedAt, Kind: store.JournalSet, Amount: *a.Balance, Balance: *a.Balance})
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("postgres: create account %q: %w", a.ID, classify(err))
-	}
-	return nil
-}
-
 // Account returns the account; store.ErrNotFound if none.
 func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
 	a, err := store.ScanAccount(db.pool.QueryRow(ctx, `SELECT `+store.AccountCols+` FROM accounts WHERE id = $1`, id))
@@ -308,43 +318,6 @@ func (db *DB) ListAccounts(ctx context.Context, after string, limit int) ([]stor
 	}
 	if out == nil {
 		out = []store.Account{}
-	}
-	return out, nil
-}
-
-// UpdateAccount applies fn to the account under its row lock and stores
-// the result; store.ErrNotFound if none, fn's error aborts.
-func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error, why ...store.Movement) (store.Account, error) {
-	var out store.Account
-	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		a, err := store.ScanAccount(tx.QueryRow(ctx, `SELECT `+store.AccountCols+` FROM accounts WHERE id = $1 FOR UPDATE`, id))
-		if err != nil {
-			return classify(err)
-		}
-		created, before := a.CreatedAt, store.CopyMoney(a.Balance)
-		if err := fn(&a); err != nil {
-			return err
-		}
-		a.ID, a.CreatedAt = id, created
-		args, err := store.AccountArgs(&a)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE accounts SET plan = $1, cleared = $2, payg = $3, lane_billing = $4,
-			balance = $5, daily_cap = $6, monthly_cap = $7, abilities = $8 WHERE id = $9`, append(args[1:9:9], id)...)
-		if err != nil {
-			return classify(err)
-		}
-		if e, moved := store.BalanceMove(before, a.Balance, why...); moved {
-			if err := journal(ctx, tx, id, e); err != nil {
-				return err
-			}
-		}
-		out = a
-		return nil
-	})
-	if err != nil {
-		return store.Account{}, fmt.Errorf("postgres: update account %q: %w", id, err)
 	}
 	return out, nil
 }
@@ -389,29 +362,6 @@ func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
 		return fmt.Errorf("postgres: delete key %q: %w", keyID, store.ErrNotFound)
 	}
 	return nil
-}
-
-// KeyByHash finds a key by the hash of its secret; store.ErrNotFound if none.
-func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	k, err := store.ScanKey(db.pool.QueryRow(ctx, `SELECT `+store.KeyCols+` FROM keys WHERE hash = $1 AND revoked_at IS NULL`, hash))
-	if err != nil {
-		return store.Key{}, fmt.Errorf("postgres: key by hash: %w", classify(err))
-	}
-	return k, nil
-}
-
-// KeyIssued reports whether a key with this hash was ever issued, revoked
-// ones included.
-func (db *DB) KeyIssued(ctx context.Context, hash string) (bool, error) {
-	var one int
-	err := db.pool.QueryRow(ctx, `SELECT 1 FROM keys WHERE hash = $1`, hash).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("postgres: key issued: %w", err)
-	}
-	return true, nil
 }
 
 // Settle records e and, in the same transaction, draws a prepaid balance
@@ -474,7 +424,7 @@ func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 		COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $3 AND start = $4), 0),
 		COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $5 AND start = $6), 0)
 		FROM accounts a WHERE id = $1 FOR UPDATE`,
-		e.AccountID, periodTotal, periodDay, day.UnixNano(), periodMonth, month.UnixNano()).
+		e.AccountID, store.PeriodTotal, store.PeriodDay, day.UnixNano(), store.PeriodMonth, month.UnixNano()).
 		Scan(&balance, &daily, &mon, &total, &today, &spent); err != nil {
 		return false, classify(err)
 	}
@@ -500,7 +450,7 @@ func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 		ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET requests = usage_daily.requests + 1,
 		input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens,
 		cost = usage_daily.cost + excluded.cost`,
-		e.AccountID, periodTotal, int64(e.Cost), periodDay, day.UnixNano(), periodMonth, month.UnixNano(),
+		e.AccountID, store.PeriodTotal, int64(e.Cost), store.PeriodDay, day.UnixNano(), store.PeriodMonth, month.UnixNano(),
 		e.KeyID, e.Model, e.InputTokens, e.OutputTokens); err != nil {
 		return false, err
 	}
@@ -550,63 +500,12 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 	return entries, nil
 }
 
-// Usage sums the ledger's charges as q asks, from the daily usage table.
-func (db *DB) Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error) {
-	query, args := store.UsageSQL(q, func(i int) string { return "$" + strconv.Itoa(i) })
-	rows, err := db.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: usage: %w", err)
-	}
-	defer rows.Close()
-	out, err := store.ScanUsage(rows, q)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: usage: %w", err)
-	}
-	return out, nil
-}
-
-// Spend reads an account's running totals for now's UTC day and month and
-// in all.
-func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store.Spend, error) {
-	day, _ := store.DayOf(now)
-	month, _ := store.MonthOf(now)
-	rows, err := db.pool.Query(ctx, `SELECT period, cost FROM spend WHERE account_id = $1
-		AND (period = $2 OR (period = $3 AND start = $4) OR (period = $5 AND start = $6))`,
-		accountID, periodTotal, periodDay, day.UnixNano(), periodMonth, month.UnixNano())
-	if err != nil {
-		return store.Spend{}, fmt.Errorf("postgres: spend of %q: %w", accountID, err)
-	}
-	defer rows.Close()
-	var sp store.Spend
-	for rows.Next() {
-		var period int16
-		var cost int64
-		if err := rows.Scan(&period, &cost); err != nil {
-			return store.Spend{}, fmt.Errorf("postgres: spend of %q: %w", accountID, err)
-		}
-		switch period {
-		case periodTotal:
-			sp.Total = pricing.Money(cost)
-		case periodDay:
-			sp.Today = pricing.Money(cost)
-		case periodMonth:
-			sp.Month = pricing.Money(cost)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return store.Spend{}, fmt.Errorf("postgres: spend of %q: %w", accountID, err)
-	}
-	return sp, nil
-}
+// journalInsert writes a journal row from store.JournalArgs.
+var journalInsert = store.JournalInsert(dialect.Arg)
 
 // journal writes one balance movement inside tx.
 func journal(ctx context.Context, tx pgx.Tx, account string, e store.JournalEntry) error {
-	at, err := store.Nanos(e.Time)
-	if err != nil {
-		at = time.Now().UnixNano()
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO journal (account_id, time, kind, amount, balance, request_id, reason) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		account, at, e.Kind, int64(e.Amount), int64(e.Balance), e.RequestID, e.Reason)
+	_, err := tx.Exec(ctx, journalInsert, store.JournalArgs(account, e)...)
 	return err
 }
 

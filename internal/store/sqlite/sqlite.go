@@ -137,13 +137,6 @@ INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens,
 	FROM ledger GROUP BY 1, 2, 3, 4;
 `
 
-// Periods of the spend table.
-const (
-	periodTotal = 0
-	periodDay   = 1
-	periodMonth = 2
-)
-
 // backfillSpend builds the spend table from a version-1 ledger.
 const backfillSpend = `
 INSERT INTO spend (account_id, period, start, cost)
@@ -161,7 +154,13 @@ type DB struct {
 	r *sql.DB // read-only connections
 	// settle holds Settle's statements, prepared once on w.
 	settle settleStmts
+	// shared is CreateAccount, UpdateAccount, KeyByHash, KeyIssued, Spend
+	// and Usage, written once for both SQL backends.
+	*shared
 }
+
+// shared is the code both SQL backends share, embedded unexported.
+type shared = store.SQL
 
 // settleStmts are the statements of one settlement.
 type settleStmts struct {
@@ -206,7 +205,7 @@ func (db *DB) prepare() error {
 		{&db.settle.spend, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
 			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
 		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL RETURNING balance`},
-		{&db.settle.journal, journalInsert},
+		{&db.settle.journal, store.JournalInsert(arg)},
 		{&db.settle.usage, `INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET
 			requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens,
@@ -274,6 +273,7 @@ func Open(dir string) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	db := &DB{w: w, r: r}
+	db.shared = store.NewSQL(dialect, conn{r}, db.write)
 	if err := db.prepare(); err != nil {
 		r.Close()
 		w.Close()
@@ -411,35 +411,55 @@ func (db *DB) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// Accounts
-
-// CreateAccount stores a new account; store.ErrExists if the id is taken. A
-// zero CreatedAt is set to now.
-func (db *DB) CreateAccount(ctx context.Context, a store.Account) error {
-	if a.ID == "" {
-		return errors.New("sqlite: create account: empty id")
-	}
-	if a.CreatedAt.IsZero() {
-		a.CreatedAt = time.Now()
-	}
-	args, err := store.AccountArgs(&a)
-	if err != nil {
-		return fmt.Errorf("sqlite: create account %q: %w", a.ID, err)
-	}
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (`+store.AccountCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
-			return err
-		}
-		if a.Balance != nil {
-			return journal(ctx, tx, a.ID, store.JournalEntry{Time: a.CreatedAt, Kind: store.JournalSet, Amount: *a.Balance, Balance: *a.Balance})
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("sqlite: create account %q: %w", a.ID, classify(err))
-	}
-	return nil
+// write is inTx for the shared code: fn runs on the transaction.
+func (db *DB) write(ctx context.Context, fn func(store.Conn) error) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error { return fn(conn{tx}) })
 }
+
+// arg is SQLite's placeholder, the same at every position.
+func arg(int) string { return "?" }
+
+// dialect is SQLite's to the shared code: a write transaction (BEGIN
+// IMMEDIATE) holds the whole database, so a read takes no row lock.
+var dialect = store.Dialect{Name: "sqlite", Arg: arg, Classify: classify}
+
+// conn is a database/sql pool or transaction as the shared code's
+// store.Conn.
+type conn struct {
+	q interface {
+		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+		QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	}
+}
+
+// Exec runs a statement.
+func (c conn) Exec(ctx context.Context, query string, args ...any) error {
+	_, err := c.q.ExecContext(ctx, query, args...)
+	return err
+}
+
+// QueryRow runs a query of at most one row.
+func (c conn) QueryRow(ctx context.Context, query string, args ...any) store.Row {
+	return c.q.QueryRowContext(ctx, query, args...)
+}
+
+// Query runs a query; the caller closes its rows.
+func (c conn) Query(ctx context.Context, query string, args ...any) (store.ClosingRows, error) {
+	rows, err := c.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return closingRows{rows}, nil
+}
+
+// closingRows are database/sql rows closed as store.ClosingRows are.
+type closingRows struct{ *sql.Rows }
+
+// Close closes the rows; what they met while read, Err reports.
+func (r closingRows) Close() { r.Rows.Close() }
+
+// Accounts
 
 // Account returns the account; store.ErrNotFound if none.
 func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
@@ -448,47 +468,6 @@ func (db *DB) Account(ctx context.Context, id string) (store.Account, error) {
 		return store.Account{}, fmt.Errorf("sqlite: account %q: %w", id, classify(err))
 	}
 	return a, nil
-}
-
-// UpdateAccount reads the account, applies fn and writes the result back in
-// one transaction; store.ErrNotFound if none, fn's error aborts. fn cannot
-// change ID or CreatedAt. fn runs while this store's single write connection
-// is held, so it must not write to the store itself.
-func (db *DB) UpdateAccount(ctx context.Context, id string, fn func(*store.Account) error, why ...store.Movement) (store.Account, error) {
-	var out store.Account
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		a, err := store.ScanAccount(tx.QueryRowContext(ctx, `SELECT `+store.AccountCols+` FROM accounts WHERE id = ?`, id))
-		if err != nil {
-			return classify(err)
-		}
-		created, before := a.CreatedAt, store.CopyMoney(a.Balance)
-		if err := fn(&a); err != nil {
-			return err
-		}
-		a.ID, a.CreatedAt = id, created
-		args, err := store.AccountArgs(&a)
-		if err != nil {
-			return err
-		}
-		// args[0] is the id, args[9] created_at; neither changes.
-		_, err = tx.ExecContext(ctx, `UPDATE accounts SET plan = ?, cleared = ?, payg = ?, lane_billing = ?,
-			balance = ?, daily_cap = ?, monthly_cap = ?, abilities = ? WHERE id = ?`,
-			append(args[1:9:9], id)...)
-		if err != nil {
-			return classify(err)
-		}
-		if e, moved := store.BalanceMove(before, a.Balance, why...); moved {
-			if err := journal(ctx, tx, id, e); err != nil {
-				return err
-			}
-		}
-		out = a
-		return nil
-	})
-	if err != nil {
-		return store.Account{}, fmt.Errorf("sqlite: update account %q: %w", id, err)
-	}
-	return out, nil
 }
 
 // ListAccounts returns at most limit accounts whose ids sort after after,
@@ -575,31 +554,6 @@ func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
 		return fmt.Errorf("sqlite: delete key %q: %w", keyID, err)
 	}
 	return nil
-}
-
-// KeyByHash finds a key by the hash of its secret; store.ErrNotFound if
-// none. It does not look at ExpiresAt: callers decide.
-func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	k, err := store.ScanKey(db.r.QueryRowContext(ctx, `SELECT `+store.KeyCols+` FROM keys WHERE hash = ? AND revoked_at IS NULL`, hash))
-	if err != nil {
-		// The hash identifies a secret: keep it out of the message.
-		return store.Key{}, fmt.Errorf("sqlite: key by hash: %w", classify(err))
-	}
-	return k, nil
-}
-
-// KeyIssued reports whether a key with this hash was ever issued, revoked
-// ones included.
-func (db *DB) KeyIssued(ctx context.Context, hash string) (bool, error) {
-	var one int
-	err := db.r.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE hash = ?`, hash).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("sqlite: key issued: %w", err)
-	}
-	return true, nil
 }
 
 // Ledger
@@ -749,7 +703,7 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		balance, daily, mon sql.NullInt64
 		total, today, month int64
 	)
-	err := st(db.settle.room).QueryRowContext(ctx, periodTotal, periodDay, g.day.UnixNano(), periodMonth, g.month.UnixNano(), g.account).
+	err := st(db.settle.room).QueryRowContext(ctx, store.PeriodTotal, store.PeriodDay, g.day.UnixNano(), store.PeriodMonth, g.month.UnixNano(), g.account).
 		Scan(&balance, &daily, &mon, &total, &today, &month)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
@@ -773,9 +727,9 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		drawn += draws[i]
 	}
 	if _, err := st(db.settle.spend).ExecContext(ctx,
-		g.account, periodTotal, int64(cost),
-		g.account, periodDay, g.day.UnixNano(), int64(cost),
-		g.account, periodMonth, g.month.UnixNano(), int64(cost)); err != nil {
+		g.account, store.PeriodTotal, int64(cost),
+		g.account, store.PeriodDay, g.day.UnixNano(), int64(cost),
+		g.account, store.PeriodMonth, g.month.UnixNano(), int64(cost)); err != nil {
 		return err
 	}
 	if err := db.addUsage(ctx, tx, g); err != nil {
@@ -797,7 +751,7 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 			continue
 		}
 		left -= draws[i]
-		if _, err := journal.ExecContext(ctx, journalArgs(g.account, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge,
+		if _, err := journal.ExecContext(ctx, store.JournalArgs(g.account, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge,
 			Amount: -draws[i], Balance: left, RequestID: e.RequestID})...); err != nil {
 			return err
 		}
@@ -836,21 +790,6 @@ func (db *DB) addUsage(ctx context.Context, tx *sql.Tx, g *settleGroup) error {
 	return nil
 }
 
-// Usage sums the ledger's charges as q asks, from the daily usage table.
-func (db *DB) Usage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error) {
-	query, args := store.UsageSQL(q, func(int) string { return "?" })
-	rows, err := db.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: usage: %w", err)
-	}
-	defer rows.Close()
-	out, err := store.ScanUsage(rows, q)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: usage: %w", err)
-	}
-	return out, nil
-}
-
 // Entries returns an account's newest entries first, at most limit (100 when
 // limit <= 0).
 func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store.Entry, error) {
@@ -880,57 +819,6 @@ func (db *DB) Entries(ctx context.Context, accountID string, limit int) ([]store
 		return nil, fmt.Errorf("sqlite: entries of %q: %w", accountID, err)
 	}
 	return entries, nil
-}
-
-// Spend sums an account's entries: Today over now's UTC day, Month over its
-// UTC month, Total over all time. An unknown account has spent nothing.
-func (db *DB) Spend(ctx context.Context, accountID string, now time.Time) (store.Spend, error) {
-	day, _ := store.DayOf(now)
-	month, _ := store.MonthOf(now)
-	rows, err := db.r.QueryContext(ctx, `SELECT period, cost FROM spend WHERE account_id = ?
-		AND (period = ? OR (period = ? AND start = ?) OR (period = ? AND start = ?))`,
-		accountID, periodTotal, periodDay, day.UnixNano(), periodMonth, month.UnixNano())
-	if err != nil {
-		return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)
-	}
-	defer rows.Close()
-	var sp store.Spend
-	for rows.Next() {
-		var period int
-		var cost int64
-		if err := rows.Scan(&period, &cost); err != nil {
-			return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)
-		}
-		switch period {
-		case periodTotal:
-			sp.Total = pricing.Money(cost)
-		case periodDay:
-			sp.Today = pricing.Money(cost)
-		case periodMonth:
-			sp.Month = pricing.Money(cost)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return store.Spend{}, fmt.Errorf("sqlite: spend of %q: %w", accountID, err)
-	}
-	return sp, nil
-}
-
-// journal writes one balance movement inside tx.
-func journal(ctx context.Context, tx *sql.Tx, account string, e store.JournalEntry) error {
-	_, err := tx.ExecContext(ctx, journalInsert, journalArgs(account, e)...)
-	return err
-}
-
-const journalInsert = `INSERT INTO journal (account_id, time, kind, amount, balance, request_id, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`
-
-// journalArgs are journalInsert's arguments for e.
-func journalArgs(account string, e store.JournalEntry) []any {
-	at, err := store.Nanos(e.Time)
-	if err != nil {
-		at = time.Now().UnixNano()
-	}
-	return []any{account, at, e.Kind, int64(e.Amount), int64(e.Balance), e.RequestID, e.Reason}
 }
 
 // Journal returns an account's balance movements, newest first, at most
