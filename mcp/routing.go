@@ -251,8 +251,8 @@ func (s *Routing) route(c *pipeline.Call, a gjson.Result) (any, *RPCError) {
 	return TextResult(map[string]any{
 		"answer":      gjson.GetBytes(out, "choices.0.message.content").String(),
 		"decision_id": rec.Header.Get(pipeline.HeaderRequestID),
-		"model":       rec.Header.Get(pipeline.HeaderRoutedModel),
-		"cost_usd":    rec.Header.Get(pipeline.HeaderCost),
+		"model":       rec.Model(),
+		"cost_usd":    rec.Cost().String(),
 	}, false), nil
 }
 

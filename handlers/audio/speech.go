@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -46,9 +45,6 @@ const (
 	// PathSpeech is the provider's endpoint (after its /v1 base).
 	PathSpeech = "/audio/speech"
 )
-
-// HeaderBilledChars is speech's receipt of the characters billed.
-const HeaderBilledChars = "X-Gw-Billed-Chars"
 
 // SpeechContentTypes are the Content-Types of the response formats (opus
 // is Opus in Ogg; pcm is raw 24 kHz 16-bit little-endian mono).
@@ -147,13 +143,12 @@ func (h *Handler) Speech(c *pipeline.Call) error {
 		return capabilityUnavailable(false, "the speech failed")
 	}
 	// The first audio byte: the charge lands now.
-	if _, err := c.Charge(pipeline.Bill{Units: billed, Unit: pricing.UnitCharacter, Model: ab.Model, Alias: ab.Alias, Cost: cost, Receipt: true}); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: billed, Unit: pricing.UnitCharacter, Model: ab.Model, Alias: ab.Alias, Cost: cost, Receipt: pipeline.AbilityReceipt}); err != nil {
 		return err
 	}
 	hd := c.W.Header()
 	hd.Set("Content-Type", SpeechContentTypes[s.format])
 	hd.Set("Cache-Control", "no-store")
-	hd.Set(HeaderBilledChars, strconv.FormatInt(billed, 10))
 	hd.Del("Content-Length")
 	c.W.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(c.W)

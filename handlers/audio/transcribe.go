@@ -161,11 +161,10 @@ func (h *Handler) Transcribe(c *pipeline.Call) error {
 		billed = pricing.BilledSeconds(heard)
 		cost, _ = c.AbilityCost(t.alias, billed)
 	}
-	if _, err := c.Charge(pipeline.Bill{Units: billed, Unit: pricing.UnitAudioSecond, Model: model, Alias: t.alias, Cost: cost, Receipt: true}); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: billed, Unit: pricing.UnitAudioSecond, Model: model, Alias: t.alias, Cost: cost, Receipt: pipeline.AbilityReceipt}); err != nil {
 		return err
 	}
 	hd := c.W.Header()
-	hd.Set(HeaderBilledSeconds, strconv.FormatInt(billed, 10))
 	if t.format == formatText {
 		hd.Set("Content-Type", "text/plain; charset=utf-8")
 	} else {
@@ -195,9 +194,6 @@ func reportedSeconds(raw []byte) (float64, bool) {
 	}
 	return heard, ok
 }
-
-// HeaderBilledSeconds is transcription's receipt of the seconds billed.
-const HeaderBilledSeconds = "X-Gw-Billed-Seconds"
 
 // audioSeconds is what a clip takes of the hourly audio budget: its length
 // rounded up, at least one second.

@@ -44,19 +44,6 @@ const (
 	MaxAttempts = 3
 )
 
-// Receipt headers of a non-streaming chat answer (docs/chat.md).
-const (
-	HeaderModel         = pipeline.HeaderModel
-	HeaderOriginalModel = pipeline.HeaderOriginalModel
-	HeaderRouted        = pipeline.HeaderRouted
-	HeaderCost          = pipeline.HeaderCost
-	HeaderRoutedModel   = pipeline.HeaderRoutedModel
-	HeaderEscalated     = "X-Gw-Escalated"
-	HeaderBilledLane    = "X-Gw-Billed-Lane"
-	HeaderCache         = answercache.Header
-	HeaderAlias         = "X-Gw-Alias"
-)
-
 // Handler serves the chat endpoints.
 type Handler struct {
 	// Picker picks the backing models each request tries.
@@ -345,19 +332,19 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s could not be read: %v", m.ID, err), Retryable: true}
 	}
 	usage := cl.billable(m, reported, func() int64 { return outputTokens(from, b) })
-	cost, lane := cl.cost(m, usage, escalated)
-	if cost, err = cl.Charge(cl.bill(m, usage, cost, "")); err != nil {
+	bill := cl.priced(m, usage, escalated)
+	if bill.Cost, err = cl.Charge(bill); err != nil {
 		return err
 	}
 	cl.h.Picker.Health.OK(m.ID)
-	cl.record(m, escalated, cost)
+	cl.record(m, escalated, bill.Cost)
 	h := cl.W.Header()
 	if cl.req.secondOpinion {
 		op, checkCost, err := cl.secondOpinion(out)
 		if err != nil {
 			op = &opinion{Verdict: verdictUnavailable, Notes: gwerr.As(err).Message}
 		} else {
-			cost += checkCost
+			bill.Cost += checkCost // the receipt shows both charges
 			if op.Verdict != verdictUnavailable {
 				h.Set(HeaderSecondOpinion, op.Verdict)
 			}
@@ -367,7 +354,8 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 		}
 	}
 	h.Set("Content-Type", "application/json")
-	cl.receipt(m, escalated, cost, lane)
+	bill.Receipt = pipeline.ChatReceipt
+	cl.WriteReceipt(bill)
 	cl.W.WriteHeader(http.StatusOK)
 	_, _ = cl.W.Write(out)
 	if cl.cacheable {
@@ -395,40 +383,27 @@ func (cl *call) billableAs(id string, m *catalog.Model, reported translate.Usage
 }
 
 // bill is the charge of usage on m at cost, under the ledger id id (the
-// request id when empty).
+// request id when empty), with the route's facts for the receipt.
 func (cl *call) bill(m *catalog.Model, u translate.Usage, cost pricing.Money, id string) pipeline.Bill {
-	return pipeline.Bill{ID: id, Units: u.Input + u.Output, Unit: pricing.UnitToken, Model: m.ID, Alias: cl.route.Requested, Cost: cost,
+	return pipeline.Bill{ID: id, Units: u.Input + u.Output, Unit: pricing.UnitToken, Model: m.ID, Alias: cl.route.Requested,
+		Routed: !cl.route.Pinned, Cost: cost,
 		Tokens: pipeline.Tokens{Input: u.Uncached(), Output: u.Output, CacheRead: u.CachedInput, CacheWrite: u.CacheWrite}}
 }
 
-// receipt sets the receipt headers of a non-streaming answer.
-func (cl *call) receipt(m *catalog.Model, escalated bool, cost pricing.Money, lane string) {
-	h := cl.W.Header()
-	setAll(h, HeaderModel, m.ID, HeaderOriginalModel, cl.route.Requested, HeaderRouted, strconv.FormatBool(!cl.route.Pinned),
-		HeaderCost, cost.String(), HeaderRoutedModel, m.ID)
-	if escalated {
-		h.Set(HeaderEscalated, "true")
-	}
-	if lane != "" {
-		h.Set(HeaderBilledLane, lane)
-	}
-}
-
-// setAll sets headers given as name, value, name, value…, each name in its
-// canonical form already; the values share one allocation.
-func setAll(h http.Header, kv ...string) {
-	vals := make([]string, len(kv)/2)
-	for i := range vals {
-		vals[i] = kv[2*i+1]
-		h[kv[2*i]] = vals[i : i+1 : i+1]
-	}
+// priced is the bill of m's answer with usage u, at its price (see cost),
+// with the lane it was billed at and whether it escalated.
+func (cl *call) priced(m *catalog.Model, u translate.Usage, escalated bool) pipeline.Bill {
+	b := cl.bill(m, u, 0, "")
+	b.Cost, b.Lane = cl.cost(m, u, escalated)
+	b.Escalated = escalated
+	return b
 }
 
 // writeCached answers from the cache: no upstream call, no charge.
 func (cl *call) writeCached(hit answercache.Hit) {
 	cl.CacheHit()
-	setAll(cl.W.Header(), "Content-Type", "application/json", HeaderModel, hit.Model, HeaderOriginalModel, cl.route.Requested,
-		HeaderRouted, strconv.FormatBool(!cl.route.Pinned), HeaderCost, pricing.Money(0).String(), HeaderCache, "hit")
+	cl.W.Header().Set("Content-Type", "application/json")
+	cl.WriteReceipt(pipeline.Bill{Receipt: pipeline.ChatReceipt, Model: hit.Model, Alias: cl.route.Requested, Routed: !cl.route.Pinned})
 	cl.W.WriteHeader(http.StatusOK)
 	_, _ = cl.W.Write(hit.Body)
 }

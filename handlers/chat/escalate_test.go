@@ -130,7 +130,7 @@ func TestEmptyAnswerEscalatesOnce(t *testing.T) {
 			empties := len(tc.asked)
 			if tc.served {
 				empties--
-				if err != nil || w.Code != http.StatusOK || w.Header().Get(HeaderEscalated) != "true" || w.Header().Get(HeaderModel) != "m-standard" {
+				if err != nil || w.Code != http.StatusOK || w.Header().Get(pipeline.HeaderEscalated) != "true" || w.Header().Get(pipeline.HeaderModel) != "m-standard" {
 					t.Fatalf("%v %d %v, want m-standard's answer, escalated", err, w.Code, w.Header())
 				}
 			} else if !isEmpty(err) || gwerr.As(err).Kind != gwerr.Upstream {

@@ -10,11 +10,11 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/tokens"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"github.com/caddy-gw/caddy-gw/internal/upstream"
-	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // CostField is added to the final usage block of a stream: the cost, as
@@ -64,8 +64,7 @@ func (cl *call) stream(r io.Reader, m *catalog.Model, from Format, escalated boo
 	}
 
 	cl.committed.Store(true)
-	h := cl.W.Header()
-	h.Set(HeaderAlias, cl.route.Requested)
+	cl.WriteReceipt(pipeline.Bill{Receipt: pipeline.ChatStreamReceipt, Model: m.ID, Alias: cl.route.Requested})
 	sse.StartStream(cl.W)
 	cl.W.WriteHeader(http.StatusOK)
 	w := sse.NewWriter(cl.W)
@@ -160,22 +159,22 @@ func (s *relay) write(evs []sse.Event) bool {
 			s.sawDone = true
 		}
 		if path, ok := spec.finalUsage(ev); ok && !s.settled {
-			_, cost, ok := s.settle(s.tr.Usage())
+			_, bill, ok := s.settle(s.tr.Usage())
 			if !ok {
 				return false
 			}
-			if data, err := sjson.SetBytes(ev.Data, path+"."+CostField, cost.String()); err == nil {
+			if data, err := sjson.SetBytes(ev.Data, path+"."+CostField, bill.CostUSD()); err == nil {
 				ev.Data = data
 			}
 		} else if at, ok := spec.usageLacking(ev); ok && !s.settled {
 			// The provider's final event carries no usage: the gateway's
 			// count and its cost take its place, so the client still
 			// gets its receipt.
-			u, cost, ok := s.settle(s.tr.Usage())
+			u, bill, ok := s.settle(s.tr.Usage())
 			if !ok {
 				return false
 			}
-			block := usageBlock(s.format, u, cost)
+			block := usageBlock(s.format, u, &bill)
 			if at == "" {
 				if !s.gone && s.w.Queue(sse.Event{Data: usageChunk(s.m.ID, block)}) != nil {
 					s.gone = true
@@ -251,36 +250,37 @@ func appendDelta(b []byte, f Format, ev sse.Event) []byte {
 }
 
 // settle charges the stream's usage (with the gateway's own count where
-// the provider reported none: see billable); on usage that cannot be
+// the provider reported none: see billable) and returns the bill charged,
+// whose cost the stream's usage block shows; on usage that cannot be
 // right, or a store failure, the client gets an error event instead of
 // the usage block.
-func (s *relay) settle(u translate.Usage) (translate.Usage, pricing.Money, bool) {
+func (s *relay) settle(u translate.Usage) (translate.Usage, pipeline.Bill, bool) {
 	// What was queued goes out before the wait for the charge's sync.
 	s.flush()
 	if !u.Valid() {
 		// The stream fails; what it delivered is billed by the
 		// gateway's own count (billDelivered).
 		s.broken("the upstream reported usage that cannot be right")
-		return u, 0, false
+		return u, pipeline.Bill{}, false
 	}
 	s.settled = true
 	u = s.billable(s.m, u, func() int64 {
 		s.countDelivered()
 		return s.delivered
 	})
-	cost, _ := s.cost(s.m, u, s.escalated)
-	cost, err := s.Charge(s.bill(s.m, u, cost, ""))
-	if err != nil {
+	bill := s.priced(s.m, u, s.escalated)
+	var err error
+	if bill.Cost, err = s.Charge(bill); err != nil {
 		s.fail(gwerr.As(err).Message)
-		return u, 0, false
+		return u, pipeline.Bill{}, false
 	}
 	if !s.failed {
 		// The whole answer's usage, not the part a failed stream
 		// delivered (billDelivered): a failure after is no unpaid attempt.
 		upstream.Paid(s.body)
 	}
-	s.record(s.m, s.escalated, cost)
-	return u, cost, true
+	s.record(s.m, s.escalated, bill.Cost)
+	return u, bill, true
 }
 
 // fail ends the stream with an error event in the client's format: the
@@ -341,9 +341,10 @@ func scrubError(f Format, ev sse.Event) sse.Event {
 	return ev
 }
 
-// usageBlock is a usage object of format f for u, with the cost charged.
-func usageBlock(f Format, u translate.Usage, cost pricing.Money) []byte {
-	b, _ := sjson.SetBytes(f.spec().usageBlock(u), CostField, cost.String())
+// usageBlock is a usage object of format f for u, with the cost charged
+// by bill.
+func usageBlock(f Format, u translate.Usage, bill *pipeline.Bill) []byte {
+	b, _ := sjson.SetBytes(f.spec().usageBlock(u), CostField, bill.CostUSD())
 	return b
 }
 

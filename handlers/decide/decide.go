@@ -47,11 +47,8 @@ const (
 	questionOverhead = 64
 )
 
-// Response headers of decision mode, beside the receipt headers.
-const (
-	HeaderNoRetain = "X-Gw-No-Retain"
-	HeaderAlias    = "X-Gw-Alias"
-)
+// HeaderNoRetain says the decision was not kept.
+const HeaderNoRetain = "X-Gw-No-Retain"
 
 // Handler serves decision mode.
 type Handler struct {
@@ -109,9 +106,9 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if err != nil {
 		return err
 	}
-	cost, err := c.Charge(pipeline.Bill{Units: used, Unit: pricing.UnitToken, Model: Model,
-		Cost: pricing.Cost(false, pricing.Line{Units: used, Rate: pricing.DecideRate}), Tokens: pipeline.Tokens{Input: used}})
-	if err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: used, Unit: pricing.UnitToken, Model: Model, Alias: Model,
+		Cost: pricing.Cost(false, pricing.Line{Units: used, Rate: pricing.DecideRate}), Tokens: pipeline.Tokens{Input: used},
+		Receipt: pipeline.DecisionReceipt}); err != nil {
 		return err
 	}
 	out, _ := json.Marshal(map[string]any{"model": Model, "answers": answers, "usage": map[string]any{"input_tokens": used}})
@@ -119,8 +116,6 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	hd.Set("Content-Type", "application/json")
 	hd.Set(HeaderNoRetain, "applied")
 	hd.Set("Cache-Control", "no-store")
-	hd.Set(HeaderAlias, Model)
-	c.Receipt(Model, cost)
 	c.W.WriteHeader(http.StatusOK)
 	_, _ = c.W.Write(out)
 	return nil

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -86,8 +85,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if h.Cache != nil {
 		if hit, ok := h.Cache.Get(c.Account.ID, answercache.Embeddings, out); ok {
 			c.CacheHit()
-			receipt(c.W.Header(), hit.Model, requested, routed, 0)
-			c.W.Header().Set(answercache.Header, "hit")
+			c.WriteReceipt(pipeline.Bill{Receipt: pipeline.ChatReceipt, Model: hit.Model, Alias: requested, Routed: routed})
 			write(c.W, hit.Body)
 			return nil
 		}
@@ -118,13 +116,10 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		c.Gateway.Logger.Warn("the provider reported more input tokens than the input can hold: billed what was held", zap.String("request_id", c.RequestID),
 			zap.String("model", m.ID), zap.Int64("reported", n), zap.Int64("input_tokens", tokens))
 	}
-	charge, err := c.Charge(pipeline.Bill{Units: tokens, Unit: pricing.UnitToken, Model: m.ID, Alias: requested, Cost: cost(c.Account.PAYG, m, tokens),
-		Tokens: pipeline.Tokens{Input: tokens}})
-	if err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: tokens, Unit: pricing.UnitToken, Model: m.ID, Alias: requested, Routed: routed,
+		Cost: cost(c.Account.PAYG, m, tokens), Tokens: pipeline.Tokens{Input: tokens}, Receipt: pipeline.ChatReceipt}); err != nil {
 		return err
 	}
-	receipt(c.W.Header(), m.ID, requested, routed, charge)
-	c.W.Header().Set(pipeline.HeaderRoutedModel, m.ID)
 	write(c.W, answer)
 	if h.Cache != nil && len(answer) <= MaxCached {
 		h.Cache.Put(c.Account.ID, answercache.Embeddings, out, answercache.Hit{Body: answer, Model: m.ID})
@@ -154,16 +149,6 @@ func reported(answer []byte) (int64, bool) {
 	v := gjson.GetBytes(answer, "usage.prompt_tokens")
 	n, ok := wholeNumber(v)
 	return n, ok && n > 0
-}
-
-// receipt sets the receipt headers the chat endpoints send: the model
-// that served, the id asked for, whether the gateway chose the model,
-// and the cost.
-func receipt(h http.Header, model, requested string, routed bool, cost pricing.Money) {
-	h.Set(pipeline.HeaderModel, model)
-	h.Set(pipeline.HeaderOriginalModel, requested)
-	h.Set(pipeline.HeaderRouted, strconv.FormatBool(routed))
-	h.Set(pipeline.HeaderCost, cost.String())
 }
 
 // write answers 200 with the JSON body b.

@@ -136,7 +136,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	key := cacheKey(c.Account.ID, mode, u.String())
 	if hit, ok := h.cache.get(key); ok {
 		c.CacheHit()
-		c.Receipt(Model, 0)
+		c.WriteReceipt(pipeline.Bill{Receipt: pipeline.AbilityReceipt, Model: Model})
 		return write(c, hit)
 	}
 	cost := pricing.Cost(c.Account.PAYG, pricing.Line{Units: 1, Rate: pricing.PerUnit(price)})
@@ -147,7 +147,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.Charge(pipeline.Bill{Units: 1, Unit: UnitPage, Model: Model, Cost: cost, Receipt: true}); err != nil {
+	if _, err := c.Charge(pipeline.Bill{Units: 1, Unit: UnitPage, Model: Model, Cost: cost, Receipt: pipeline.AbilityReceipt}); err != nil {
 		return err
 	}
 	h.cache.put(key, page)

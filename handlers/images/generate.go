@@ -436,7 +436,7 @@ func charge(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, a
 		return nil, 0, err
 	}
 	cost, err := c.Charge(pipeline.Bill{Units: n, Unit: pricing.UnitImage, Model: ab.Model, Alias: r.alias,
-		Cost: r.bill(c, ab, n, 0, gjson.ParseBytes(out.usage), out.quality, out.size), Receipt: true})
+		Cost: r.bill(c, ab, n, 0, gjson.ParseBytes(out.usage), out.quality, out.size), Receipt: pipeline.AbilityReceipt})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -529,7 +529,7 @@ const (
 // is then not waited for.
 func (h *Handler) relay(c *pipeline.Call, ctx context.Context, body io.Reader, r *request, ab *catalog.Ability, begun bool) error {
 	sse.StartStream(c.W)
-	c.W.Header().Set(pipeline.HeaderRoutedModel, ab.Model)
+	c.WriteReceipt(pipeline.Bill{Receipt: pipeline.AbilityStreamReceipt, Model: ab.Model, Alias: r.alias})
 	c.W.WriteHeader(http.StatusOK)
 	s := &imageStream{c: c, r: r, ab: ab, w: sse.NewWriter(c.W), asked: r.previews(ab), begun: begun, gone: !begun}
 	rd := sse.NewReader(body)

@@ -131,7 +131,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	case !out.hasUsage || !out.usage.Valid():
 		return broke(CodeUsageUnavailable, "search ran but could not be priced")
 	}
-	cost, err := c.Charge(pipeline.Bill{Units: max(out.searches, 1), Unit: UnitSearch, Model: h.Model, Cost: h.cost(c.Account.PAYG, out.searches, out.usage), Receipt: true,
+	cost, err := c.Charge(pipeline.Bill{Units: max(out.searches, 1), Unit: UnitSearch, Model: h.Model, Cost: h.cost(c.Account.PAYG, out.searches, out.usage), Receipt: pipeline.AbilityReceipt,
 		Tokens: pipeline.Tokens{Input: out.usage.Uncached(), Output: out.usage.Output, CacheRead: out.usage.CachedInput, CacheWrite: out.usage.CacheWrite}})
 	if err != nil {
 		return fail(CodeSettlementUnavailable, "search ran but could not be settled; nothing was charged")

@@ -15,9 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Header is the receipt header a cached answer carries ("hit").
-const Header = "X-Gw-Cache"
-
 // Hit is a cached answer: the client's body as it was sent, and the model
 // that made it.
 type Hit struct {

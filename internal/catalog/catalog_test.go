@@ -322,7 +322,7 @@ func TestRowsOrderAndPresence(t *testing.T) {
 			[]string{"gw-auto", "gw-fast", "gw-standard", "gw-reasoning", "gw-pinned-mini", "gw-pinned-sonnet", "gw-pinned-big"}},
 		{"decide model set", nil, nil, "big",
 			[]string{"gw-auto", "gw-fast", "gw-standard", "gw-reasoning", "gw-decide", "gw-pinned-mini", "gw-pinned-sonnet", "gw-pinned-big"}},
-		{"every ability in spec order, aliases in config order", every, []Alias{{Name: "z", Target: "gw-auto"}, {Name: "a", Target: "mini"}}, "",
+		{"every ability in catalogue order, aliases in config order", every, []Alias{{Name: "z", Target: "gw-auto"}, {Name: "a", Target: "mini"}}, "",
 			[]string{"gw-auto", "gw-fast", "gw-standard", "gw-reasoning", "z", "a",
 				"gw-image", "gw-image-pro", "gw-voice", "gw-voice-accurate", "gw-voice-fast", "gw-voice-speak", "gw-voice-speak-hd",
 				"gw-pinned-mini", "gw-pinned-sonnet", "gw-pinned-big"}},

@@ -514,7 +514,7 @@ func TestRPCCode(t *testing.T) {
 	if RPCUnauthorized != -32002 || RPCRateLimited != -32003 || RPCNoSession != -32004 || RPCSessionExpired != -32005 ||
 		RPCHeaderMismatch != -32001 || RPCParseError != -32700 || RPCInvalidRequest != -32600 ||
 		RPCMethodNotFound != -32601 || RPCInvalidParams != -32602 || RPCInternal != -32603 {
-		t.Error("JSON-RPC codes differ from the spec's routing server table")
+		t.Error("JSON-RPC codes differ from the routing server's table (docs/mcp.md)")
 	}
 }
 
@@ -582,7 +582,7 @@ func TestToolObject(t *testing.T) {
 		obj := ToolObject(&Error{Kind: k, Message: "m"}, "images", billing)
 		code, _ := obj["error"].(string)
 		if !known[code] {
-			t.Errorf("kind %d: tool code %q not in the spec's table", k, code)
+			t.Errorf("kind %d: tool code %q not in the tool error table (docs/mcp.md)", k, code)
 		}
 		if obj["capability"] != "images" {
 			t.Errorf("kind %d: capability = %v", k, obj["capability"])

@@ -27,20 +27,30 @@ type Bill struct {
 	Units int64
 	Unit  string
 	// Model is the concrete model (or service) that served; Alias is the
-	// name the client asked for, when it differs.
+	// name the client asked for (Model when empty).
 	Model, Alias string
+	// Routed: the gateway chose Model for the name asked (a chat-style
+	// answer's X-Gw-Routed).
+	Routed bool
+	// Escalated: a stronger model than the one chosen served.
+	Escalated bool
+	// Lane is the lane a gw-auto call was billed at under lane billing;
+	// empty otherwise.
+	Lane string
 	// Cost is the amount charged: Charge sets it to what the account could
 	// still pay, and Shortfall to what the call cost beyond that.
 	Cost, Shortfall pricing.Money
 	// Tokens are the billed tokens of a call billed by the token.
 	Tokens Tokens
-	// Receipt sets the receipt headers (routed model and cost) once the
-	// charge landed: for an answer whose headers are not yet sent.
-	Receipt bool
+	// Receipt names the receipt headers Charge sets from the bill once the
+	// charge landed (with the cost charged): for an answer whose headers
+	// are not yet sent. NoReceipt leaves them to WriteReceipt.
+	Receipt Receipt
 }
 
 // Charge settles b into the ledger, records it on the call for the
-// metrics and the access log, and sets its receipt headers when b asks.
+// metrics, the access log and Invoke's caller, and sets its receipt
+// headers when b names them.
 // It returns what was charged, which is less than b.Cost when the account
 // could not pay it all (the rest is the bill's Shortfall): the receipt,
 // the record and every cost field the caller writes show that. A ledger
@@ -64,8 +74,8 @@ func (c *Call) Charge(b Bill) (charged pricing.Money, err error) {
 		b.Cost, b.Shortfall = e.Cost, e.Shortfall
 		c.bills = append(c.bills, b)
 	}
-	if b.Receipt {
-		c.Receipt(b.Model, b.Cost)
+	if b.Receipt != NoReceipt {
+		c.WriteReceipt(b)
 	}
 	return b.Cost, nil
 }

@@ -41,26 +41,6 @@ const (
 	BearerOnly
 )
 
-// Receipt headers (docs/chat.md).
-const (
-	// HeaderRequestID carries the request id on every answer of the gateway.
-	HeaderRequestID = "X-Gw-Request-Id"
-	// HeaderRoutedModel names the concrete model that answered (chat and
-	// ability responses).
-	HeaderRoutedModel = "X-Gw-Routed-Model"
-	// HeaderCost is the amount charged, in US dollars, exactly as the
-	// ledger records it.
-	HeaderCost = "X-Gw-Cost-Usd"
-	// HeaderModel names the model that served (chat and embeddings).
-	HeaderModel = "X-Gw-Model"
-	// HeaderOriginalModel is the model id the client asked for (the
-	// alias).
-	HeaderOriginalModel = "X-Gw-Original-Model"
-	// HeaderRouted says whether the gateway picked the model ("true") or
-	// the client named it ("false").
-	HeaderRouted = "X-Gw-Routed"
-)
-
 // Handler serves an endpoint once the pipeline's checks passed. It writes
 // the success itself; an error it returns before writing anything is
 // rendered in the endpoint's family.
@@ -172,8 +152,8 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
 }
 
 // serve runs r through the pipeline for ep and hands a refusal made before
-// anything was written to refuse.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, refuse func(*statusWriter, *gwerr.Error)) {
+// anything was written to refuse. It returns the call, ended.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, refuse func(*statusWriter, *gwerr.Error)) *Call {
 	outer := obs.From(r.Context())
 	c := &Call{W: w, Endpoint: ep, Gateway: g, RequestID: NewRequestID(ep.RequestIDPrefix)}
 	c.bills = c.billed[:0]
@@ -212,6 +192,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, re
 			refuse(sw, e)
 		}
 	}
+	return c
 }
 
 // slowBody is the refusal of a body that fell behind the rule l.
@@ -228,6 +209,27 @@ type Recorded struct {
 	// Aborted is true when the handler cut its answer short after it had
 	// begun (Call.Abort): Body holds only part of it.
 	Aborted bool
+	// Bills are the charges the call made (Call.Bills): what its receipt
+	// shows, read without parsing a header.
+	Bills []Bill
+}
+
+// Cost is what the call charged in all: the cost its receipt shows.
+func (rec *Recorded) Cost() pricing.Money {
+	var total pricing.Money
+	for _, b := range rec.Bills {
+		total += b.Cost
+	}
+	return total
+}
+
+// Model is the model that served the call's first charge; empty when it
+// charged nothing (a refusal, a cache hit).
+func (rec *Recorded) Model() string {
+	if len(rec.Bills) == 0 {
+		return ""
+	}
+	return rec.Bills[0].Model
 }
 
 // Abort ends an answer that has begun but cannot be finished (its
@@ -270,11 +272,12 @@ func (rec *Recorded) Write(b []byte) (int, error) {
 func (g *Gateway) Invoke(r *http.Request, ep *Endpoint) (*Recorded, *gwerr.Error) {
 	rec := &recorder{Recorded: &Recorded{Header: http.Header{}}}
 	var refused *gwerr.Error
-	g.serve(rec, r, ep, func(sw *statusWriter, e *gwerr.Error) {
+	c := g.serve(rec, r, ep, func(sw *statusWriter, e *gwerr.Error) {
 		refused = e
 		sw.status = ep.Family.Status(e) // for the metrics
 		rec.Status = sw.status
 	})
+	rec.Bills = c.Bills()
 	return rec.Recorded, refused
 }
 
@@ -431,14 +434,6 @@ func (c *Call) AbilityCost(alias string, units int64) (cost pricing.Money, ok bo
 		return 0, false
 	}
 	return pricing.Cost(c.Account.PAYG, pricing.Line{Units: units, Rate: pricing.PerUnit(pricing.Micro(*a.PriceMicrocents))}), true
-}
-
-// Receipt sets the receipt headers of an ability response: the model that
-// served and the cost charged. Call it before the body is written.
-func (c *Call) Receipt(routedModel string, cost pricing.Money) {
-	h := c.W.Header()
-	h.Set(HeaderRoutedModel, routedModel)
-	h.Set(HeaderCost, cost.String())
 }
 
 // Release drops the call's reservation without charging (before a new

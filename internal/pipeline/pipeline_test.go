@@ -26,7 +26,7 @@ var callCost = pricing.Cost(false, pricing.Line{Units: 1234, Rate: pricing.PerMi
 	pricing.Line{Units: 567, Rate: pricing.PerMillion(15 * pricing.NanoPerUSD)})
 
 // billedEndpoint reserves the cost, does its work, settles it and sends
-// the receipt header.
+// the receipt headers.
 func billedEndpoint() *pipeline.Endpoint {
 	chat := money.Chat
 	return &pipeline.Endpoint{Name: "test", Methods: []string{http.MethodPost}, Family: gwerr.Chat, Billing: &chat,
@@ -34,10 +34,9 @@ func billedEndpoint() *pipeline.Endpoint {
 			if err := c.Reserve(callCost); err != nil {
 				return err
 			}
-			if _, err := c.Charge(pipeline.Bill{Units: 1801, Unit: pricing.UnitToken, Model: "m", Cost: callCost}); err != nil {
+			if _, err := c.Charge(pipeline.Bill{Units: 1801, Unit: pricing.UnitToken, Model: "m", Cost: callCost, Receipt: pipeline.AbilityReceipt}); err != nil {
 				return err
 			}
-			c.W.Header().Set("X-Gw-Cost-Usd", callCost.String())
 			c.W.WriteHeader(http.StatusOK)
 			return nil
 		}}
@@ -232,8 +231,8 @@ func TestAllowModel(t *testing.T) {
 }
 
 // AbilityCost prices an ability alias per unit with the pay-as-you-go
-// markup once, refuses unpublished prices, and Receipt writes what was
-// charged.
+// markup once, refuses unpublished prices, and WriteReceipt writes what
+// was charged.
 func TestAbilityCostAndReceipt(t *testing.T) {
 	price := int64(1667)
 	for _, tc := range []struct {
@@ -266,7 +265,7 @@ func TestAbilityCostAndReceipt(t *testing.T) {
 			if !ok || cost.String() != tc.want {
 				t.Fatalf("AbilityCost = %v, %v; want %s", cost, ok, tc.want)
 			}
-			c.Receipt("gw-voice-fast", cost)
+			c.WriteReceipt(pipeline.Bill{Receipt: pipeline.AbilityReceipt, Model: "gw-voice-fast", Cost: cost})
 			if got := w.Header().Get(pipeline.HeaderCost); got != tc.want {
 				t.Fatalf("%s = %q", pipeline.HeaderCost, got)
 			}

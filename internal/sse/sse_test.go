@@ -57,7 +57,7 @@ func TestReader(t *testing.T) {
 		{"bom stripped", "\xEF\xBB\xBFdata: a\n\n", []Event{ev("", "a", "")}},
 		{"colon in value", "data: {\"k\":\"v: w\"}\n\n", []Event{ev("", `{"k":"v: w"}`, "")}},
 		{"field without colon", "data\n\n", []Event{ev("", "", "")}},
-		{"spec example", ": test stream\n\ndata: first event\nid: 1\n\ndata:second event\nid\n\ndata:  third event\n",
+		{"WHATWG example", ": test stream\n\ndata: first event\nid: 1\n\ndata:second event\nid\n\ndata:  third event\n",
 			[]Event{ev("", "first event", "1"), ev("", "second event", ""), ev("", " third event", "")}},
 		{"empty stream", "", nil},
 		{"only blank lines", "\n\n\r\n", nil},

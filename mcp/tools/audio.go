@@ -8,7 +8,6 @@ import (
 	"mime/multipart"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -18,12 +17,6 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/pricing"
-)
-
-// Receipt headers of the audio routes the tools read.
-const (
-	headerBilledSeconds = "X-Gw-Billed-Seconds"
-	headerBilledChars   = "X-Gw-Billed-Chars"
 )
 
 // speakFormats are speak's formats and their MIME types (the speech
@@ -120,8 +113,7 @@ func (s *Server) transcribe(ctx context.Context, c *pipeline.Call, t Tool, a gjs
 	if text.Type != gjson.String {
 		return Result{}, gwerr.New(gwerr.Upstream, "the transcription gave an unreadable answer")
 	}
-	billed, _ := strconv.ParseInt(rec.Header.Get(headerBilledSeconds), 10, 64)
-	return ok(map[string]any{"text": text.Str, "billed_seconds": billed, "cost_usd": cost(rec).String()}), nil
+	return ok(map[string]any{"text": text.Str, "billed_seconds": billed(rec), "cost_usd": rec.Cost().String()}), nil
 }
 
 func (s *Server) speak(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Result) (Result, *gwerr.Error) {
@@ -163,10 +155,9 @@ func (s *Server) speak(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Re
 	}
 	audio := rec.Body.Bytes()
 	mime := speakFormats[format]
-	billed, _ := strconv.ParseInt(rec.Header.Get(headerBilledChars), 10, 64)
 	block := map[string]any{"type": "audio", "data": base64.StdEncoding.EncodeToString(audio), "mimeType": mime}
 	return ok(map[string]any{"voice": voice, "format": format, "mime_type": mime, "bytes": len(audio),
-		"billed_chars": billed, "cost_usd": cost(rec).String()}, block), nil
+		"billed_chars": billed(rec), "cost_usd": rec.Cost().String()}, block), nil
 }
 
 // downloadChecks are what the transcription route checks only once it has

@@ -258,13 +258,13 @@ func (s *Server) jsonRoute(ctx context.Context, c *pipeline.Call, t Tool, body [
 	return obj, rec, nil
 }
 
-// cost reads the charged amount of an answer from its receipt header.
-func cost(rec *pipeline.Recorded) pricing.Money {
-	m, err := pricing.ParseUSD(rec.Header.Get(pipeline.HeaderCost))
-	if err != nil {
+// billed is the units an answer's charge billed; 0 when it charged
+// nothing.
+func billed(rec *pipeline.Recorded) int64 {
+	if len(rec.Bills) == 0 {
 		return 0
 	}
-	return m
+	return rec.Bills[0].Units
 }
 
 func (s *Server) webFetch(ctx context.Context, c *pipeline.Call, t Tool, a gjson.Result) (Result, *gwerr.Error) {
@@ -277,7 +277,7 @@ func (s *Server) webFetch(ctx context.Context, c *pipeline.Call, t Tool, a gjson
 	if e != nil {
 		return Result{}, e
 	}
-	out := map[string]any{"markdown": obj["markdown"], "format": obj["format"], "url": obj["url"], "cost_microcents": cost(rec).Microcents()}
+	out := map[string]any{"markdown": obj["markdown"], "format": obj["format"], "url": obj["url"], "cost_microcents": rec.Cost().Microcents()}
 	return ok(out), nil
 }
 
@@ -311,7 +311,7 @@ func (s *Server) imageGenerate(ctx context.Context, c *pipeline.Call, t Tool, a 
 	if e != nil {
 		return Result{}, e
 	}
-	obj["cost_microcents"] = cost(rec).Microcents()
+	obj["cost_microcents"] = rec.Cost().Microcents()
 	return ok(obj), nil
 }
 

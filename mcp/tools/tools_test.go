@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // fakeRoutes answers the routes the tools call, recording each request.
@@ -35,26 +36,32 @@ func (f *fakeRoutes) Invoke(r *http.Request) (*pipeline.Recorded, *gwerr.Error) 
 	return f.answers[r.URL.Path](), nil
 }
 
-func answer(status int, body string, headers ...string) func() *pipeline.Recorded {
+// answer is a route's answer with body and the charge bill (none when nil).
+func answer(status int, body string, bill *pipeline.Bill) func() *pipeline.Recorded {
 	return func() *pipeline.Recorded {
 		rec := &pipeline.Recorded{Status: status, Header: http.Header{}}
-		for i := 0; i+1 < len(headers); i += 2 {
-			rec.Header.Set(headers[i], headers[i+1])
+		if bill != nil {
+			rec.Bills = []pipeline.Bill{*bill}
 		}
 		rec.Body.WriteString(body)
 		return rec
 	}
 }
 
+// charged is a bill of units at cost (millionths of a dollar).
+func charged(units, cost int64) *pipeline.Bill {
+	return &pipeline.Bill{Units: units, Cost: pricing.Micro(cost)}
+}
+
 func newServer() (*Server, *fakeRoutes) {
 	f := &fakeRoutes{got: map[string]*http.Request{}, bodies: map[string][]byte{}, refuse: map[string]*gwerr.Error{},
 		answers: map[string]func() *pipeline.Recorded{
-			"/v1/fetch": answer(200, `{"markdown":"# Hi","format":"markdown","url":"https://example.com/"}`, pipeline.HeaderCost, "0.002"),
+			"/v1/fetch": answer(200, `{"markdown":"# Hi","format":"markdown","url":"https://example.com/"}`, charged(1, 2000)),
 			"/v1/search": answer(200, `{"answer":"42","citations":["https://a.example/"],"searches":1,"cost_microcents":25000,"cost_usd":"0.025","extra":1}`,
-				pipeline.HeaderCost, "0.025"),
-			"/v1/images/generations":   answer(200, `{"created":1,"data":[{"b64_json":"aGk="}]}`, pipeline.HeaderCost, "0.0112"),
-			"/v1/audio/transcriptions": answer(200, `{"text":"hello"}`, pipeline.HeaderCost, "0.01667", headerBilledSeconds, "10"),
-			"/v1/audio/speech":         answer(200, "ID3audio", pipeline.HeaderCost, "0.00013", headerBilledChars, "5"),
+				charged(1, 25000)),
+			"/v1/images/generations":   answer(200, `{"created":1,"data":[{"b64_json":"aGk="}]}`, charged(1, 11200)),
+			"/v1/audio/transcriptions": answer(200, `{"text":"hello"}`, charged(10, 16670)),
+			"/v1/audio/speech":         answer(200, "ID3audio", charged(5, 130)),
 		}}
 	prices := map[string]int64{"gw-image": 10000, "gw-voice": 1667, "gw-voice-speak": 26, "search": 25000}
 	return &Server{Invoker: f, States: NewMemoryStates(), UpgradeURL: "https://billing.example/upgrade",
