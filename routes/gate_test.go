@@ -12,14 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/gwtest"
 	"github.com/caddy-gw/caddy-gw/internal/limits"
 	"github.com/caddy-gw/caddy-gw/internal/money"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
-	"github.com/caddy-gw/caddy-gw/internal/store/sqlite"
 	"github.com/caddy-gw/caddy-gw/internal/store/storetest"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -35,6 +32,7 @@ const (
 type fixture struct {
 	rt    *Router
 	gw    *pipeline.Gateway
+	base  *gwtest.Fixture
 	store *storetest.Faulty
 	now   time.Time
 	n     atomic.Int64
@@ -42,20 +40,9 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	db, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	f := &fixture{store: &storetest.Faulty{Store: db}, now: t0}
-	clock := func() time.Time { return f.now }
-	cat, err := catalog.New(nil, nil, nil, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.gw = &pipeline.Gateway{Store: f.store, Catalog: cat, Logger: zap.NewNop(), Now: clock,
-		Money:  &money.Gate{Store: f.store, Locks: money.NewMemoryLocks(), Now: clock},
-		Limits: limits.NewMemory(clock)}
+	f := &fixture{now: t0}
+	f.base = gwtest.New(t, gwtest.Options{Faulty: true, Now: func() time.Time { return f.now }})
+	f.store, f.gw = f.base.Faulty, f.base.Gateway
 	f.rt = New(f.gw, Options{ChatBudgets: []limits.Budget{{Name: "chat_requests", Limit: chatPerMinute, Period: time.Minute}},
 		DecideBudgets: []limits.Budget{{Name: "decide_requests", Limit: decidePerMinute, Period: time.Minute}}})
 	return f
@@ -65,18 +52,12 @@ func newFixture(t *testing.T) *fixture {
 // spent on it first.
 func (f *fixture) key(t *testing.T, acc store.Account, spent pricing.Money) string {
 	t.Helper()
-	ctx := context.Background()
 	acc.ID = fmt.Sprintf("acc%d", f.n.Add(1))
 	acc.CreatedAt = t0
-	if err := f.store.CreateAccount(ctx, acc); err != nil {
-		t.Fatal(err)
-	}
-	secret, _ := store.NewSecret()
-	if err := f.store.CreateKey(ctx, store.Key{ID: store.NewID("key"), AccountID: acc.ID, Hash: store.HashSecret(secret), CreatedAt: t0}); err != nil {
-		t.Fatal(err)
-	}
+	f.base.AddAccount(t, acc)
+	secret := f.base.AddKey(t, store.Key{ID: store.NewID("key"), AccountID: acc.ID, CreatedAt: t0})
 	if spent > 0 {
-		if _, err := f.store.Settle(ctx, &store.Entry{RequestID: "pre-" + acc.ID, AccountID: acc.ID, Cost: spent, Time: t0}); err != nil {
+		if _, err := f.store.Settle(context.Background(), &store.Entry{RequestID: "pre-" + acc.ID, AccountID: acc.ID, Cost: spent, Time: t0}); err != nil {
 			t.Fatal(err)
 		}
 	}
