@@ -58,6 +58,8 @@ type RPCError struct {
 	Status  int
 	Code    int
 	Message string
+	// Data, when set, is the error's data member.
+	Data any
 }
 
 func (e *RPCError) Error() string { return e.Message }
@@ -230,7 +232,11 @@ func Reply(w http.ResponseWriter, id json.RawMessage, result any, rpcErr *RPCErr
 	msg := map[string]any{"jsonrpc": "2.0", "id": rawOrNull(id)}
 	status := http.StatusOK
 	if rpcErr != nil {
-		msg["error"] = map[string]any{"code": rpcErr.Code, "message": rpcErr.Message}
+		e := map[string]any{"code": rpcErr.Code, "message": rpcErr.Message}
+		if rpcErr.Data != nil {
+			e["data"] = rpcErr.Data
+		}
+		msg["error"] = e
 		if rpcErr.Status != 0 {
 			status = rpcErr.Status
 		}

@@ -79,6 +79,10 @@ func (s *Routing) Serve(c *pipeline.Call) error {
 	if msg == nil {
 		return nil
 	}
+	if Stateless(r, msg) {
+		s.serveStateless(c, msg)
+		return nil
+	}
 	if msg.Method == "initialize" {
 		var p InitParams
 		_ = json.Unmarshal(msg.Params, &p)
@@ -88,7 +92,7 @@ func (s *Routing) Serve(c *pipeline.Call) error {
 			return nil
 		}
 		w.Header().Set(HeaderSession, sess.ID)
-		Reply(w, msg.ID, InitializeResult(sess.Version, RoutingName, "Route prompts through the gateway with flux_route; explain a decision with flux_explain."), nil, false)
+		Reply(w, msg.ID, InitializeResult(sess.Version, RoutingName, routingInstructions), nil, false)
 		return nil
 	}
 	id := r.Header.Get(HeaderSession)
@@ -130,6 +134,45 @@ func (s *Routing) Serve(c *pipeline.Call) error {
 		Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCMethodNotFound, "unknown method "+shortText(msg.Method)), false)
 	}
 	return nil
+}
+
+// routingInstructions tell a client what the routing server is for.
+const routingInstructions = "Route prompts through the gateway with flux_route; explain a decision with flux_explain."
+
+// serveStateless serves a request of the stateless era: no session, the
+// request's headers checked against its body, every result complete with
+// the server's name (and the tool list with how long it may be reused).
+func (s *Routing) serveStateless(c *pipeline.Call, msg *Message) {
+	w := c.W
+	if !msg.IsRequest() {
+		Accepted(w)
+		return
+	}
+	if err := CheckStateless(c.R, msg); err != nil {
+		Reply(w, msg.ID, nil, err, false)
+		return
+	}
+	if ServeStateless(w, msg, RoutingName, routingInstructions, false) {
+		return
+	}
+	switch msg.Method {
+	case "tools/list":
+		Reply(w, msg.ID, StatelessResult(map[string]any{"tools": routingTools}, RoutingName, &Cache{TTLMs: StaticTTL, Scope: ScopePublic}), nil, false)
+	case "tools/call":
+		var p CallParams
+		if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+			Reply(w, msg.ID, nil, invalidParams("tools/call needs a tool name"), false)
+			return
+		}
+		res, rpcErr := s.call(c, p)
+		if rpcErr != nil {
+			Reply(w, msg.ID, nil, rpcErr, false)
+			return
+		}
+		Reply(w, msg.ID, StatelessResult(res, RoutingName, nil), nil, false)
+	default:
+		Reply(w, msg.ID, nil, UnknownMethod(msg.Method), false)
+	}
 }
 
 // session finds the caller's key's live session id; an id the gateway

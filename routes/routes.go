@@ -187,7 +187,8 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		decideEP.Handler = opt.Decide.Serve
 	}
 	routingEP := &pipeline.Endpoint{Name: "mcp_routing", Methods: []string{http.MethodPost, http.MethodDelete}, Family: gwerr.RPC,
-		Auth: pipeline.BearerOnly, Budgets: append(slices.Clip(opt.ChatBudgets), opt.MCPBudgets...), Concurrency: opt.MCPConcurrency}
+		Auth: pipeline.BearerOnly, Budgets: append(slices.Clip(opt.ChatBudgets), opt.MCPBudgets...), Concurrency: opt.MCPConcurrency,
+		Refuse: mcp.Refuse(gwerr.RPC)}
 	if opt.Routing != nil {
 		routingEP.Handler = opt.Routing.Serve
 	}
@@ -210,7 +211,8 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if im := opt.Images; im != nil {
 		imageGenEP.Handler, imageEditEP.Handler = im.Generate, im.Edit
 	}
-	toolsEP := &pipeline.Endpoint{Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly, AnswersRefusedKeys: true}
+	toolsEP := &pipeline.Endpoint{Name: "mcp_tools", Methods: post, Family: gwerr.Tools, Auth: pipeline.BearerOnly, AnswersRefusedKeys: true,
+		Refuse: mcp.Refuse(gwerr.Tools)}
 	toolsEP.Budgets, toolsEP.Concurrency = opt.MCPBudgets, opt.MCPConcurrency
 	if opt.Tools != nil {
 		toolsEP.Handler = opt.Tools.Serve

@@ -34,7 +34,16 @@ const (
 	Tools
 	// RPC: the routing server's JSON-RPC errors (RPCCode).
 	RPC
+	// StatelessRPC: both MCP servers' refusals to a client of the
+	// stateless protocol era, which forbids the sessions era's codes:
+	// JSON-RPC errors whose code is StatelessRPCBase minus the status.
+	StatelessRPC
 )
+
+// StatelessRPCBase starts the codes of StatelessRPC refusals: -31000
+// minus the HTTP status (401 is -31401), outside the range JSON-RPC and
+// the protocol keep for themselves.
+const StatelessRPCBase = -31000
 
 // HeaderHoldReason carries a 402's refusal code on chat and messages.
 const HeaderHoldReason = "X-Gw-Hold-Reason"
@@ -206,6 +215,7 @@ func overlay(base, over map[Kind]def) map[Kind]def {
 var familyDefs = map[Family]map[Kind]def{
 	Chat: chatDefs, Messages: messagesDefs, Ability: abilityDefs, Images: imageDefs,
 	Decide: decideDefs, Voices: voiceDefs, Fetch: fetchDefs, Tools: abilityDefs, RPC: abilityDefs,
+	StatelessRPC: abilityDefs,
 }
 
 // resolved is an error with the family's defaults applied.
@@ -303,6 +313,8 @@ func Render(w http.ResponseWriter, f Family, e *Error) {
 		// Refusals before any tool runs are JSON-RPC errors; tool results
 		// carry ToolObject instead.
 		body = map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": RPCCode(e), "message": msg}}
+	case StatelessRPC:
+		body = map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": StatelessRPCBase - r.status, "message": msg}}
 	default: // Ability
 		body = map[string]any{"error": abilityObject(msg, r, e.Param)}
 	}

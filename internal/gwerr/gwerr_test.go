@@ -18,11 +18,11 @@ var allKinds = []Kind{
 	Unavailable, Timeout, Overloaded, TooSlow,
 }
 
-var allFamilies = []Family{Chat, Messages, Ability, Images, Decide, Voices, Fetch, Tools, RPC}
+var allFamilies = []Family{Chat, Messages, Ability, Images, Decide, Voices, Fetch, Tools, RPC, StatelessRPC}
 
 func familyName(f Family) string {
 	return map[Family]string{Chat: "Chat", Messages: "Messages", Ability: "Ability", Images: "Images",
-		Decide: "Decide", Voices: "Voices", Fetch: "Fetch", Tools: "Tools", RPC: "RPC"}[f]
+		Decide: "Decide", Voices: "Voices", Fetch: "Fetch", Tools: "Tools", RPC: "RPC", StatelessRPC: "StatelessRPC"}[f]
 }
 
 // decodeJSON decodes s into a generic value (numbers as float64).
@@ -322,6 +322,11 @@ func TestRender(t *testing.T) {
 			body:   `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"method not allowed"}}`},
 		{name: "rpc 500", fam: RPC, err: &Error{Kind: Internal}, status: 500,
 			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal Server Error"}}`},
+		{name: "stateless 401", fam: StatelessRPC, err: with(Unauthenticated, "", "", "missing API key"), status: 401,
+			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-31401,"message":"missing API key"}}`},
+		{name: "stateless 429", fam: StatelessRPC, err: &Error{Kind: RateLimited, Message: "slow", RetryAfter: 4}, status: 429,
+			header: map[string]string{"Retry-After": "4"},
+			body:   `{"jsonrpc":"2.0","id":null,"error":{"code":-31429,"message":"slow"}}`},
 		{name: "tools 401", fam: Tools, err: with(Unauthenticated, "", "", "missing API key"), status: 401,
 			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32002,"message":"missing API key"}}`},
 		{name: "tools 429", fam: Tools, err: &Error{Kind: RateLimited, Message: "slow", RetryAfter: 9}, status: 429,
@@ -436,14 +441,18 @@ func TestRenderEveryFamilyAndKind(t *testing.T) {
 					if s, ok := body["error"].(string); !ok || s == "" {
 						t.Errorf("error = %v, want a string code", body["error"])
 					}
-				case Tools, RPC:
+				case Tools, RPC, StatelessRPC:
 					assertKeys(t, body, "jsonrpc", "id", "error")
 					assertKeys(t, obj, "code", "message")
 					if body["id"] != nil || body["jsonrpc"] != "2.0" {
 						t.Errorf("envelope = %v", body)
 					}
-					if obj["code"] != float64(RPCCode(e)) {
-						t.Errorf("code = %v, want %d", obj["code"], RPCCode(e))
+					want := RPCCode(e)
+					if f == StatelessRPC {
+						want = StatelessRPCBase - rec.Code
+					}
+					if obj["code"] != float64(want) {
+						t.Errorf("code = %v, want %d", obj["code"], want)
 					}
 				}
 				if h := rec.Header().Get(HeaderHoldReason); h != "" || rec.Code == http.StatusPaymentRequired && f.Code(e) != "" && (f == Chat || f == Messages) {

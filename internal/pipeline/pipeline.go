@@ -77,6 +77,11 @@ type Endpoint struct {
 	AnswersRefusedKeys bool
 	// RequestIDPrefix starts the request id ("req-" by default).
 	RequestIDPrefix string
+	// Refuse, when set, renders a refusal the pipeline makes (before or
+	// instead of the handler) in place of Family's rendering, for routes
+	// whose error shape depends on the request (the MCP servers' two
+	// protocol eras).
+	Refuse func(w http.ResponseWriter, r *http.Request, e *gwerr.Error)
 	// Handler serves the route; nil answers 501 until the feature is built.
 	Handler Handler
 }
@@ -148,6 +153,10 @@ func (g *Gateway) now() time.Time {
 
 // Serve runs r through the pipeline for ep.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ep *Endpoint) {
+	if ep.Refuse != nil {
+		g.serve(w, r, ep, func(sw *statusWriter, e *gwerr.Error) { ep.Refuse(sw, r, e) })
+		return
+	}
 	g.serve(w, r, ep, func(sw *statusWriter, e *gwerr.Error) { gwerr.Render(sw, ep.Family, e) })
 }
 

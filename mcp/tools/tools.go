@@ -178,6 +178,12 @@ func invalid(param, format string, args ...any) *gwerr.Error {
 	return gwerr.New(gwerr.Invalid, format, args...).WithParam(param)
 }
 
+// Known reports whether name is one of the server's tools.
+func Known(name string) bool {
+	_, ok := find(name)
+	return ok
+}
+
 // Call runs tool name with args for the caller of c (whose key the routes
 // see). It never returns a protocol fault: every failure is a Result with
 // IsError.
