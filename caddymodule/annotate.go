@@ -55,8 +55,9 @@ func identify(ctx context.Context, a *pipeline.Annotation) {
 	}
 }
 
-// The placeholders of a gateway call, set on the request's replacer once
-// the call ends (for the access log, log_append and handlers after it).
+// The placeholders of a gateway call, set on the request's replacer (the
+// identity once the key is checked, the rest once the call ends) for the
+// access log, log_append, deferred headers and handlers after it.
 const (
 	placeholderRequestID    = "http.gw.request_id"
 	placeholderAccount      = "http.gw.account"

@@ -54,8 +54,10 @@ func register(f routes.Family, name string) {
 // but only when the next handler answers 404 or nothing, so a file_server
 // beside the gateway still serves /images/logo.png.
 //
-// Once a call ends, its facts are set on the request's replacer, for the
-// access log, log_append and the handlers after this one:
+// A call's facts are set on the request's replacer, for the access log,
+// log_append, a deferred header and the handlers after this one: the
+// request id, account and key id as soon as the key is checked, the rest
+// once the call ends:
 //
 //	{http.gw.request_id}     the request id (X-Gw-Request-Id)
 //	{http.gw.account}        the account of a call with a key
@@ -98,21 +100,32 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // may start after the http app (Caddy starts apps in no fixed order), so a
 // request waits until it has.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	rt, served := h.serve(w, r)
+	switch {
+	case served:
+		return nil
+	case rt == nil && routes.OwnPath(r.URL.Path):
+		http.Error(w, "the gateway is not running", http.StatusServiceUnavailable)
+		return nil
+	case rt == nil || h.family != routes.All || !routes.OwnPath(r.URL.Path):
+		return next.ServeHTTP(w, r)
+	}
+	return serveOrNotFound(w, r, next, func() { rt.ServeNotFound(w, h.hosts.withSiteHosts(r)) })
+}
+
+// serve serves r when it is a route of the handler's family, counted
+// among the config's requests in flight (the next handler's are not, so a
+// long proxied stream beside the gateway never holds a reload's
+// clean-up), and returns the routes (nil when the gateway is not
+// running).
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (*routes.Router, bool) {
 	h.app.inflight.enter()
 	defer h.app.inflight.leave()
 	rt := h.app.serving(r.Context())
 	if rt == nil {
-		http.Error(w, "the gateway is not running", http.StatusServiceUnavailable)
-		return nil
+		return nil, false
 	}
-	hr := h.hosts.withSiteHosts(r)
-	if rt.ServeHTTP(w, hr, h.family) {
-		return nil
-	}
-	if h.family != routes.All || !routes.OwnPath(r.URL.Path) {
-		return next.ServeHTTP(w, r)
-	}
-	return serveOrNotFound(w, r, next, func() { rt.ServeNotFound(w, hr) })
+	return rt, rt.ServeHTTP(w, h.hosts.withSiteHosts(r), h.family)
 }
 
 // serveOrNotFound hands an own path that is not a route to next, and

@@ -115,3 +115,47 @@ func TestServeOrNotFound(t *testing.T) {
 		})
 	}
 }
+
+// A family handler serves its own family's paths only; the next handler
+// runs outside the config's count of requests in flight (a proxied stream
+// beside the gateway never holds a reload's clean-up); and a config that
+// is not running answers 503 for the gateway's own paths only.
+func TestFamilyHandler(t *testing.T) {
+	a := unstarted()
+	a.router = routes.New(&pipeline.Gateway{}, routes.Options{})
+	a.markStarted()
+	h := &Handler{app: a, family: routes.Models, hosts: new(siteHosts)}
+	var inFlight int
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) error {
+		a.inflight.mu.Lock()
+		inFlight = a.inflight.n
+		a.inflight.mu.Unlock()
+		w.WriteHeader(http.StatusTeapot)
+		return nil
+	})
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{
+		{"/v1/chat/completions", http.StatusTeapot}, // another family's
+		{"/v1/unknown", http.StatusTeapot},          // no family's: no gateway 404 from a family handler
+		{"/elsewhere", http.StatusTeapot},
+	} {
+		rec := httptest.NewRecorder()
+		inFlight = -1
+		if err := h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, tc.path, nil), next); err != nil || rec.Code != tc.status || inFlight != 0 {
+			t.Errorf("%s: %v, %d (in flight in next: %d), want %d with none in flight", tc.path, err, rec.Code, inFlight, tc.status)
+		}
+	}
+	stopped := unstarted()
+	if err := stopped.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	h = &Handler{app: stopped, family: routes.Models, hosts: new(siteHosts)}
+	for path, status := range map[string]int{"/v1/models": http.StatusServiceUnavailable, "/elsewhere": http.StatusTeapot} {
+		rec := httptest.NewRecorder()
+		if err := h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil), next); err != nil || rec.Code != status {
+			t.Errorf("not running, %s: %v, %d, want %d", path, err, rec.Code, status)
+		}
+	}
+}

@@ -35,7 +35,6 @@ const (
 const (
 	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
 	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
 	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
 )
 
@@ -71,7 +70,7 @@ type Cache struct {
 // names, and the params member it names it in.
 var namedMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
-// base64Sentinel wraps a header value that is not plain ASCII:
+// base64Prefix and base64Suffix wrap a header value that is not plain ASCII:
 // =?base64?<the value's UTF-8, base64>?=.
 const base64Prefix, base64Suffix = "=?base64?", "?="
 
@@ -119,7 +118,11 @@ func CheckStateless(r *http.Request, msg *Message) *RPCError {
 		return mismatch(HeaderProtocol, h, v.Str)
 	}
 	if v.Str != StatelessVersion {
-		e := Errf(http.StatusBadRequest, CodeUnsupportedVersion, "Unsupported protocol version")
+		msg := "Unsupported protocol version"
+		if slices.Contains(Versions, v.Str) {
+			msg = "protocol version " + v.Str + " is served with sessions: send initialize, without the stateless _meta"
+		}
+		e := Errf(http.StatusBadRequest, CodeUnsupportedVersion, msg)
 		e.Data = map[string]any{"supported": SupportedVersions, "requested": v.Str}
 		return e
 	}
@@ -176,7 +179,9 @@ func StatelessResult(result any, server string, cache *Cache) json.RawMessage {
 }
 
 // serverInfo names a server and its version.
-func serverInfo(name string) map[string]any { return map[string]any{"name": name, "version": ServerVersion} }
+func serverInfo(name string) map[string]any {
+	return map[string]any{"name": name, "version": ServerVersion}
+}
 
 // ServerVersion is the version both servers report.
 const ServerVersion = "1.0.0"
@@ -233,6 +238,13 @@ func ServeStateless(w http.ResponseWriter, msg *Message, server, instructions st
 // have (initialize, ping and the session era's others included): 404.
 func UnknownMethod(method string) *RPCError {
 	return Errf(http.StatusNotFound, gwerr.RPCMethodNotFound, "unknown method "+shortText(method))
+}
+
+// statelessRefusal is e as a stateless-era JSON-RPC error, for a server
+// that answers it with the request's id.
+func statelessRefusal(e *gwerr.Error) *RPCError {
+	status := gwerr.StatelessRPC.Status(e)
+	return Errf(status, gwerr.StatelessRPCBase-status, e.Message)
 }
 
 // Refuse renders a refusal the pipeline made before the server read the

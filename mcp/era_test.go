@@ -78,6 +78,8 @@ func TestCheckStateless(t *testing.T) {
 		{"version header disagrees", strings.Replace(call, `"2026-07-28"`, `"v999.0.0"`, 1), good, CodeHeaderMismatch,
 			"Header mismatch: Mcp-Protocol-Version header value '2026-07-28' does not match body value 'v999.0.0'"},
 		{"unsupported version", strings.Replace(call, `"2026-07-28"`, `"v999.0.0"`, 1), with(HeaderProtocol, "v999.0.0"), CodeUnsupportedVersion, "Unsupported protocol version"},
+		{"a sessions-era version in _meta", strings.Replace(call, `"2026-07-28"`, `"2025-11-25"`, 1), with(HeaderProtocol, "2025-11-25"), CodeUnsupportedVersion,
+			"protocol version 2025-11-25 is served with sessions: send initialize, without the stateless _meta"},
 		{"no method header", call, with(HeaderMethod, ""), CodeHeaderMismatch, "Header mismatch: Mcp-Method header is missing; the body says 'tools/call'"},
 		{"method header in capitals", call, with(HeaderMethod, "TOOLS/CALL"), CodeHeaderMismatch, "Mcp-Method header value 'TOOLS/CALL' does not match body value 'tools/call'"},
 		{"no name header", call, with(HeaderName, ""), CodeHeaderMismatch, "Mcp-Name header is missing; the body says 'web_search'"},
@@ -98,7 +100,7 @@ func TestCheckStateless(t *testing.T) {
 				t.Fatalf("got %+v, want 400 %d %q", err, tc.code, tc.msg)
 			}
 			if tc.code == CodeUnsupportedVersion {
-				want := map[string]any{"supported": SupportedVersions, "requested": "v999.0.0"}
+				want := map[string]any{"supported": SupportedVersions, "requested": gjsonMeta(msg)}
 				if !reflect.DeepEqual(err.Data, want) {
 					t.Errorf("data %v, want %v", err.Data, want)
 				}
@@ -106,6 +108,9 @@ func TestCheckStateless(t *testing.T) {
 		})
 	}
 }
+
+// gjsonMeta is the protocol version msg's _meta names.
+func gjsonMeta(msg *Message) string { return meta(msg).Get(metaPath(MetaProtocolVersion)).String() }
 
 // TestStatelessReplies: the shared answers of the stateless era, exactly.
 func TestStatelessReplies(t *testing.T) {

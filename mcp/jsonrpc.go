@@ -115,13 +115,17 @@ func ReadMessage(w http.ResponseWriter, r *http.Request) *Message {
 }
 
 // CheckOrigin answers a request whose Host or Origin names a host the
-// servers do not serve itself (403, -32001) and reports false (see
-// OriginAllowed).
+// servers do not serve itself (403: -32001, or -31403 to a stateless-era
+// client) and reports false (see OriginAllowed).
 func CheckOrigin(w http.ResponseWriter, r *http.Request, allowed []string) bool {
 	if OriginAllowed(r, allowed) {
 		return true
 	}
-	Reply(w, nil, nil, Errf(http.StatusForbidden, gwerr.RPCHeaderMismatch, "the Host or Origin header names a host this server does not serve"), false)
+	code := gwerr.RPCHeaderMismatch
+	if ModernHeader(r) {
+		code = gwerr.StatelessRPCBase - http.StatusForbidden
+	}
+	Reply(w, nil, nil, Errf(http.StatusForbidden, code, "the Host or Origin header names a host this server does not serve"), false)
 	return false
 }
 

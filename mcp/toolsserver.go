@@ -114,7 +114,8 @@ func (s *ToolsServer) serveStateless(c *pipeline.Call, msg *Message) error {
 	case "tools/list":
 		out, err := s.list(c)
 		if err != nil {
-			return err
+			Reply(w, msg.ID, nil, statelessRefusal(err), true)
+			return nil
 		}
 		Reply(w, msg.ID, StatelessResult(map[string]any{"tools": out}, tools.ServerName, toolsListCache), nil, true)
 	case "tools/call":
@@ -123,7 +124,7 @@ func (s *ToolsServer) serveStateless(c *pipeline.Call, msg *Message) error {
 			Reply(w, msg.ID, nil, invalidParams("tools/call needs a tool name"), true)
 			return nil
 		}
-		if !tools.Known(p.Name) {
+		if !s.Tools.Known(p.Name) {
 			Reply(w, msg.ID, nil, invalidParams("Unknown tool: "+shortText(p.Name)), true)
 			return nil
 		}

@@ -336,13 +336,6 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, f Family) bo
 	return true
 }
 
-// Family returns the family serving path, and false when no route serves
-// it.
-func (rt *Router) Family(path string) (Family, bool) {
-	r, ok := rt.table[path]
-	return r.family, ok
-}
-
 // ServeNotFound answers a path under the gateway's own prefixes that is
 // not a route 404 in a JSON error shape an SDK reads (the messages shape
 // for a messages path), naming the base address the client most likely

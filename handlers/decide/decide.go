@@ -106,7 +106,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.Charge(pipeline.Bill{Units: used, Unit: pricing.UnitToken, Model: Model, Alias: Model,
+	if _, err := c.Charge(pipeline.Bill{Units: used, Unit: pricing.UnitToken, Model: Model,
 		Cost: pricing.Cost(false, pricing.Line{Units: used, Rate: pricing.DecideRate}), Tokens: pipeline.Tokens{Input: used},
 		Receipt: pipeline.DecisionReceipt}); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 
@@ -81,9 +82,10 @@ func (c *Call) WriteReceipt(b Bill) {
 // writeReceipt sets the receipt headers of b on h; cached: the answer
 // came from the cache.
 func writeReceipt(h http.Header, b *Bill, cached bool) {
+	alias := cmp.Or(b.Alias, b.Model)
 	switch b.Receipt {
 	case ChatReceipt:
-		setAll(h, HeaderModel, b.Model, HeaderOriginalModel, b.Alias, HeaderRouted, strconv.FormatBool(b.Routed),
+		setAll(h, HeaderModel, b.Model, HeaderOriginalModel, alias, HeaderRouted, strconv.FormatBool(b.Routed),
 			HeaderCost, b.CostUSD())
 		if cached {
 			h.Set(HeaderCache, "hit")
@@ -97,12 +99,12 @@ func writeReceipt(h http.Header, b *Bill, cached bool) {
 			h.Set(HeaderBilledLane, b.Lane)
 		}
 	case ChatStreamReceipt:
-		h.Set(HeaderAlias, b.Alias)
+		h.Set(HeaderAlias, alias)
 	case AbilityStreamReceipt:
 		h.Set(HeaderRoutedModel, b.Model)
 	case AbilityReceipt, DecisionReceipt:
 		if b.Receipt == DecisionReceipt {
-			h.Set(HeaderAlias, b.Alias)
+			h.Set(HeaderAlias, alias)
 		}
 		setAll(h, HeaderRoutedModel, b.Model, HeaderCost, b.CostUSD())
 		switch b.Unit {

@@ -45,7 +45,7 @@ func TestReceiptFromBill(t *testing.T) {
 			http.Header{"X-Gw-Routed-Model": {"reader"}, "X-Gw-Cost-Usd": {"0.00"}}},
 		{"ability stream", pipeline.Bill{Receipt: pipeline.AbilityStreamReceipt, Model: "img", Alias: "gw-image"}, false,
 			http.Header{"X-Gw-Routed-Model": {"img"}}},
-		{"decision", pipeline.Bill{Receipt: pipeline.DecisionReceipt, Model: "gw-decide", Alias: "gw-decide", Unit: pricing.UnitToken,
+		{"decision", pipeline.Bill{Receipt: pipeline.DecisionReceipt, Model: "gw-decide", Unit: pricing.UnitToken,
 			Units: 900, Cost: cost}, false,
 			http.Header{"X-Gw-Alias": {"gw-decide"}, "X-Gw-Routed-Model": {"gw-decide"}, "X-Gw-Cost-Usd": {"0.001234"}}},
 		{"none", pipeline.Bill{Model: "m", Cost: cost}, false, http.Header{}},

@@ -178,10 +178,15 @@ func invalid(param, format string, args ...any) *gwerr.Error {
 	return gwerr.New(gwerr.Invalid, format, args...).WithParam(param)
 }
 
-// Known reports whether name is one of the server's tools.
-func Known(name string) bool {
-	_, ok := find(name)
-	return ok
+// Known reports whether name is one of the tools the server offers (the
+// apps tools only when apps are offered).
+func (s *Server) Known(name string) bool {
+	for _, t := range s.all() {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Call runs tool name with args for the caller of c (whose key the routes

@@ -331,3 +331,25 @@ func TestRefusedKey(t *testing.T) {
 		}
 	}
 }
+
+// TestKnown: the tools a server offers are known, the apps tools only
+// when apps are offered, and nothing else.
+func TestKnown(t *testing.T) {
+	bare, withApps := &Server{}, &Server{Apps: &Apps{}}
+	for _, tc := range []struct {
+		name        string
+		bare, withA bool
+	}{
+		{ToolWebSearch, true, true},
+		{ToolListCapabilities, true, true},
+		{ToolAppsList, false, true},
+		{"no_such_tool", false, false},
+	} {
+		if got := bare.Known(tc.name); got != tc.bare {
+			t.Errorf("without apps, Known(%q) = %v", tc.name, got)
+		}
+		if got := withApps.Known(tc.name); got != tc.withA {
+			t.Errorf("with apps, Known(%q) = %v", tc.name, got)
+		}
+	}
+}
