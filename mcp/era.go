@@ -176,7 +176,9 @@ func StatelessResult(result any, server string, cache *Cache) json.RawMessage {
 }
 
 // serverInfo names a server and its version.
-func serverInfo(name string) map[string]any { return map[string]any{"name": name, "version": ServerVersion} }
+func serverInfo(name string) map[string]any {
+	return map[string]any{"name": name, "version": ServerVersion}
+}
 
 // ServerVersion is the version both servers report.
 const ServerVersion = "1.0.0"
