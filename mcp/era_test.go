@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -8,8 +9,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
+	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/store"
 )
 
 // statelessMeta is the _meta of a stateless-era request.
@@ -170,4 +174,60 @@ func FuzzCheckStateless(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRoutingArgumentRefusal: in the stateless era a routing tool's
+// refusal of its arguments is a tool result with isError (the revision
+// reports input validation as a tool execution error), while a call the
+// server cannot make stays a protocol error; the sessions era keeps
+// -32602 for both.
+func TestRoutingArgumentRefusal(t *testing.T) {
+	sessions := NewMemorySessions(time.Now)
+	sess := Session{ID: NewSessionID(), KeyID: "k", Version: LatestVersion}
+	if err := sessions.Create(context.Background(), sess); err != nil {
+		t.Fatal(err)
+	}
+	s := &Routing{Sessions: sessions}
+	call := func(name, args string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `,` + statelessMeta + `}}`
+	}
+	stateless := func(name string) []string {
+		return []string{HeaderProtocol, StatelessVersion, HeaderMethod, "tools/call", HeaderName, name}
+	}
+	refused := func(tool, msg string) string {
+		obj := `{"capability":"` + tool + `","error":"invalid_request","message":"` + msg + `","retryable":false}`
+		text, _ := json.Marshal(obj)
+		return `{"jsonrpc":"2.0","id":7,"result":{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"gw-routing","version":"1.0.0"}},` +
+			`"content":[{"type":"text","text":` + string(text) + `}],"isError":true,"resultType":"complete","structuredContent":` + obj + `}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		header     []string
+		status     int
+		want       string
+	}{
+		{"stateless: no prompt", call(ToolRoute, `{}`), stateless(ToolRoute), 200, refused(ToolRoute, "give exactly one of prompt and messages")},
+		{"stateless: bad tier", call(ToolModels, `{"tier":"slow"}`), stateless(ToolModels), 200,
+			refused(ToolModels, "tier must be fast, standard, reasoning, pinned or all")},
+		{"stateless: no decision_id", call(ToolExplain, `{}`), stateless(ToolExplain), 200, refused(ToolExplain, "decision_id is required")},
+		{"stateless: unknown tool", call("flux_nope", `{}`), stateless("flux_nope"), 200,
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"unknown tool flux_nope"}}`},
+		{"stateless: arguments not an object", call(ToolRoute, `[1]`), stateless(ToolRoute), 200,
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"arguments must be an object"}}`},
+		{"sessions: no prompt", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"flux_route","arguments":{}}}`,
+			[]string{HeaderSession, sess.ID, HeaderProtocol, LatestVersion}, 200,
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"give exactly one of prompt and messages"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := statelessRequest(t, tc.body, tc.header...)
+			r.Host = "localhost"
+			w := httptest.NewRecorder()
+			if err := s.Serve(&pipeline.Call{W: w, R: r, Key: store.Key{ID: "k"}}); err != nil {
+				t.Fatal(err)
+			}
+			if got := canonical(t, w.Body.Bytes()); w.Code != tc.status || got != canonical(t, []byte(tc.want)) {
+				t.Errorf("%d %s\nwant %d %s", w.Code, got, tc.status, tc.want)
+			}
+		})
+	}
 }

@@ -128,7 +128,10 @@ func (s *Routing) Serve(c *pipeline.Call) error {
 			Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCInvalidParams, "tools/call needs a tool name"), false)
 			return nil
 		}
-		res, rpcErr := s.call(c, p)
+		res, argErr, rpcErr := s.call(c, p)
+		if rpcErr == nil {
+			rpcErr = argErr
+		}
 		Reply(w, msg.ID, res, rpcErr, false)
 	default:
 		Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCMethodNotFound, "unknown method "+shortText(msg.Method)), false)
@@ -164,10 +167,13 @@ func (s *Routing) serveStateless(c *pipeline.Call, msg *Message) {
 			Reply(w, msg.ID, nil, invalidParams("tools/call needs a tool name"), false)
 			return
 		}
-		res, rpcErr := s.call(c, p)
+		res, argErr, rpcErr := s.call(c, p)
 		if rpcErr != nil {
 			Reply(w, msg.ID, nil, rpcErr, false)
 			return
+		}
+		if argErr != nil {
+			res = argumentRefusal(p.Name, argErr)
 		}
 		Reply(w, msg.ID, StatelessResult(res, RoutingName, nil), nil, false)
 	default:
@@ -207,25 +213,37 @@ func shortText(s string) string {
 
 func invalidParams(msg string) *RPCError { return Errf(http.StatusOK, gwerr.RPCInvalidParams, msg) }
 
-// call runs a routing tool.
-func (s *Routing) call(c *pipeline.Call, p CallParams) (any, *RPCError) {
+// call runs a routing tool. A call the server cannot make (no such tool,
+// arguments that are not an object) is rpcErr; the tool's refusal of its
+// arguments is argErr, which the sessions era sends as the same -32602
+// and the stateless era as a tool result with isError (argumentRefusal).
+func (s *Routing) call(c *pipeline.Call, p CallParams) (res any, argErr, rpcErr *RPCError) {
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
 	a := gjson.ParseBytes(args)
 	if !jsonbody.Valid(args) || !a.IsObject() {
-		return nil, invalidParams("arguments must be an object")
+		return nil, nil, invalidParams("arguments must be an object")
 	}
 	switch p.Name {
 	case ToolRoute:
-		return s.route(c, a)
+		res, argErr = s.route(c, a)
 	case ToolExplain:
-		return s.explain(c, a)
+		res, argErr = s.explain(c, a)
 	case ToolModels:
-		return s.models(c, a)
+		res, argErr = s.models(c, a)
+	default:
+		return nil, nil, invalidParams("unknown tool " + shortText(p.Name))
 	}
-	return nil, invalidParams("unknown tool " + shortText(p.Name))
+	return res, argErr, nil
+}
+
+// argumentRefusal is a tool's refusal of its arguments as the stateless
+// era reports it, a tool result with isError the model can correct from:
+// the tools server's error object for an invalid request.
+func argumentRefusal(tool string, argErr *RPCError) ToolResult {
+	return TextResult(gwerr.ToolObject(gwerr.New(gwerr.Invalid, "%s", argErr.Message), tool, ""), true)
 }
 
 // route runs a chat call through the gateway's own chat route, with the
