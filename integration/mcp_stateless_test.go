@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -430,7 +431,7 @@ func TestMCPStatelessRefusals(t *testing.T) {
 	for _, path := range []string{"/mcp", "/mcp-tools/"} {
 		r := e.send(t, e.BaseURL+path, http.MethodPost, []byte(body), append(bearer(key), h...))
 		wantRPCError(t, path+" over the budget", r, http.StatusTooManyRequests, -31429)
-		if r.Header.Get("Retry-After") == "" || r.Header.Get("Mcp-Session-Id") != "" || gjson.GetBytes(r.Body, "id").Raw != "null" {
+		if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || r.Header.Get("Mcp-Session-Id") != "" || gjson.GetBytes(r.Body, "id").Raw != "null" {
 			t.Fatalf("%s over the budget: %v %s", path, r.Header, r.Body)
 		}
 	}
