@@ -22,15 +22,33 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func mcpSession(t *testing.T, url, key string) *sdk.ClientSession {
+// sessionsEra is the protocol version of the sessions era, which the
+// tests that mean it pin: the SDK's client tries the stateless era first
+// when it is given none.
+const sessionsEra = "2025-11-25"
+
+// sdkConnect connects the MCP Go SDK's client to url through rt, at
+// version (empty: the SDK's default, the stateless era when the server
+// offers it).
+func sdkConnect(t *testing.T, url string, rt http.RoundTripper, version string) (*sdk.ClientSession, error) {
 	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "gw-test", Version: "1"}, nil)
 	s, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url,
-		HTTPClient: &http.Client{Transport: bearerTransport{key}}, DisableStandaloneSSE: true}, nil)
+		HTTPClient: &http.Client{Transport: rt}, DisableStandaloneSSE: true}, &sdk.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, nil
+}
+
+// mcpSession is a sessions-era session of the MCP Go SDK's client with key.
+func mcpSession(t *testing.T, url, key string) *sdk.ClientSession {
+	t.Helper()
+	s, err := sdkConnect(t, url, bearerTransport{key}, sessionsEra)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
 	return s
 }
 

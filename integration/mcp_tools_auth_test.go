@@ -23,17 +23,15 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// toolsSessionWith connects the MCP Go SDK's client to url sending header
-// (name, value pairs), or no key at all when header is empty.
+// toolsSessionWith is a sessions-era session of the MCP Go SDK's client
+// with url, sending header (name, value pairs), or no key at all when
+// header is empty.
 func toolsSessionWith(t *testing.T, url string, header ...string) *sdk.ClientSession {
 	t.Helper()
-	c := sdk.NewClient(&sdk.Implementation{Name: "gw-test", Version: "1"}, nil)
-	s, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url,
-		HTTPClient: &http.Client{Transport: headerTransport(header)}, DisableStandaloneSSE: true}, nil)
+	s, err := sdkConnect(t, url, headerTransport(header), sessionsEra)
 	if err != nil {
 		t.Fatalf("connecting with %v: %v", header, err)
 	}
-	t.Cleanup(func() { s.Close() })
 	return s
 }
 

@@ -143,7 +143,10 @@ func (a *Apps) app(name string) (App, bool) {
 	return App{}, false
 }
 
-// session returns the pooled session to app, connecting on first use.
+// session returns the pooled session to app, connecting on first use in
+// the protocol era the app offers: the SDK's client asks server/discover
+// first (the stateless era, no session) and falls back to initialize (the
+// sessions era) when the app does not offer it.
 func (a *Apps) session(ctx context.Context, app App) (*sdk.ClientSession, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
