@@ -65,7 +65,7 @@ type SQL struct {
 // sqlStatements are SQL's statements in its dialect.
 type sqlStatements struct {
 	insertAccount, lockAccount, updateAccount, insertJournal, keyByHash, keyIssued, spend string
-	key, lockKey, updateKey, keySpend                                                     string
+	key, issuedKey, lockKey, updateKey, keySpend                                          string
 }
 
 // NewSQL is the shared code of a backend of dialect d: read is its read
@@ -95,6 +95,7 @@ func NewSQL(d Dialect, read Conn, write func(ctx context.Context, fn func(Conn) 
 		keyIssued:     `SELECT 1 FROM keys WHERE hash = ` + d.Arg(1),
 		spend:         periods("spend", "account_id"),
 		key:           `SELECT ` + KeyCols + ` FROM keys WHERE id = ` + d.Arg(1) + ` AND revoked_at IS NULL`,
+		issuedKey:     `SELECT ` + KeyCols + ` FROM keys WHERE id = ` + d.Arg(1),
 		lockKey:       `SELECT ` + KeyCols + ` FROM keys WHERE id = ` + d.Arg(1) + ` AND revoked_at IS NULL` + d.ForUpdate,
 		updateKey:     `UPDATE keys SET ` + strings.Join(keySet, ", ") + ` WHERE id = ` + d.Arg(len(keySet)+1),
 		keySpend:      periods("key_spend", "key_id"),
@@ -236,6 +237,16 @@ func (s *SQL) Key(ctx context.Context, id string) (Key, error) {
 	k, err := ScanKey(s.read.QueryRow(ctx, s.q.key, id))
 	if err != nil {
 		return Key{}, fmt.Errorf("%s: key %q: %w", s.d.Name, id, s.d.Classify(err))
+	}
+	return k, nil
+}
+
+// IssuedKey returns a key by its id, revoked or not (a settlement holds
+// the calls of a key revoked meanwhile to its caps); ErrNotFound if none.
+func (s *SQL) IssuedKey(ctx context.Context, id string) (Key, error) {
+	k, err := ScanKey(s.read.QueryRow(ctx, s.q.issuedKey, id))
+	if err != nil {
+		return Key{}, fmt.Errorf("%s: issued key %q: %w", s.d.Name, id, s.d.Classify(err))
 	}
 	return k, nil
 }

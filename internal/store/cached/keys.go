@@ -46,10 +46,10 @@ func (s *Store) loadKey(ctx context.Context, k *keyState, id string, now time.Ti
 		k.capsLoaded, k.spLoaded, k.stale = false, false, false
 	}
 	if caps && !k.capsLoaded {
-		key, err := s.Backend.Key(ctx, id)
+		key, err := s.issuedKey(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			key = store.Key{} // revoked, or never made: no caps
+			key = store.Key{} // never made: no caps
 		case err != nil:
 			return err
 		}
@@ -64,6 +64,21 @@ func (s *Store) loadKey(ctx context.Context, k *keyState, id string, now time.Ti
 		k.loadSpend(sp, now)
 	}
 	return nil
+}
+
+// issuedKeyer is a backend that reads revoked keys too (the SQL ones).
+type issuedKeyer interface {
+	IssuedKey(ctx context.Context, id string) (store.Key, error)
+}
+
+// issuedKey reads a key's record, revoked or not where the backend can:
+// the backend holds a call settling after its key was revoked to the
+// key's caps, and memory must floor it alike.
+func (s *Store) issuedKey(ctx context.Context, id string) (store.Key, error) {
+	if b, ok := s.Backend.(issuedKeyer); ok {
+		return b.IssuedKey(ctx, id)
+	}
+	return s.Backend.Key(ctx, id)
 }
 
 // capsOf is a copy of k's caps alone.

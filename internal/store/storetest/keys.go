@@ -276,10 +276,24 @@ func testKeyFloor(t *testing.T, st store.Store) {
 	if e := settle("t5", "two-capped", "1"); e.Cost != 0 || e.Shortfall != usd("1") {
 		t.Errorf("after the revocation: charged %s short %s", e.Cost, e.Shortfall)
 	}
+	// So do the caps of a key revoked before any call settled with it.
+	if err := st.CreateKey(ctx, store.Key{ID: "two-late", AccountID: "two", Hash: "two-h3", TotalCap: ptr(usd("0.5"))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteKey(ctx, "two-late"); err != nil {
+		t.Fatal(err)
+	}
+	if e := settle("t6", "two-late", "1"); e.Cost != usd("0.5") || e.Shortfall != usd("0.5") {
+		t.Errorf("a key revoked before its first charge: charged %s short %s", e.Cost, e.Shortfall)
+	}
+	if entries, err := st.Entries(ctx, "two", 1); err != nil || len(entries) != 1 || entries[0].RequestID != "t6" ||
+		entries[0].Cost != usd("0.5") || entries[0].Shortfall != usd("0.5") {
+		t.Errorf("the ledger of t6: %+v, %v", entries, err)
+	}
 	if sp, _ := st.KeySpend(ctx, "two-capped", at); sp.Total != usd("1.25") {
 		t.Errorf("capped key spend %+v", sp)
 	}
-	if sp, _ := st.Spend(ctx, "two", at); sp.Total != usd("11.25") {
+	if sp, _ := st.Spend(ctx, "two", at); sp.Total != usd("11.75") {
 		t.Errorf("account spend %+v", sp)
 	}
 	if problems, err := st.CheckJournal(ctx); err != nil || len(problems) > 0 {
