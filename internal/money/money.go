@@ -265,7 +265,7 @@ func (g *Gate) state(ctx context.Context, p Payer) (payerState, error) {
 	if err != nil {
 		return st, Unresolved()
 	}
-	if k.DailyCap == nil && k.MonthlyCap == nil && k.TotalCap == nil {
+	if !k.HasCaps() {
 		return st, nil
 	}
 	st.key = &k
