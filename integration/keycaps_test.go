@@ -10,12 +10,13 @@ import (
 )
 
 // TestKeyCaps: a key's daily cap bounds the calls made with it, on one
-// node and on two sharing PostgreSQL and Redis, with 24 calls at once
-// against a provider that bills three times the gateway's count: the key
-// never spends past its cap (what it would have cost beyond is each
-// entry's shortfall), every refusal is 402 key_daily_cap with its hold
-// reason, the account's other key is not bound by it, and the key's spend
-// on the admin API equals the ledger's entries made with it.
+// node and on two sharing PostgreSQL and Redis, with 24 calls at once and
+// then one after another until the cap refuses one, against a provider
+// that bills three times the gateway's count: the key never spends past
+// its cap (what it would have cost beyond is each entry's shortfall),
+// every refusal is 402 key_daily_cap with its hold reason, the account's
+// other key is not bound by it, and the key's spend on the admin API
+// equals the ledger's entries made with it.
 func TestKeyCaps(t *testing.T) {
 	t.Parallel()
 	cost := listCost(t, "gpt-4.1-mini", shortfallUsage, false)
@@ -66,6 +67,27 @@ func keyCapsRun(t *testing.T, nodes []*gateway, capUSD, cost pricing.Money) {
 		})
 	}
 	wg.Wait()
+	// Then one call after another until the cap refuses one: what is left
+	// may still admit a call sized down to fit it.
+	refused := false
+	for range 30 {
+		r := g.do(t, http.MethodPost, "/v1/chat/completions", shortfallBody, bearer(capped)...)
+		if r.Status == http.StatusPaymentRequired {
+			if r.Header.Get("X-Gw-Hold-Reason") != "key_daily_cap" {
+				t.Errorf("402 %s (hold reason %q), want key_daily_cap", r.Body, r.Header.Get("X-Gw-Hold-Reason"))
+			}
+			refused = true
+			break
+		}
+		if r.Status != http.StatusOK {
+			t.Fatalf("status %d %s, want 200 or 402", r.Status, r.Body)
+		}
+		receipts += mustUSD(t, r.Header.Get("X-Gw-Cost-Usd"))
+		served++
+	}
+	if !refused {
+		t.Fatal("30 more calls and none refused by the key's cap")
+	}
 	var ledger pricing.Money
 	entries := g.ledger(t, account)
 	for _, l := range entries {
@@ -86,9 +108,6 @@ func keyCapsRun(t *testing.T, nodes []*gateway, capUSD, cost pricing.Money) {
 	// The cap is the key's: the account's other key still calls.
 	if r := nodes[len(nodes)-1].do(t, http.MethodPost, "/v1/chat/completions", shortfallBody, bearer(other)...); r.Status != http.StatusOK {
 		t.Errorf("the other key: %d %s, want 200", r.Status, r.Body)
-	}
-	if r := g.do(t, http.MethodPost, "/v1/chat/completions", shortfallBody, bearer(capped)...); r.Status != http.StatusPaymentRequired {
-		t.Errorf("the capped key again: %d %s, want 402", r.Status, r.Body)
 	}
 	g.expectJournalOK(t)
 }
