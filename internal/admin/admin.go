@@ -69,6 +69,8 @@ func New(st store.Store) *API {
 	m.HandleFunc("PATCH /gw/accounts/{id}", a.patchAccount)
 	m.HandleFunc("POST /gw/accounts/{id}/keys", a.createKey)
 	m.HandleFunc("GET /gw/accounts/{id}/keys", a.listKeys)
+	m.HandleFunc("GET /gw/keys/{key_id}", a.getKey)
+	m.HandleFunc("PATCH /gw/keys/{key_id}", a.patchKey)
 	m.HandleFunc("DELETE /gw/keys/{key_id}", a.deleteKey)
 	m.HandleFunc("GET /gw/accounts/{id}/ledger", a.ledger)
 	m.HandleFunc("GET /gw/accounts/{id}/journal", a.journal)
@@ -341,30 +343,80 @@ func (a *API) patchAccount(w http.ResponseWriter, r *http.Request) {
 	a.show(w, r, http.StatusOK, acc)
 }
 
-// Key is a key as listed; its secret (Key) only in the answer that made it.
+// Key is a key as listed; its secret (Key) only in the answer that made
+// it, its spend only when it is read alone.
 type Key struct {
-	ID        string     `json:"id"`
-	Key       string     `json:"key,omitempty"`
-	Name      string     `json:"name"`
-	Models    []string   `json:"models"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	CreatedAt time.Time  `json:"created_at"`
+	ID         string         `json:"id"`
+	Key        string         `json:"key,omitempty"`
+	Name       string         `json:"name"`
+	Models     []string       `json:"models"`
+	ExpiresAt  *time.Time     `json:"expires_at"`
+	CreatedAt  time.Time      `json:"created_at"`
+	DailyCap   *pricing.Money `json:"daily_cap_usd"`
+	MonthlyCap *pricing.Money `json:"monthly_cap_usd"`
+	TotalCap   *pricing.Money `json:"total_cap_usd"`
+	Spend      *Spend         `json:"spend,omitempty"`
+}
+
+// keyView is k as the API lists it: never its hash.
+func keyView(k store.Key) Key {
+	return Key{ID: k.ID, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt,
+		DailyCap: k.DailyCap, MonthlyCap: k.MonthlyCap, TotalCap: k.TotalCap}
+}
+
+// keyCapFields are a key's caps, in the order their errors are reported.
+var keyCapFields = []string{"daily_cap_usd", "monthly_cap_usd", "total_cap_usd"}
+
+// applyKeyCaps sets the caps present in body on k, as the account's caps
+// are read: a decimal string (or number) of US dollars, never below zero;
+// null removes one.
+func applyKeyCaps(k *store.Key, body map[string]json.RawMessage) error {
+	for _, f := range keyCapFields {
+		raw, ok := body[f]
+		if !ok {
+			continue
+		}
+		m, err := money(raw, false)
+		if err != nil {
+			return fieldError(f, err)
+		}
+		switch f {
+		case "daily_cap_usd":
+			k.DailyCap = m
+		case "monthly_cap_usd":
+			k.MonthlyCap = m
+		case "total_cap_usd":
+			k.TotalCap = m
+		}
+	}
+	return nil
+}
+
+// keyName reads a key's name: a non-empty printable string of at most
+// MaxKeyName characters.
+func keyName(raw json.RawMessage) (string, error) {
+	var name string
+	if err := json.Unmarshal(raw, &name); err != nil || name == "" {
+		return "", errors.New("name: required, a non-empty string")
+	}
+	if err := printable.Check(name, MaxKeyName); err != nil {
+		return "", fmt.Errorf("name: %v", err)
+	}
+	return name, nil
 }
 
 func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
-	body, ok := readObject(w, r, []string{"name", "models", "expires_at"})
+	body, ok := readObject(w, r, append([]string{"name", "models", "expires_at"}, keyCapFields...))
 	if !ok {
 		return
 	}
 	k := store.Key{ID: store.NewID("key"), AccountID: r.PathValue("id"), CreatedAt: a.now()}
-	if err := json.Unmarshal(body["name"], &k.Name); err != nil || k.Name == "" {
-		writeError(w, http.StatusBadRequest, "name: required, a non-empty string")
+	name, err := keyName(body["name"])
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if err := printable.Check(k.Name, MaxKeyName); err != nil {
-		writeError(w, http.StatusBadRequest, "name: %v", err)
-		return
-	}
+	k.Name = name
 	if raw, ok := body["models"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &k.Models); err != nil || slices.Contains(k.Models, "") {
 			writeError(w, http.StatusBadRequest, "models: must be a list of model ids")
@@ -395,6 +447,10 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		t = t.UTC()
 		k.ExpiresAt = &t
 	}
+	if err := applyKeyCaps(&k, body); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	secret, err := store.NewSecret()
 	if err != nil {
 		storeError(w, err)
@@ -405,7 +461,9 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, Key{ID: k.ID, Key: secret, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt})
+	made := keyView(k)
+	made.Key = secret
+	writeJSON(w, http.StatusCreated, made)
 }
 
 func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
@@ -421,9 +479,63 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]Key, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, Key{ID: k.ID, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt})
+		out = append(out, keyView(k))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// showKey answers k as listed, with what was charged with it today, this
+// month and in all.
+func (a *API) showKey(w http.ResponseWriter, r *http.Request, k store.Key) {
+	sp, err := a.Store.KeySpend(r.Context(), k.ID, a.now())
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	v := keyView(k)
+	v.Spend = &Spend{sp.Today, sp.Month, sp.Total}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
+	k, err := a.Store.Key(r.Context(), r.PathValue("key_id"))
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	a.showKey(w, r, k)
+}
+
+// patchKey changes a key's name and caps (null removes a cap).
+func (a *API) patchKey(w http.ResponseWriter, r *http.Request) {
+	body, ok := readObject(w, r, append([]string{"name"}, keyCapFields...))
+	if !ok {
+		return
+	}
+	var name string
+	if raw, ok := body["name"]; ok {
+		n, err := keyName(raw)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+		name = n
+	}
+	if err := applyKeyCaps(&store.Key{}, body); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	k, err := a.Store.UpdateKey(r.Context(), r.PathValue("key_id"), func(k *store.Key) error {
+		if name != "" {
+			k.Name = name
+		}
+		return applyKeyCaps(k, body)
+	})
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	a.showKey(w, r, k)
 }
 
 func (a *API) deleteKey(w http.ResponseWriter, r *http.Request) {

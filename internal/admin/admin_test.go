@@ -405,7 +405,7 @@ func TestKeys(t *testing.T) {
 				t.Fatalf("status %d: %s", r.status, r.raw)
 			}
 			got := r.body.(map[string]any)
-			if k := keySet(got); !reflect.DeepEqual(k, []string{"created_at", "expires_at", "id", "key", "models", "name"}) {
+			if k := keySet(got); !reflect.DeepEqual(k, []string{"created_at", "daily_cap_usd", "expires_at", "id", "key", "models", "monthly_cap_usd", "name", "total_cap_usd"}) {
 				t.Errorf("keys of the answer = %v", k)
 			}
 			secret, _ := got["key"].(string)
@@ -418,7 +418,8 @@ func TestKeys(t *testing.T) {
 			}
 			var name string
 			_ = json.Unmarshal([]byte(tc.body), &struct{ Name *string }{&name})
-			want := map[string]any{"id": id, "key": secret, "name": name, "models": tc.models, "expires_at": tc.expires, "created_at": nowJSON}
+			want := map[string]any{"id": id, "key": secret, "name": name, "models": tc.models, "expires_at": tc.expires, "created_at": nowJSON,
+				"daily_cap_usd": nil, "monthly_cap_usd": nil, "total_cap_usd": nil}
 			e.expect(r, http.StatusCreated, want)
 
 			// Only the hash is stored; it finds the key.
@@ -623,7 +624,7 @@ func TestRouting(t *testing.T) {
 		{"POST", "/gw/accounts/acme/ledger", 405, "GET, HEAD", "method POST not allowed on /gw/accounts/acme/ledger"},
 		{"DELETE", "/gw/accounts/acme", 405, "GET, HEAD, PATCH", "method DELETE not allowed on /gw/accounts/acme"},
 		{"PUT", "/gw/accounts/acme/keys", 405, "GET, HEAD, POST", "method PUT not allowed on /gw/accounts/acme/keys"},
-		{"GET", "/gw/keys/key_1", 405, "DELETE", "method GET not allowed on /gw/keys/key_1"},
+		{"POST", "/gw/keys/key_1", 405, "DELETE, GET, HEAD, PATCH", "method POST not allowed on /gw/keys/key_1"},
 		{"GET", "/gw/accounts/acme/keys/extra", 404, "", "no admin route GET /gw/accounts/acme/keys/extra"},
 		{"DELETE", "/gw/keys", 404, "", "no admin route DELETE /gw/keys"},
 	}

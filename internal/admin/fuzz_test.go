@@ -14,9 +14,10 @@ import (
 )
 
 // FuzzAdminAccountBody sends arbitrary bodies to POST /gw/accounts, PATCH
-// /gw/accounts/{id} (a prepaid and a postpaid account) and POST
-// /gw/accounts/{id}/keys: the API never panics, never answers 5xx, always
-// answers JSON, and what it answers on success is what it stored.
+// /gw/accounts/{id} (a prepaid and a postpaid account), POST
+// /gw/accounts/{id}/keys and PATCH /gw/keys/{key_id}: the API never
+// panics, never answers 5xx, always answers JSON, and what it answers on
+// success is what it stored.
 func FuzzAdminAccountBody(f *testing.F) {
 	for _, seed := range []string{
 		``, `{}`, `null`, `[]`, `"x"`, `{`, `{"id":"a"}`, `{"id":"fz"}`,
@@ -33,6 +34,9 @@ func FuzzAdminAccountBody(f *testing.F) {
 		`{"name":"k","models":["gw-auto",""]}`, `{"name":"\u0000"}`, "{\"id\":\"\xff\"}",
 		`{"name":"lap\u001b[2Jtop"}`, "{\"name\":\"k\x7f\"}", `{"name":"k","models":["m\u202e"]}`,
 		`{"add_balance_usd":"-1","reason":"why\nnot"}`, "{\"add_balance_usd\":\"-1\",\"reason\":\"\xff\"}",
+		`{"name":"k","daily_cap_usd":"1","monthly_cap_usd":2,"total_cap_usd":"0.000000001"}`,
+		`{"daily_cap_usd":null,"monthly_cap_usd":null,"total_cap_usd":null}`, `{"total_cap_usd":"-1"}`,
+		`{"monthly_cap_usd":"9223372036.854775807"}`, `{"name":"k","total_cap_usd":1e309}`, `{"name":"","daily_cap_usd":"1"}`,
 	} {
 		f.Add(seed)
 	}
@@ -73,6 +77,13 @@ func FuzzAdminAccountBody(f *testing.F) {
 			f.Fatalf("setup %s: %d %s", body, rec.Code, rec.Body)
 		}
 	}
+	rec := httptest.NewRecorder()
+	api.ServeHTTP(rec, httptest.NewRequest("POST", "/gw/accounts/fz/keys", strings.NewReader(`{"name":"fuzzed","daily_cap_usd":"1"}`)))
+	var made struct{ ID string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &made); rec.Code != http.StatusCreated || err != nil {
+		f.Fatalf("setup key: %d %s", rec.Code, rec.Body)
+	}
+	keyPath := "/gw/keys/" + made.ID
 
 	f.Fuzz(func(t *testing.T, body string) {
 		// POST /gw/accounts: a 201 shows what GET then shows.
@@ -93,6 +104,25 @@ func FuzzAdminAccountBody(f *testing.F) {
 				t.Fatalf("PATCH answered %v, GET %v", got, after)
 			case status != http.StatusOK && !jsonEqual(before, after):
 				t.Fatalf("refused PATCH (%d) changed %v into %v", status, before, after)
+			}
+		}
+		// PATCH of a key: a 200 shows what GET then shows; a refusal
+		// changes nothing; what is stored prints as itself.
+		_, before := serve(t, "GET", keyPath, "")
+		status, got = serve(t, "PATCH", keyPath, body)
+		_, after := serve(t, "GET", keyPath, "")
+		switch {
+		case status == http.StatusOK && !jsonEqual(got, after):
+			t.Fatalf("PATCH of the key answered %v, GET %v", got, after)
+		case status != http.StatusOK && !jsonEqual(before, after):
+			t.Fatalf("refused PATCH of the key (%d) changed %v into %v", status, before, after)
+		}
+		if name, _ := after["name"].(string); printable.Check(name, MaxKeyName) != nil {
+			t.Fatalf("stored key name %q", name)
+		}
+		for _, f := range keyCapFields {
+			if m, ok := after[f].(string); ok && strings.HasPrefix(m, "-") {
+				t.Fatalf("stored %s %s", f, m)
 			}
 		}
 		// POST keys: a 201 carries a secret the list never shows.

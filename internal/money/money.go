@@ -156,10 +156,23 @@ const (
 	Chat
 )
 
+// Payer is who a call's spend counts against: its account and, for a
+// call made with a key, that key, whose own caps bound the call too.
+type Payer struct {
+	Account string
+	// Key is the id of the key the call was made with; "" for none.
+	Key string
+}
+
+// keyScope names a key's holds in the Locks (an account id cannot hold a
+// colon). A key's holds are recorded under its account's lock, as every
+// call made with the key takes that lock.
+func keyScope(keyID string) string { return "key:" + keyID }
+
 // Check refuses a billed call that could not start now (no credit left, a
 // cap or the ceiling reached), without reserving anything.
-func (g *Gate) Check(ctx context.Context, accountID string, kind Kind) error {
-	h, err := g.Reserve(ctx, accountID, kind, 0)
+func (g *Gate) Check(ctx context.Context, p Payer, kind Kind) error {
+	h, err := g.ReserveFor(ctx, p, kind, 0)
 	if err != nil {
 		return err
 	}
@@ -174,55 +187,115 @@ func (g *Gate) Check(ctx context.Context, accountID string, kind Kind) error {
 // can never pass a cap together. A store that cannot answer refuses with
 // credit_unresolved.
 func (g *Gate) Reserve(ctx context.Context, accountID string, kind Kind, est pricing.Money) (*Hold, error) {
+	return g.ReserveFor(ctx, Payer{Account: accountID}, kind, est)
+}
+
+// ReserveFor is Reserve for a call of p: a call made with a key is held to
+// the key's caps too, the key's spend and holds counted under the
+// account's lock.
+func (g *Gate) ReserveFor(ctx context.Context, p Payer, kind Kind, est pricing.Money) (*Hold, error) {
 	if est < 0 {
 		est = 0
 	}
-	unlock, err := g.Locks.Lock(ctx, accountID)
+	unlock, err := g.Locks.Lock(ctx, p.Account)
 	if err != nil {
 		return nil, Unresolved()
 	}
 	defer unlock()
-	acc, err := g.Store.Account(ctx, accountID)
+	st, err := g.state(ctx, p)
 	if err != nil {
-		return nil, Unresolved()
-	}
-	now := g.now()
-	sp, err := g.Store.Spend(ctx, accountID, now)
-	if err != nil {
-		return nil, Unresolved()
-	}
-	held, err := g.Locks.Held(ctx, accountID)
-	if err != nil {
-		return nil, Unresolved()
-	}
-	if err := g.refusal(&acc, kind, sp, held, est, now); err != nil {
 		return nil, err
 	}
-	h := &Hold{gate: g, account: accountID, amount: est, limits: g.limits(&acc, kind, sp, now)}
+	rs, n := g.rules(&st, kind)
+	for _, r := range rs[:n] {
+		// Sums saturate: no amount, however large, can wrap around and pass.
+		if r.used >= r.limit || addSat(r.used, est) > r.limit {
+			return nil, refuse(r.code, r.msg)
+		}
+	}
+	h := &Hold{gate: g, account: p.Account, amount: est, limits: g.limits(&st.account, kind, st.spend, st.now)}
 	if est > 0 {
-		if h.id, err = g.Locks.Hold(ctx, accountID, est); err != nil {
+		if h.id, err = g.Locks.Hold(ctx, p.Account, est); err != nil {
 			return nil, Unresolved()
+		}
+		if st.key != nil {
+			h.key = keyScope(st.key.ID)
+			if h.keyHold, err = g.Locks.Hold(ctx, h.key, est); err != nil {
+				h.drop(ctx)
+				return nil, Unresolved()
+			}
 		}
 	}
 	return h, nil
 }
 
-// rule is one money limit an account's call is under: what it counts as
-// used, its limit, and the refusal when it is reached.
+// payerState is what the money rules of a call read: the account, its
+// spend and holds, and for a key with caps the key, its spend and holds.
+type payerState struct {
+	now     time.Time
+	account store.Account
+	spend   store.Spend
+	held    pricing.Money
+	// key is nil when the call was made without a key or with one that
+	// has no cap.
+	key      *store.Key
+	keySpend store.Spend
+	keyHeld  pricing.Money
+}
+
+// state reads what the rules of p's call need, under the account's lock;
+// a store or lock store that cannot answer refuses with
+// credit_unresolved.
+func (g *Gate) state(ctx context.Context, p Payer) (payerState, error) {
+	st := payerState{now: g.now()}
+	var err error
+	if st.account, err = g.Store.Account(ctx, p.Account); err != nil {
+		return st, Unresolved()
+	}
+	if st.spend, err = g.Store.Spend(ctx, p.Account, st.now); err != nil {
+		return st, Unresolved()
+	}
+	if st.held, err = g.Locks.Held(ctx, p.Account); err != nil {
+		return st, Unresolved()
+	}
+	if p.Key == "" {
+		return st, nil
+	}
+	k, err := g.Store.Key(ctx, p.Key)
+	if err != nil {
+		return st, Unresolved()
+	}
+	if !k.HasCaps() {
+		return st, nil
+	}
+	st.key = &k
+	if st.keySpend, err = g.Store.KeySpend(ctx, k.ID, st.now); err != nil {
+		return st, Unresolved()
+	}
+	if st.keyHeld, err = g.Locks.Held(ctx, keyScope(k.ID)); err != nil {
+		return st, Unresolved()
+	}
+	return st, nil
+}
+
+// rule is one money limit a call is under: what it counts as used (spend
+// and holds), its limit, and the refusal when it is reached.
 type rule struct {
 	used, limit pricing.Money
 	code, msg   string
 }
 
 // maxRules is how many rules can apply to one call.
-const maxRules = 5
+const maxRules = 8
 
 // rules lists the money rules that apply to a call of kind, in order:
 // prepaid balance (with the free monthly credit), the free tier's chat
-// stop, the daily cap, the monthly cap, then the account ceiling.
-func (g *Gate) rules(acc *store.Account, kind Kind, sp store.Spend, now time.Time) (rs [maxRules]rule, n int) {
+// stop, the daily cap, the monthly cap, the account ceiling, then the
+// key's daily, monthly and total caps.
+func (g *Gate) rules(st *payerState, kind Kind) (rs [maxRules]rule, n int) {
+	acc, sp, now := &st.account, st.spend, st.now
 	add := func(used, limit pricing.Money, code, msg string) {
-		rs[n] = rule{used: used, limit: limit, code: code, msg: msg}
+		rs[n] = rule{used: addSat(used, st.held), limit: limit, code: code, msg: msg}
 		n++
 	}
 	if acc.Balance != nil {
@@ -240,6 +313,17 @@ func (g *Gate) rules(acc *store.Account, kind Kind, sp store.Spend, now time.Tim
 	}
 	if limit, ok := g.ceiling(acc, sp, now); ok {
 		add(sp.Month, limit, gwerr.CodeMonthlyCap, "the account's monthly ceiling is reached; it rises with cleared spend and account age")
+	}
+	if k := st.key; k != nil {
+		addKey := func(used pricing.Money, limit *pricing.Money, code, msg string) {
+			if limit != nil {
+				rs[n] = rule{used: addSat(used, st.keyHeld), limit: *limit, code: code, msg: msg}
+				n++
+			}
+		}
+		addKey(st.keySpend.Today, k.DailyCap, gwerr.CodeKeyDailyCap, "the key's daily spend cap is reached")
+		addKey(st.keySpend.Month, k.MonthlyCap, gwerr.CodeKeyMonthlyCap, "the key's monthly spend cap is reached")
+		addKey(st.keySpend.Total, k.TotalCap, gwerr.CodeKeyTotalCap, "the key's total spend cap is reached")
 	}
 	return rs, n
 }
@@ -271,44 +355,21 @@ func (g *Gate) limits(acc *store.Account, kind Kind, sp store.Spend, now time.Ti
 	return l
 }
 
-// refusal applies the money rules in order (see rules). A limit refuses
-// when it is already reached, or when est would pass it.
-func (g *Gate) refusal(acc *store.Account, kind Kind, sp store.Spend, held, est pricing.Money, now time.Time) error {
-	rs, n := g.rules(acc, kind, sp, now)
-	for _, r := range rs[:n] {
-		// Sums saturate: no amount, however large, can wrap around and pass.
-		used := addSat(r.used, held)
-		if used >= r.limit || addSat(used, est) > r.limit {
-			return refuse(r.code, r.msg)
-		}
-	}
-	return nil
-}
-
 // Room is the most a call of kind could reserve for accountID now: the
 // least that any money rule leaves after what is spent and held (at most
 // math.MaxInt64 when no rule applies). It refuses as Reserve would when a
 // rule leaves nothing. It reserves nothing: a call that must fit what is
 // left (see the chat handler's tightening) reserves its amount after, and
 // Reserve refuses it if another call took the room meanwhile.
-func (g *Gate) Room(ctx context.Context, accountID string, kind Kind) (pricing.Money, error) {
-	acc, err := g.Store.Account(ctx, accountID)
+func (g *Gate) Room(ctx context.Context, p Payer, kind Kind) (pricing.Money, error) {
+	st, err := g.state(ctx, p)
 	if err != nil {
-		return 0, Unresolved()
-	}
-	now := g.now()
-	sp, err := g.Store.Spend(ctx, accountID, now)
-	if err != nil {
-		return 0, Unresolved()
-	}
-	held, err := g.Locks.Held(ctx, accountID)
-	if err != nil {
-		return 0, Unresolved()
+		return 0, err
 	}
 	room := pricing.Money(math.MaxInt64)
-	rs, n := g.rules(&acc, kind, sp, now)
+	rs, n := g.rules(&st, kind)
 	for _, r := range rs[:n] {
-		left := r.limit - addSat(r.used, held)
+		left := r.limit - r.used
 		if left <= 0 {
 			return 0, refuse(r.code, r.msg)
 		}
@@ -334,7 +395,8 @@ func refuse(code, msg string) error {
 
 // tightenable are the refusals of Reserve a smaller estimate can get
 // past; the others (a store that cannot be read) stand.
-var tightenable = []string{gwerr.CodeCreditExhausted, gwerr.CodeDailyCap, gwerr.CodeMonthlyCap}
+var tightenable = []string{gwerr.CodeCreditExhausted, gwerr.CodeDailyCap, gwerr.CodeMonthlyCap,
+	gwerr.CodeKeyDailyCap, gwerr.CodeKeyMonthlyCap, gwerr.CodeKeyTotalCap}
 
 // Tightenable reports whether a refusal of Reserve is one a tighter
 // estimate may get past (credit or a cap), not a failure to check: a call
@@ -361,7 +423,10 @@ type Hold struct {
 	amount  pricing.Money
 	limits  store.Limits // the policy's limits the settlement is held to
 	id      string       // the Locks' record of it ("" when amount is zero)
-	done    bool
+	// key and keyHold are the key's scope in the Locks and the hold's
+	// record there, for a call made with a key that has caps.
+	key, keyHold string
+	done         bool
 }
 
 // Done reports whether the hold was settled or released.
@@ -437,6 +502,7 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 		go func() {
 			<-applied
 			_ = h.gate.Locks.Drop(context.Background(), h.account, h.id)
+			h.dropKey(context.Background())
 		}()
 	} else {
 		h.drop(ctx)
@@ -473,5 +539,13 @@ func (h *Hold) drop(ctx context.Context) {
 	h.done = true
 	if h.id != "" {
 		_ = h.gate.Locks.Drop(ctx, h.account, h.id)
+	}
+	h.dropKey(ctx)
+}
+
+// dropKey deletes the hold's record in its key's scope.
+func (h *Hold) dropKey(ctx context.Context) {
+	if h.keyHold != "" {
+		_ = h.gate.Locks.Drop(ctx, h.key, h.keyHold)
 	}
 }

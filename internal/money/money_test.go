@@ -284,7 +284,7 @@ func TestStoreFaultIsCreditUnresolved(t *testing.T) {
 	if _, err := f.gate.Reserve(ctx, "a", Ability, usd("1")); code(t, err) != gwerr.CodeCreditUnresolved {
 		t.Fatalf("reserve with the store down: %v", err)
 	}
-	if err := f.gate.Check(ctx, "a", Chat); code(t, err) != gwerr.CodeCreditUnresolved {
+	if err := f.gate.Check(ctx, Payer{Account: "a"}, Chat); code(t, err) != gwerr.CodeCreditUnresolved {
 		t.Fatalf("check with the store down: %v", err)
 	}
 

@@ -47,7 +47,7 @@ func TestRoom(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			room, err := f.gate.Room(ctx, "a", tc.kind)
+			room, err := f.gate.Room(ctx, Payer{Account: "a"}, tc.kind)
 			if code(t, err) != tc.code {
 				t.Fatalf("refusal %v, want %q", err, tc.code)
 			}
@@ -70,7 +70,7 @@ func TestRoom(t *testing.T) {
 			if _, err := f.gate.Reserve(ctx, "a", tc.kind, room); err != nil {
 				t.Errorf("reserving exactly the room: %v", err)
 			}
-			if _, err := f.gate.Room(ctx, "a", tc.kind); code(t, err) == "" {
+			if _, err := f.gate.Room(ctx, Payer{Account: "a"}, tc.kind); code(t, err) == "" {
 				t.Errorf("room left after reserving all of it")
 			}
 		})

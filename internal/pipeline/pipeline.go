@@ -351,7 +351,7 @@ func (g *Gateway) run(c *Call) error {
 		// built one checks the money by reserving its estimate (c.Reserve),
 		// once, before any upstream work.
 		if ep.Billing != nil {
-			if err := g.Money.Check(c.R.Context(), c.Account.ID, *ep.Billing); err != nil {
+			if err := g.Money.Check(c.R.Context(), c.Payer(), *ep.Billing); err != nil {
 				return err
 			}
 		}
@@ -409,13 +409,17 @@ func (c *Call) Reserve(est pricing.Money) error {
 	if c.hold != nil && !c.hold.Done() {
 		return errors.New("pipeline: the call already holds a reservation")
 	}
-	h, err := c.Gateway.Money.Reserve(c.R.Context(), c.Account.ID, c.kind(), est)
+	h, err := c.Gateway.Money.ReserveFor(c.R.Context(), c.Payer(), c.kind(), est)
 	if err != nil {
 		return err
 	}
 	c.hold = h
 	return nil
 }
+
+// Payer is who the call's spend counts against: its account, and the key
+// it was made with, whose caps bound it too.
+func (c *Call) Payer() money.Payer { return money.Payer{Account: c.Account.ID, Key: c.Key.ID} }
 
 // kind is the spend the call's route is billed as.
 func (c *Call) kind() money.Kind {
@@ -429,7 +433,7 @@ func (c *Call) kind() money.Kind {
 // refusal when nothing is left (money.Gate.Room): for a call that sizes
 // itself to what is left before it reserves.
 func (c *Call) Room() (pricing.Money, error) {
-	return c.Gateway.Money.Room(c.R.Context(), c.Account.ID, c.kind())
+	return c.Gateway.Money.Room(c.R.Context(), c.Payer(), c.kind())
 }
 
 // AbilityCost prices units of an ability alias (gw-image, gw-voice-fast,

@@ -95,19 +95,21 @@ type Row interface {
 	Scan(dest ...any) error
 }
 
-// ScanKey reads a key from row's columns id, account_id, name, hash,
+// ScanKey reads a key from row's KeyCols: id, account_id, name, hash,
 // models (EncodeList's form), expires_at and created_at (Unix nanoseconds,
-// expires_at NULL for never).
+// expires_at NULL for never), and its caps (nano-dollars, NULL for none).
 func ScanKey(row Row) (Key, error) {
 	var (
-		k       Key
-		models  *string
-		expires *int64
-		created int64
+		k                     Key
+		models                *string
+		expires               *int64
+		created               int64
+		daily, monthly, total *int64
 	)
-	if err := row.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &models, &expires, &created); err != nil {
+	if err := row.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &models, &expires, &created, &daily, &monthly, &total); err != nil {
 		return Key{}, err
 	}
+	k.DailyCap, k.MonthlyCap, k.TotalCap = MoneyOf(daily), MoneyOf(monthly), MoneyOf(total)
 	list, err := DecodeList(models)
 	if err != nil {
 		return Key{}, fmt.Errorf("models: %w", err)
@@ -127,7 +129,14 @@ const AccountCols = `id, plan, cleared, payg, lane_billing, balance, daily_cap, 
 
 // KeyCols are the columns of a backend's keys table that KeyArgs fills and
 // ScanKey reads, in their order.
-const KeyCols = `id, account_id, name, hash, models, expires_at, created_at`
+const KeyCols = `id, account_id, name, hash, models, expires_at, created_at, daily_cap, monthly_cap, total_cap`
+
+// keyUpdateCols are the columns of KeyCols that UpdateKey writes, and
+// keyUpdateArgs the indexes of their values in KeyArgs'.
+var (
+	keyUpdateCols = []string{"name", "models", "expires_at", "daily_cap", "monthly_cap", "total_cap"}
+	keyUpdateArgs = []int{2, 4, 5, 7, 8, 9}
+)
 
 // AccountArgs are a's values for AccountCols.
 func AccountArgs(a *Account) ([]any, error) {
@@ -176,23 +185,33 @@ func KeyArgs(backend string, k *Key) ([]any, error) {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = time.Now()
 	}
-	models, err := EncodeList(k.Models)
+	args, err := keyValues(k)
 	if err != nil {
 		return nil, fmt.Errorf("%s: create key %q: %w", backend, k.ID, err)
 	}
+	return args, nil
+}
+
+// keyValues are k's values for KeyCols.
+func keyValues(k *Key) ([]any, error) {
+	models, err := EncodeList(k.Models)
+	if err != nil {
+		return nil, err
+	}
 	created, err := Nanos(k.CreatedAt)
 	if err != nil {
-		return nil, fmt.Errorf("%s: create key %q: %w", backend, k.ID, err)
+		return nil, err
 	}
 	var expires *int64
 	if k.ExpiresAt != nil {
 		n, err := Nanos(*k.ExpiresAt)
 		if err != nil {
-			return nil, fmt.Errorf("%s: create key %q: expires: %w", backend, k.ID, err)
+			return nil, fmt.Errorf("expires: %w", err)
 		}
 		expires = &n
 	}
-	return []any{k.ID, k.AccountID, k.Name, k.Hash, models, expires, created}, nil
+	return []any{k.ID, k.AccountID, k.Name, k.Hash, models, expires, created,
+		moneyArg(k.DailyCap), moneyArg(k.MonthlyCap), moneyArg(k.TotalCap)}, nil
 }
 
 // moneyArg is m's column value: NULL for nil.

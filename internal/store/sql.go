@@ -10,9 +10,9 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// Periods of the SQL backends' spend table (its period column): the
-// running total of all time (start 0), of a UTC day and of a UTC month
-// (start: the period's first instant in Unix nanoseconds).
+// Periods of the SQL backends' spend and key_spend tables (their period
+// column): the running total of all time (start 0), of a UTC day and of a
+// UTC month (start: the period's first instant in Unix nanoseconds).
 const (
 	PeriodTotal = 0
 	PeriodDay   = 1
@@ -65,6 +65,7 @@ type SQL struct {
 // sqlStatements are SQL's statements in its dialect.
 type sqlStatements struct {
 	insertAccount, lockAccount, updateAccount, insertJournal, keyByHash, keyIssued, spend string
+	key, issuedKey, lockKey, updateKey, keySpend                                          string
 }
 
 // NewSQL is the shared code of a backend of dialect d: read is its read
@@ -77,6 +78,14 @@ func NewSQL(d Dialect, read Conn, write func(ctx context.Context, fn func(Conn) 
 	for i, c := range cols[1 : len(cols)-1] {
 		set = append(set, c+" = "+d.Arg(i+1))
 	}
+	keySet := make([]string, len(keyUpdateCols))
+	for i, c := range keyUpdateCols {
+		keySet[i] = c + " = " + d.Arg(i+1)
+	}
+	periods := func(table, col string) string {
+		return `SELECT period, cost FROM ` + table + ` WHERE ` + col + ` = ` + d.Arg(1) + ` AND (period = ` + d.Arg(2) +
+			` OR (period = ` + d.Arg(3) + ` AND start = ` + d.Arg(4) + `) OR (period = ` + d.Arg(5) + ` AND start = ` + d.Arg(6) + `))`
+	}
 	return &SQL{d: d, read: read, write: write, q: sqlStatements{
 		insertAccount: `INSERT INTO accounts (` + AccountCols + `) VALUES (` + placeholders(d.Arg, len(cols)) + `)`,
 		lockAccount:   `SELECT ` + AccountCols + ` FROM accounts WHERE id = ` + d.Arg(1) + d.ForUpdate,
@@ -84,8 +93,12 @@ func NewSQL(d Dialect, read Conn, write func(ctx context.Context, fn func(Conn) 
 		insertJournal: JournalInsert(d.Arg),
 		keyByHash:     `SELECT ` + KeyCols + ` FROM keys WHERE hash = ` + d.Arg(1) + ` AND revoked_at IS NULL`,
 		keyIssued:     `SELECT 1 FROM keys WHERE hash = ` + d.Arg(1),
-		spend: `SELECT period, cost FROM spend WHERE account_id = ` + d.Arg(1) + ` AND (period = ` + d.Arg(2) +
-			` OR (period = ` + d.Arg(3) + ` AND start = ` + d.Arg(4) + `) OR (period = ` + d.Arg(5) + ` AND start = ` + d.Arg(6) + `))`,
+		spend:         periods("spend", "account_id"),
+		key:           `SELECT ` + KeyCols + ` FROM keys WHERE id = ` + d.Arg(1) + ` AND revoked_at IS NULL`,
+		issuedKey:     `SELECT ` + KeyCols + ` FROM keys WHERE id = ` + d.Arg(1),
+		lockKey:       `SELECT ` + KeyCols + ` FROM keys WHERE id = ` + d.Arg(1) + ` AND revoked_at IS NULL` + d.ForUpdate,
+		updateKey:     `UPDATE keys SET ` + strings.Join(keySet, ", ") + ` WHERE id = ` + d.Arg(len(keySet)+1),
+		keySpend:      periods("key_spend", "key_id"),
 	}}
 }
 
@@ -219,21 +232,97 @@ func (s *SQL) KeyIssued(ctx context.Context, hash string) (bool, error) {
 	return true, nil
 }
 
+// Key returns an active key by its id; ErrNotFound if none (or revoked).
+func (s *SQL) Key(ctx context.Context, id string) (Key, error) {
+	k, err := ScanKey(s.read.QueryRow(ctx, s.q.key, id))
+	if err != nil {
+		return Key{}, fmt.Errorf("%s: key %q: %w", s.d.Name, id, s.d.Classify(err))
+	}
+	return k, nil
+}
+
+// IssuedKey returns a key by its id, revoked or not (a settlement holds
+// the calls of a key revoked meanwhile to its caps); ErrNotFound if none.
+func (s *SQL) IssuedKey(ctx context.Context, id string) (Key, error) {
+	k, err := ScanKey(s.read.QueryRow(ctx, s.q.issuedKey, id))
+	if err != nil {
+		return Key{}, fmt.Errorf("%s: issued key %q: %w", s.d.Name, id, s.d.Classify(err))
+	}
+	return k, nil
+}
+
+// UpdateKey reads the active key (locking its row), applies fn and writes
+// its name, models, expiry and caps back in one transaction; ErrNotFound
+// if none (or revoked), fn's error aborts. fn cannot change the id,
+// account, hash or creation time, and runs inside the write transaction,
+// so it must not write to the store itself.
+func (s *SQL) UpdateKey(ctx context.Context, id string, fn func(*Key) error) (Key, error) {
+	var out Key
+	err := s.write(ctx, func(c Conn) error {
+		k, err := ScanKey(c.QueryRow(ctx, s.q.lockKey, id))
+		if err != nil {
+			return s.d.Classify(err)
+		}
+		fixed := k
+		if err := fn(&k); err != nil {
+			return err
+		}
+		k.ID, k.AccountID, k.Hash, k.CreatedAt = fixed.ID, fixed.AccountID, fixed.Hash, fixed.CreatedAt
+		vals, err := keyValues(&k)
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, len(keyUpdateArgs)+1)
+		for _, i := range keyUpdateArgs {
+			args = append(args, vals[i])
+		}
+		if err := c.Exec(ctx, s.q.updateKey, append(args, id)...); err != nil {
+			return s.d.Classify(err)
+		}
+		out = k
+		return nil
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("%s: update key %q: %w", s.d.Name, id, err)
+	}
+	return out, nil
+}
+
 // Spend reads an account's running totals for now's UTC day and month and
 // in all. An unknown account has spent nothing.
 func (s *SQL) Spend(ctx context.Context, accountID string, now time.Time) (Spend, error) {
-	day, _ := DayOf(now)
-	month, _ := MonthOf(now)
-	rows, err := s.read.Query(ctx, s.q.spend, accountID, PeriodTotal, PeriodDay, day.UnixNano(), PeriodMonth, month.UnixNano())
+	sp, err := s.periods(ctx, s.q.spend, accountID, now)
 	if err != nil {
 		return Spend{}, fmt.Errorf("%s: spend of %q: %w", s.d.Name, accountID, err)
+	}
+	return sp, nil
+}
+
+// KeySpend reads the running totals of the entries made with a key for
+// now's UTC day and month and in all. An unknown key has spent nothing.
+func (s *SQL) KeySpend(ctx context.Context, keyID string, now time.Time) (Spend, error) {
+	sp, err := s.periods(ctx, s.q.keySpend, keyID, now)
+	if err != nil {
+		return Spend{}, fmt.Errorf("%s: spend of key %q: %w", s.d.Name, keyID, err)
+	}
+	return sp, nil
+}
+
+// periods reads the running totals of id for now's UTC day and month and
+// in all with query (spend's or keySpend's).
+func (s *SQL) periods(ctx context.Context, query, id string, now time.Time) (Spend, error) {
+	day, _ := DayOf(now)
+	month, _ := MonthOf(now)
+	rows, err := s.read.Query(ctx, query, id, PeriodTotal, PeriodDay, day.UnixNano(), PeriodMonth, month.UnixNano())
+	if err != nil {
+		return Spend{}, err
 	}
 	defer rows.Close()
 	var sp Spend
 	for rows.Next() {
 		var period, cost int64
 		if err := rows.Scan(&period, &cost); err != nil {
-			return Spend{}, fmt.Errorf("%s: spend of %q: %w", s.d.Name, accountID, err)
+			return Spend{}, err
 		}
 		switch period {
 		case PeriodTotal:
@@ -244,10 +333,7 @@ func (s *SQL) Spend(ctx context.Context, accountID string, now time.Time) (Spend
 			sp.Month = pricing.Money(cost)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return Spend{}, fmt.Errorf("%s: spend of %q: %w", s.d.Name, accountID, err)
-	}
-	return sp, nil
+	return sp, rows.Err()
 }
 
 // Usage sums the ledger's charges as q asks, from the daily usage table.

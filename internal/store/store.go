@@ -92,6 +92,16 @@ type Key struct {
 	Models    []string
 	ExpiresAt *time.Time
 	CreatedAt time.Time
+	// DailyCap, MonthlyCap and TotalCap bound what the calls made with the
+	// key spend in a UTC day, a UTC month and in all; nil means none.
+	DailyCap   *pricing.Money
+	MonthlyCap *pricing.Money
+	TotalCap   *pricing.Money
+}
+
+// HasCaps reports whether any cap bounds the key's spend.
+func (k *Key) HasCaps() bool {
+	return k.DailyCap != nil || k.MonthlyCap != nil || k.TotalCap != nil
 }
 
 // Entry is one settled charge in the ledger. RequestID is unique: settling
@@ -170,6 +180,31 @@ func Room(a *Account, sp Spend, freeCredit pricing.Money, lim Limits) pricing.Mo
 	return room
 }
 
+// KeyRoom is the most a charge made with k may take given the key's spend
+// sp (relative to the charge's day and month): the least that its daily,
+// monthly and total caps leave. It is NoRoom when k has no cap, and below
+// zero when a cap is passed already.
+func KeyRoom(k *Key, sp Spend) pricing.Money {
+	room := NoRoom
+	if k.DailyCap != nil {
+		room = min(room, *k.DailyCap-sp.Today)
+	}
+	if k.MonthlyCap != nil {
+		room = min(room, *k.MonthlyCap-sp.Month)
+	}
+	if k.TotalCap != nil {
+		room = min(room, *k.TotalCap-sp.Total)
+	}
+	return room
+}
+
+// Add counts a charge of cost in each of the spend's periods.
+func (sp *Spend) Add(cost pricing.Money) {
+	sp.Today += cost
+	sp.Month += cost
+	sp.Total += cost
+}
+
 // Floor charges e at most room (nothing when room is below zero): the part
 // of its cost beyond that moves to its Shortfall.
 func (e *Entry) Floor(room pricing.Money) {
@@ -187,17 +222,15 @@ func (sp *Spend) Charge(a *Account, cost, freeCredit pricing.Money) (draw pricin
 	if freeCredit > 0 {
 		draw = BalanceDraw(cost, freeCredit, sp.Month)
 	}
-	sp.Today += cost
-	sp.Month += cost
-	sp.Total += cost
+	sp.Add(cost)
 	if a.Balance != nil {
 		*a.Balance -= draw
 	}
 	return draw
 }
 
-// Spend sums an account's ledger over the current UTC day and month, and in
-// all.
+// Spend sums an account's (or a key's) ledger entries over the current UTC
+// day and month, and in all.
 type Spend struct {
 	Today pricing.Money
 	Month pricing.Money
@@ -224,6 +257,14 @@ type Accounts interface {
 	// DeleteKey revokes a key for good: it stops working at once and its
 	// secret can never be issued again; ErrNotFound if none (or revoked).
 	DeleteKey(ctx context.Context, keyID string) error
+	// Key returns an active key by its id; ErrNotFound if none (or
+	// revoked).
+	Key(ctx context.Context, id string) (Key, error)
+	// UpdateKey applies fn to the stored active key inside one transaction
+	// and stores its name, models, expiry and caps; ErrNotFound if none
+	// (or revoked). fn's error aborts; fn cannot change the key's id,
+	// account, hash or creation time.
+	UpdateKey(ctx context.Context, id string, fn func(*Key) error) (Key, error)
 	// KeyByHash finds an active key by the hash of its secret; ErrNotFound
 	// if none (or revoked).
 	KeyByHash(ctx context.Context, hash string) (Key, error)
@@ -282,15 +323,20 @@ type Ledger interface {
 	// Settle records e and, in the same transaction, draws a prepaid
 	// balance down by the part of e.Cost not covered by the free monthly
 	// credit (see Entry.FreeMonthlyCredit). It never takes the balance
-	// below zero, the free credit past its end or spend past a cap: e is
-	// charged at most what they leave (Room), and e.Cost and e.Shortfall
-	// are set to what was charged and what was not. It reports false (and
+	// below zero, the free credit past its end or spend past a cap of the
+	// account or of the key it was made with (e.KeyID): e is charged at
+	// most what they leave (the least of Room and KeyRoom), and e.Cost and
+	// e.Shortfall are set to what was charged and what was not. It reports false (and
 	// changes nothing) when an entry with e.RequestID already exists.
 	Settle(ctx context.Context, e *Entry) (bool, error)
 	// Entries returns an account's newest entries first, at most limit.
 	Entries(ctx context.Context, accountID string, limit int) ([]Entry, error)
 	// Spend sums an account's entries relative to now (UTC day and month).
 	Spend(ctx context.Context, accountID string, now time.Time) (Spend, error)
+	// KeySpend sums the entries made with a key (Entry.KeyID) relative to
+	// now (UTC day and month), revoked keys' too; an unknown key has spent
+	// nothing.
+	KeySpend(ctx context.Context, keyID string, now time.Time) (Spend, error)
 	// Journal returns an account's balance movements, newest first, at
 	// most limit.
 	Journal(ctx context.Context, accountID string, limit int) ([]JournalEntry, error)

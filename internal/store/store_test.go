@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // TestDayAndMonthOf holds DayOf and MonthOf to the calendar's own answer,
@@ -47,5 +49,33 @@ func BenchmarkDayOf(b *testing.B) {
 	now := time.Now()
 	for b.Loop() {
 		DayOf(now)
+	}
+}
+
+// KeyRoom is the least that the key's caps leave of its spend in each
+// cap's period: NoRoom with no cap, below zero past one.
+func TestKeyRoom(t *testing.T) {
+	m := func(n pricing.Money) *pricing.Money { return &n }
+	sp := Spend{Today: 10, Month: 40, Total: 100}
+	for _, c := range []struct {
+		name string
+		key  Key
+		want pricing.Money
+	}{
+		{"no cap", Key{}, NoRoom},
+		{"daily", Key{DailyCap: m(25)}, 15},
+		{"monthly", Key{MonthlyCap: m(45)}, 5},
+		{"total", Key{TotalCap: m(130)}, 30},
+		{"the least of three", Key{DailyCap: m(25), MonthlyCap: m(60), TotalCap: m(107)}, 7},
+		{"at a cap", Key{MonthlyCap: m(40)}, 0},
+		{"past a cap", Key{DailyCap: m(4), TotalCap: m(1000)}, -6},
+		{"a cap of zero", Key{TotalCap: m(0)}, -100},
+	} {
+		if got := KeyRoom(&c.key, sp); got != c.want {
+			t.Errorf("%s: KeyRoom = %d, want %d", c.name, got, c.want)
+		}
+		if c.key.HasCaps() != (c.want != NoRoom) {
+			t.Errorf("%s: HasCaps = %v", c.name, c.key.HasCaps())
+		}
 	}
 }

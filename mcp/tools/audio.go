@@ -172,7 +172,7 @@ func downloadChecks(ctx context.Context, c *pipeline.Call, t Tool) (release func
 	if !ok {
 		return nil, gwerr.New(gwerr.Upstream, "%s has no published price; it is not served", t.Alias).WithCode(gwerr.CodeCapabilityUnavailable)
 	}
-	h, err := c.Gateway.Money.Reserve(ctx, c.Account.ID, money.Ability, least)
+	h, err := c.Gateway.Money.ReserveFor(ctx, c.Payer(), money.Ability, least)
 	if err != nil {
 		return nil, gwerr.As(err)
 	}

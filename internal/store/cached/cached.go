@@ -87,8 +87,12 @@ type Store struct {
 
 	mu       sync.Mutex
 	keys     map[string]store.Key // by hash: active keys seen
+	keysByID map[string]store.Key // by id: active keys seen
 	keyGen   uint64               // bumped by every key write
 	accounts map[string]*account
+	// keySpend holds, by key id, the caps and running totals of the keys
+	// charges were made with.
+	keySpend map[string]*keyState
 	// ids are the request ids on their way to the backend (false) and
 	// the last RecentIDs it took (true), by key (a collision of two would
 	// report a charge as settled already, never charge twice); recent is
@@ -138,6 +142,16 @@ type account struct {
 	mu     sync.Mutex
 	loaded bool
 	acc    store.Account
+	running
+	// pending counts charges applied in memory and not yet in the
+	// backend; stale asks for a reload from the backend once none is.
+	pending int
+	stale   bool
+}
+
+// running are running totals in memory: the backend's plus the charges
+// in flight.
+type running struct {
 	// spLoaded: sp holds the running totals; flight is the cost of the
 	// charges in flight (not yet in the backend).
 	spLoaded bool
@@ -146,10 +160,37 @@ type account struct {
 	// count; sp the running totals.
 	day, month time.Time
 	sp         store.Spend
-	// pending counts charges applied in memory and not yet in the
-	// backend; stale asks for a reload from the backend once none is.
-	pending int
-	stale   bool
+}
+
+// loadSpend sets the totals to sp, the backend's relative to now, with
+// every charge still in flight counted.
+func (r *running) loadSpend(sp store.Spend, now time.Time) {
+	sp.Add(r.flight)
+	r.sp, r.spLoaded = sp, true
+	r.day, _ = store.DayOf(now)
+	r.month, _ = store.MonthOf(now)
+}
+
+// count adds (sign 1) or takes back (sign -1) a charge of cost; inDay and
+// inMonth say whether it is counted in the day's and the month's totals.
+func (r *running) count(cost pricing.Money, inDay, inMonth bool, sign pricing.Money) {
+	cost *= sign
+	r.sp.Total += cost
+	if inDay {
+		r.sp.Today += cost
+	}
+	if inMonth {
+		r.sp.Month += cost
+	}
+}
+
+// periodsOf moves the periods forward to t and reports whether t falls
+// in the day and the month they count.
+func (r *running) periodsOf(t time.Time) (inDay, inMonth bool) {
+	r.roll(t)
+	day, _ := store.DayOf(t)
+	month, _ := store.MonthOf(t)
+	return day.Equal(r.day), month.Equal(r.month)
 }
 
 // charge is one settlement on its way to the disk.
@@ -159,6 +200,11 @@ type charge struct {
 	draw pricing.Money // what it took from the balance in memory
 	// counted: whether the charge was added to the day and month totals.
 	inDay, inMonth bool
+	// key is the state of the key it was made with (nil: none), and
+	// kInDay, kInMonth whether it was added to the key's day and month
+	// totals.
+	key              *keyState
+	kInDay, kInMonth bool
 	// charged and err are the caller's answer, set before done closes.
 	charged bool
 	err     error
@@ -188,7 +234,8 @@ func New(b Backend, dir string) (*Store, error) {
 
 // newStore is New without its goroutines (start starts them).
 func newStore(b Backend, dir string) (*Store, error) {
-	s := &Store{Backend: b, keys: map[string]store.Key{}, accounts: map[string]*account{}, ids: map[idhash.Key]bool{},
+	s := &Store{Backend: b, keys: map[string]store.Key{}, keysByID: map[string]store.Key{}, accounts: map[string]*account{},
+		keySpend: map[string]*keyState{}, ids: map[idhash.Key]bool{},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), applyStopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.acond = sync.NewCond(&s.amu)
 	if dir == "" {
@@ -403,7 +450,12 @@ func (s *Store) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
 // CreateKey stores the key in the backend.
 func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 	defer s.keysChanged("")
-	return s.Backend.CreateKey(ctx, k)
+	if err := s.Backend.CreateKey(ctx, k); err != nil {
+		return err
+	}
+	// Charges made with an id no key had counted no caps.
+	s.forgetCaps(k.ID)
+	return nil
 }
 
 // DeleteKey revokes the key in the backend and forgets it here before
@@ -422,6 +474,7 @@ func (s *Store) keysChanged(keyID string) {
 	if keyID == "" {
 		return
 	}
+	delete(s.keysByID, keyID)
 	for h, k := range s.keys {
 		if k.ID == keyID {
 			delete(s.keys, h)
@@ -431,6 +484,7 @@ func (s *Store) keysChanged(keyID string) {
 
 func copyKey(k store.Key) store.Key {
 	k.Models = slices.Clone(k.Models)
+	k.DailyCap, k.MonthlyCap, k.TotalCap = store.CopyMoney(k.DailyCap), store.CopyMoney(k.MonthlyCap), store.CopyMoney(k.TotalCap)
 	if k.ExpiresAt != nil {
 		t := *k.ExpiresAt
 		k.ExpiresAt = &t
@@ -471,26 +525,21 @@ func (s *Store) load(ctx context.Context, a *account, id string, now time.Time, 
 			return err
 		}
 		// Charges in flight are in memory but not yet on disk.
-		sp.Total += a.flight
-		sp.Today += a.flight
-		sp.Month += a.flight
-		a.sp, a.spLoaded = sp, true
-		a.day, _ = store.DayOf(now)
-		a.month, _ = store.MonthOf(now)
+		a.loadSpend(sp, now)
 	}
 	return nil
 }
 
-// roll moves a's periods forward to now's day and month (totals of a new
-// period start at zero). Called under a.mu.
-func (a *account) roll(now time.Time) {
+// roll moves the periods forward to now's day and month (totals of a new
+// period start at zero). Called under the lock of the account or key.
+func (r *running) roll(now time.Time) {
 	day, _ := store.DayOf(now)
 	month, _ := store.MonthOf(now)
-	if day.After(a.day) {
-		a.day, a.sp.Today = day, 0
+	if day.After(r.day) {
+		r.day, r.sp.Today = day, 0
 	}
-	if month.After(a.month) {
-		a.month, a.sp.Month = month, 0
+	if month.After(r.month) {
+		r.month, r.sp.Month = month, 0
 	}
 }
 
@@ -522,9 +571,7 @@ func (s *Store) Spend(ctx context.Context, id string, now time.Time) (store.Spen
 		// with every charge still in flight counted in each, so a check
 		// never misses one.
 		sp, err := s.Backend.Spend(ctx, id, now)
-		sp.Total += a.flight
-		sp.Today += a.flight
-		sp.Month += a.flight
+		sp.Add(a.flight)
 		return sp, err
 	}
 	a.roll(now)
@@ -629,16 +676,32 @@ func (s *Store) SettleLater(ctx context.Context, e *store.Entry) (wait func() (b
 		s.release(e.RequestID, false)
 		return func() (bool, error) { return false, err }
 	}
-	day, _ := store.DayOf(e.Time)
-	month, _ := store.MonthOf(e.Time)
-	a.roll(e.Time)
-	inDay, inMonth := day.Equal(a.day), month.Equal(a.month)
+	inDay, inMonth := a.periodsOf(e.Time)
+	// Memory holds the disk's state and every charge before this one:
+	// the backend, taking them in order, floors it alike.
+	room := store.NoRoom
 	if inDay && inMonth {
-		// Memory holds the disk's state and every charge before this
-		// one: the backend, taking them in order, floors it alike.
-		e.Floor(store.Room(&a.acc, a.sp, e.FreeMonthlyCredit, e.Limits))
+		room = store.Room(&a.acc, a.sp, e.FreeMonthlyCredit, e.Limits)
 	}
-	c := &charge{e: *e, acc: a, done: make(chan struct{}), inDay: inDay, inMonth: inMonth}
+	var ks *keyState
+	var kInDay, kInMonth bool
+	if e.KeyID != "" {
+		// The key's state is held under the account's lock: its charges
+		// are the account's.
+		ks = s.keyEntry(e.KeyID)
+		ks.mu.Lock()
+		if err := s.loadKey(ctx, ks, e.KeyID, e.Time, true); err != nil {
+			ks.mu.Unlock()
+			a.mu.Unlock()
+			s.release(e.RequestID, false)
+			return func() (bool, error) { return false, err }
+		}
+		if kInDay, kInMonth = ks.periodsOf(e.Time); kInDay && kInMonth && ks.caps.HasCaps() {
+			room = min(room, store.KeyRoom(&ks.caps, ks.sp))
+		}
+	}
+	e.Floor(room)
+	c := &charge{e: *e, acc: a, done: make(chan struct{}), inDay: inDay, inMonth: inMonth, key: ks, kInDay: kInDay, kInMonth: kInMonth}
 	c.draw = e.Cost
 	if e.FreeMonthlyCredit > 0 {
 		if c.inMonth {
@@ -650,6 +713,12 @@ func (s *Store) SettleLater(ctx context.Context, e *store.Entry) (wait func() (b
 	a.apply(c, 1)
 	a.pending++
 	a.flight += e.Cost
+	if ks != nil {
+		ks.count(e.Cost, kInDay, kInMonth, 1)
+		ks.pending++
+		ks.flight += e.Cost
+		ks.mu.Unlock()
+	}
 
 	s.qmu.Lock()
 	closed = s.closed
@@ -710,14 +779,7 @@ func (s *Store) release(requestID string, inBackend bool) {
 // apply adds (sign 1) or takes back (sign -1) c's effect. Called under
 // a.mu.
 func (a *account) apply(c *charge, sign pricing.Money) {
-	cost := sign * c.e.Cost
-	a.sp.Total += cost
-	if c.inDay {
-		a.sp.Today += cost
-	}
-	if c.inMonth {
-		a.sp.Month += cost
-	}
+	a.count(c.e.Cost, c.inDay, c.inMonth, sign)
 	if a.acc.Balance != nil {
 		*a.acc.Balance -= sign * c.draw
 	}
@@ -739,6 +801,18 @@ func (s *Store) finish(c *charge) {
 		// Later charges of the account drew against a month that
 		// counted this one: read the disk again once they are done.
 		a.stale = true
+	}
+	if k := c.key; k != nil {
+		k.mu.Lock()
+		k.pending--
+		k.flight -= c.e.Cost
+		if c.refloored || c.backendErr != nil || !c.inBackend {
+			k.stale = true
+		}
+		if c.backendErr != nil || !c.inBackend {
+			k.count(c.e.Cost, c.kInDay, c.kInMonth, -1)
+		}
+		k.mu.Unlock()
 	}
 	a.mu.Unlock()
 	if s.log != nil {

@@ -157,6 +157,80 @@ func TestChargesMatchDisk(t *testing.T) {
 	}
 }
 
+// Charges made with two keys, one capped, at once: memory holds the
+// capped key to its cap exactly, its caps raised on the way take effect at
+// once, and after a restart the disk's key totals and ledger say what
+// memory said.
+func TestKeyChargesMatchDisk(t *testing.T) {
+	s, _, dir := open(t)
+	ctx := context.Background()
+	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []store.Key{{ID: "capped", AccountID: "a", Hash: "h1", DailyCap: ptr(usd("1"))}, {ID: "free", AccountID: "a", Hash: "h2"}} {
+		if err := s.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 400
+	cost := usd("0.013") // 5.20 asked of each key
+	at := time.Now().UTC()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answered := map[string]pricing.Money{}
+	for i := range n {
+		key := []string{"capped", "free"}[i%2]
+		wg.Go(func() {
+			e := store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", KeyID: key, Cost: 2 * cost, Time: at}
+			if ok, err := s.Settle(ctx, &e); !ok || err != nil {
+				t.Errorf("settle %d: %v %v", i, ok, err)
+			}
+			mu.Lock()
+			answered[key] += e.Cost
+			mu.Unlock()
+		})
+		if i == n/2 {
+			// Half way, the cap is raised to 2.
+			if _, err := s.UpdateKey(ctx, "capped", func(k *store.Key) error { k.DailyCap = ptr(usd("2")); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	wg.Wait()
+	if answered["capped"] != usd("2") || answered["free"] != usd("5.2") {
+		t.Fatalf("answered %v; want 2.00 for the capped key and 5.20 for the other", answered)
+	}
+	mem := map[string]store.Spend{}
+	for key, want := range answered {
+		sp, err := s.KeySpend(ctx, key, at)
+		if err != nil || sp != (store.Spend{Today: want, Month: want, Total: want}) {
+			t.Fatalf("KeySpend(%s) in memory %+v, %v; want %s", key, sp, err, want)
+		}
+		mem[key] = sp
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	entries, err := db.Entries(ctx, "a", 2*n)
+	if err != nil || len(entries) != n {
+		t.Fatalf("%d entries, %v", len(entries), err)
+	}
+	ledger := map[string]pricing.Money{}
+	for _, e := range entries {
+		ledger[e.KeyID] += e.Cost
+	}
+	for key, sp := range mem {
+		if dsp, err := db.KeySpend(ctx, key, at); err != nil || dsp != sp || ledger[key] != sp.Total {
+			t.Fatalf("key %s: disk %+v (%v), ledger %s; memory %+v", key, dsp, err, ledger[key], sp)
+		}
+	}
+}
+
 // failing fails SettleBatch of any batch holding a request id starting
 // with "bad".
 type failing struct {

@@ -149,12 +149,26 @@ func (sp *spool) len() int {
 // balance (their whole cost: the free monthly credit they may use is left
 // to the database, so the balance seen is never more than it will be).
 func (sp *spool) owed(account string, now time.Time) (add store.Spend, draw pricing.Money) {
+	return sp.sum(func(e *store.Entry) bool { return e.AccountID == account }, now)
+}
+
+// owedKey is what the spooled charges made with a key add to its spend,
+// by the periods of now.
+func (sp *spool) owedKey(keyID string, now time.Time) store.Spend {
+	add, _ := sp.sum(func(e *store.Entry) bool { return e.KeyID == keyID }, now)
+	return add
+}
+
+// sum adds up the spooled charges of which is true, by the periods of now
+// (add), and in all (cost).
+func (sp *spool) sum(which func(*store.Entry) bool, now time.Time) (add store.Spend, cost pricing.Money) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	day, _ := store.DayOf(now)
 	month, _ := store.MonthOf(now)
-	for _, e := range sp.pending {
-		if e.AccountID != account {
+	for i := range sp.pending {
+		e := &sp.pending[i]
+		if !which(e) {
 			continue
 		}
 		add.Total += e.Cost
@@ -164,9 +178,9 @@ func (sp *spool) owed(account string, now time.Time) (add store.Spend, draw pric
 		if m, _ := store.MonthOf(e.Time); m.Equal(month) {
 			add.Month += e.Cost
 		}
-		draw += e.Cost
+		cost += e.Cost
 	}
-	return add, draw
+	return add, cost
 }
 
 // refusedForGood reports whether the database refused a charge for a
@@ -285,6 +299,20 @@ func (s *Batched) Spend(ctx context.Context, id string, now time.Time) (store.Sp
 		return sp, err
 	}
 	owed, _ := s.spool.owed(id, now)
+	sp.Total += owed.Total
+	sp.Today += owed.Today
+	sp.Month += owed.Month
+	return sp, nil
+}
+
+// KeySpend is the database's spend of the key, with this node's spooled
+// charges made with it added.
+func (s *Batched) KeySpend(ctx context.Context, keyID string, now time.Time) (store.Spend, error) {
+	sp, err := s.SharedBackend.KeySpend(ctx, keyID, now)
+	if err != nil || s.spool == nil || keyID == "" {
+		return sp, err
+	}
+	owed := s.spool.owedKey(keyID, now)
 	sp.Total += owed.Total
 	sp.Today += owed.Today
 	sp.Month += owed.Month

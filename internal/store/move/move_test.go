@@ -58,7 +58,8 @@ func TestCopy(t *testing.T) {
 	}
 	exp := created.Add(48 * time.Hour)
 	for _, k := range []store.Key{
-		{ID: "k1", AccountID: "pre", Name: "one", Hash: "h1", Models: []string{"gw-image"}, ExpiresAt: &exp, CreatedAt: created},
+		{ID: "k1", AccountID: "pre", Name: "one", Hash: "h1", Models: []string{"gw-image"}, ExpiresAt: &exp, CreatedAt: created,
+			DailyCap: ptr(usd("3")), MonthlyCap: ptr(usd("30")), TotalCap: ptr(usd("300"))},
 		{ID: "k2", AccountID: "pre", Name: "two", Hash: "h2", CreatedAt: created},
 		{ID: "k3", AccountID: "post", Name: "three", Hash: "h3", CreatedAt: created},
 	} {
@@ -136,8 +137,20 @@ func TestCopy(t *testing.T) {
 			t.Errorf("journal of %s:\n%v\ncopied\n%v", id, ja, jb)
 		}
 	}
-	if k, err := pg.KeyByHash(ctx, "h1"); err != nil || k.ID != "k1" || k.Models[0] != "gw-image" || !k.ExpiresAt.Equal(exp) {
+	if k, err := pg.KeyByHash(ctx, "h1"); err != nil || k.ID != "k1" || k.Models[0] != "gw-image" || !k.ExpiresAt.Equal(exp) ||
+		*k.DailyCap != usd("3") || *k.MonthlyCap != usd("30") || *k.TotalCap != usd("300") {
 		t.Errorf("key h1 %+v %v", k, err)
+	}
+	if k, err := pg.Key(ctx, "k3"); err != nil || k.DailyCap != nil || k.MonthlyCap != nil || k.TotalCap != nil {
+		t.Errorf("key k3 %+v %v", k, err)
+	}
+	// Each key's spend, the revoked one's too.
+	for _, id := range []string{"k1", "k2", "k3"} {
+		sa, _ := src.KeySpend(ctx, id, time.Now())
+		sb, err := pg.KeySpend(ctx, id, time.Now())
+		if err != nil || sa != sb || sa.Total == 0 {
+			t.Errorf("spend of key %s: %+v, copied %+v (%v)", id, sa, sb, err)
+		}
 	}
 	if _, err := pg.KeyByHash(ctx, "h2"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("revoked key after the copy: %v", err)

@@ -129,6 +129,27 @@ INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens,
 	// Version 6: an entry records what the account could not pay
 	// (nano-dollars).
 	6: `ALTER TABLE ledger ADD COLUMN shortfall BIGINT NOT NULL DEFAULT 0;`,
+	// Version 7: keys have caps (nano-dollars; NULL: none), and key_spend
+	// keeps the running totals of each key's entries as spend does an
+	// account's.
+	7: `
+ALTER TABLE keys ADD COLUMN daily_cap BIGINT,
+	ADD COLUMN monthly_cap BIGINT,
+	ADD COLUMN total_cap BIGINT;
+CREATE TABLE key_spend (
+	key_id TEXT     NOT NULL,
+	period SMALLINT NOT NULL,
+	start  BIGINT   NOT NULL,
+	cost   BIGINT   NOT NULL,
+	PRIMARY KEY (key_id, period, start)
+);
+INSERT INTO key_spend (key_id, period, start, cost)
+	SELECT key_id, 0, 0, SUM(cost) FROM ledger WHERE key_id <> '' GROUP BY key_id;
+INSERT INTO key_spend (key_id, period, start, cost)
+	SELECT key_id, 1, time - time % 86400000000000, SUM(cost) FROM ledger WHERE key_id <> '' GROUP BY 1, 2, 3;
+INSERT INTO key_spend (key_id, period, start, cost)
+	SELECT key_id, 2, (EXTRACT(EPOCH FROM date_trunc('month', to_timestamp(time / 1000000000) AT TIME ZONE 'UTC')) * 1000000000)::BIGINT, SUM(cost)
+	FROM ledger WHERE key_id <> '' GROUP BY 1, 2, 3;`,
 }
 
 // DB is the PostgreSQL store. It is safe for concurrent use by any number
@@ -329,7 +350,7 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 	if err != nil {
 		return err
 	}
-	if _, err := db.pool.Exec(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`, args...); err != nil {
+	if _, err := db.pool.Exec(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...); err != nil {
 		return fmt.Errorf("postgres: create key %q: %w", k.ID, classify(err))
 	}
 	return nil
@@ -407,31 +428,61 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 	return charged, nil
 }
 
+// lockAccount locks an account's row; it finds no row for an unknown
+// account.
+const lockAccount = `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`
+
+// readRoom reads, after lockAccount, what bounds an entry: the account's
+// balance and caps, its running totals, and the caps and running totals
+// of the entry's key (NULL caps when it has none or no key).
+const readRoom = `SELECT a.balance, a.daily_cap, a.monthly_cap,
+	COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $2 AND start = 0), 0),
+	COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $3 AND start = $4), 0),
+	COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $5 AND start = $6), 0),
+	k.daily_cap, k.monthly_cap, k.total_cap,
+	COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = $2 AND start = 0), 0),
+	COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = $3 AND start = $4), 0),
+	COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = $5 AND start = $6), 0)
+	FROM accounts a LEFT JOIN keys k ON k.id = $7 WHERE a.id = $1`
+
 // settleTx is one entry of SettleBatch inside tx: the account's row is
-// locked and read with its running totals, the entry charged at most
-// what they leave.
+// locked, then the account and the entry's key are read with their
+// running totals, and the entry charged at most what they leave. The read
+// is a statement of its own after the lock (both sent at once), so it sees
+// every settlement committed while the lock was awaited: a statement that
+// locked and read at once would read the totals as they were when it
+// began. A key's charges are its account's, so the account's lock keeps
+// the key's totals too.
 func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 	at, _ := store.Nanos(e.Time)
 	day, _ := store.DayOf(e.Time)
 	month, _ := store.MonthOf(e.Time)
 	var (
-		acc                 store.Account
-		balance, daily, mon *int64
-		total, today, spent int64
+		acc                      store.Account
+		key                      store.Key
+		balance, daily, mon      *int64
+		kDaily, kMonthly, kTotal *int64
+		total, today, spent      int64
+		kAll, kToday, kMonth     int64
 	)
-	if err := tx.QueryRow(ctx, `SELECT balance, daily_cap, monthly_cap,
-		COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $2 AND start = 0), 0),
-		COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $3 AND start = $4), 0),
-		COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = $5 AND start = $6), 0)
-		FROM accounts a WHERE id = $1 FOR UPDATE`,
-		e.AccountID, store.PeriodTotal, store.PeriodDay, day.UnixNano(), store.PeriodMonth, month.UnixNano()).
-		Scan(&balance, &daily, &mon, &total, &today, &spent); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(lockAccount, e.AccountID)
+	b.Queue(readRoom, e.AccountID, store.PeriodTotal, store.PeriodDay, day.UnixNano(), store.PeriodMonth, month.UnixNano(), e.KeyID)
+	br := tx.SendBatch(ctx, b)
+	var one int
+	err := br.QueryRow().Scan(&one)
+	if err == nil {
+		err = br.QueryRow().Scan(&balance, &daily, &mon, &total, &today, &spent, &kDaily, &kMonthly, &kTotal, &kAll, &kToday, &kMonth)
+	}
+	if err = errors.Join(err, br.Close()); err != nil {
 		return false, classify(err)
 	}
 	acc.Balance, acc.DailyCap, acc.MonthlyCap = store.MoneyOf(balance), store.MoneyOf(daily), store.MoneyOf(mon)
+	key.DailyCap, key.MonthlyCap, key.TotalCap = store.MoneyOf(kDaily), store.MoneyOf(kMonthly), store.MoneyOf(kTotal)
 	sp := store.Spend{Today: pricing.Money(today), Month: pricing.Money(spent), Total: pricing.Money(total)}
+	ksp := store.Spend{Today: pricing.Money(kToday), Month: pricing.Money(kMonth), Total: pricing.Money(kAll)}
 	settled := *e
-	settled.Floor(store.Room(&acc, sp, e.FreeMonthlyCredit, e.Limits))
+	settled.Floor(min(store.Room(&acc, sp, e.FreeMonthlyCredit, e.Limits), store.KeyRoom(&key, ksp)))
 	tag, err := tx.Exec(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (request_id) DO NOTHING`,
 		e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(settled.Cost), at, e.KeyID, e.InputTokens, e.OutputTokens, int64(settled.Shortfall))
@@ -443,9 +494,13 @@ func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 	}
 	*e = settled
 	draw := sp.Charge(&acc, e.Cost, e.FreeMonthlyCredit)
-	// The running totals and the day's usage row, in one round trip.
+	// The running totals (the account's and the key's) and the day's usage
+	// row, in one round trip.
 	if _, err := tx.Exec(ctx, `WITH s AS (INSERT INTO spend (account_id, period, start, cost) VALUES ($1, $2, 0, $3), ($1, $4, $5, $3), ($1, $6, $7, $3)
-		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost)
+		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost),
+		k AS (INSERT INTO key_spend (key_id, period, start, cost)
+		SELECT $8, p.period, p.start, $3 FROM (VALUES ($2::SMALLINT, 0::BIGINT), ($4::SMALLINT, $5::BIGINT), ($6::SMALLINT, $7::BIGINT)) p (period, start) WHERE $8 <> ''
+		ON CONFLICT (key_id, period, start) DO UPDATE SET cost = key_spend.cost + excluded.cost)
 		INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost) VALUES ($1, $5, $8, $9, 1, $10, $11, $3)
 		ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET requests = usage_daily.requests + 1,
 		input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens,

@@ -332,7 +332,7 @@ func TestSpooledChargesCountMeanwhile(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 	at := time.Now().UTC()
-	if charged, err := b.Settle(ctx, &store.Entry{RequestID: "x", AccountID: "a", Cost: 7000, Time: at}); err != nil || !charged {
+	if charged, err := b.Settle(ctx, &store.Entry{RequestID: "x", AccountID: "a", KeyID: "k", Cost: 7000, Time: at}); err != nil || !charged {
 		t.Fatalf("settle: %v %v", charged, err)
 	}
 	acc, err := b.Account(ctx, "a")
@@ -341,6 +341,13 @@ func TestSpooledChargesCountMeanwhile(t *testing.T) {
 	}
 	if sp, err := b.Spend(ctx, "a", at); err != nil || sp.Total != 7000 || sp.Today != 7000 || sp.Month != 7000 {
 		t.Fatalf("spend %+v (%v)", sp, err)
+	}
+	// The key's spend counts it too; another key's does not.
+	if sp, err := b.KeySpend(ctx, "k", at); err != nil || sp != (store.Spend{Today: 7000, Month: 7000, Total: 7000}) {
+		t.Fatalf("key spend %+v (%v)", sp, err)
+	}
+	if sp, err := b.KeySpend(ctx, "other", at); err != nil || sp != (store.Spend{}) {
+		t.Fatalf("other key's spend %+v (%v)", sp, err)
 	}
 }
 
@@ -385,7 +392,8 @@ func TestMigrateToUsage(t *testing.T) {
 	d1 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	// Back to migration 4, with charges in its ledger.
 	if _, err := conn.Exec(ctx, `ALTER TABLE ledger DROP COLUMN key_id, DROP COLUMN input_tokens, DROP COLUMN output_tokens, DROP COLUMN shortfall;
-		DROP TABLE usage_daily; DELETE FROM schema_migrations WHERE version >= 5`); err != nil {
+		ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
+		DROP TABLE usage_daily; DROP TABLE key_spend; DELETE FROM schema_migrations WHERE version >= 5`); err != nil {
 		t.Fatal(err)
 	}
 	for i, c := range []struct {
@@ -403,5 +411,69 @@ func TestMigrateToUsage(t *testing.T) {
 	slices.SortFunc(rows, func(a, b store.UsageRow) int { return a.Day.Compare(b.Day) })
 	if err != nil || fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Fatalf("usage after migration 5: %+v, %v; want %+v", rows, err, want)
+	}
+}
+
+// A database of migration 6 gets keys without caps and the running totals
+// of each key's charges from migration 7, built from its ledger: they
+// agree with the ledger, and the keys can be capped from then on.
+func TestMigrateToKeyCaps(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	url := pg.NewDatabase(t)
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []store.Key{{ID: "k1", AccountID: "a", Hash: "h1"}, {ID: "k2", AccountID: "a", Hash: "h2"}} {
+		if err := db.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	for i, c := range []struct {
+		key  string
+		at   time.Time
+		cost int64
+	}{
+		{"k1", time.Date(2026, 2, 28, 23, 59, 59, 0, time.UTC), 1000},
+		{"k1", time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), 2000},
+		{"k1", now.Add(-time.Hour), 4000},
+		{"k2", now, 8000},
+		{"", now, 16000},
+	} {
+		if _, err := db.Settle(ctx, &store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", KeyID: c.key, Cost: pricing.Money(c.cost), Time: c.at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// Back to migration 6.
+	if _, err := conn.Exec(ctx, `ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
+		DROP TABLE key_spend; DELETE FROM schema_migrations WHERE version >= 7`); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, url)
+	for key, want := range map[string]store.Spend{"k1": {Today: 4000, Month: 6000, Total: 7000}, "k2": {Today: 8000, Month: 8000, Total: 8000}, "": {}} {
+		if sp, err := db.KeySpend(ctx, key, now); err != nil || sp != want {
+			t.Errorf("KeySpend(%q) after migration 7 = %+v, %v; want %+v", key, sp, err, want)
+		}
+	}
+	if k, err := db.Key(ctx, "k1"); err != nil || k.DailyCap != nil || k.MonthlyCap != nil || k.TotalCap != nil {
+		t.Fatalf("k1 after migration 7: %+v, %v", k, err)
+	}
+	if _, err := db.UpdateKey(ctx, "k1", func(k *store.Key) error { m := pricing.Money(7500); k.TotalCap = &m; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e := store.Entry{RequestID: "after", AccountID: "a", KeyID: "k1", Cost: 1000, Time: now}
+	if ok, err := db.Settle(ctx, &e); !ok || err != nil || e.Cost != 500 || e.Shortfall != 500 {
+		t.Fatalf("a charge past the new cap: %v %v, charged %d short %d", ok, err, e.Cost, e.Shortfall)
 	}
 }

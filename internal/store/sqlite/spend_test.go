@@ -206,3 +206,69 @@ func TestCheckJournalFindsDifferences(t *testing.T) {
 }
 
 func ptrMoney(m pricing.Money) *pricing.Money { return &m }
+
+// A version-6 store upgrades in place: its keys have no caps and the
+// running totals of each key's charges are built from the ledger, so they
+// agree with it; the keys can be capped from then on.
+func TestMigrateVersion6(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []store.Key{{ID: "k1", AccountID: "a", Hash: "h1"}, {ID: "k2", AccountID: "a", Hash: "h2"}} {
+		if err := db.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	for i, c := range []struct {
+		key  string
+		at   time.Time
+		cost pricing.Money
+	}{
+		{"k1", time.Date(2026, 2, 28, 23, 59, 59, 0, time.UTC), 1000},
+		{"k1", time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), 2000},
+		{"k1", now.Add(-time.Hour), 4000},
+		{"k2", now, 8000},
+		{"", now, 16000},
+	} {
+		if _, err := db.Settle(ctx, &store.Entry{RequestID: fmt.Sprint("r", i), AccountID: "a", KeyID: c.key, Cost: c.cost, Time: c.at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Back to version 6: no key caps, no key totals.
+	if _, err := db.w.Exec(`ALTER TABLE keys DROP COLUMN daily_cap; ALTER TABLE keys DROP COLUMN monthly_cap; ALTER TABLE keys DROP COLUMN total_cap;
+		DROP TABLE key_spend; PRAGMA user_version = 6`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for key, want := range map[string]store.Spend{"k1": {Today: 4000, Month: 6000, Total: 7000}, "k2": {Today: 8000, Month: 8000, Total: 8000}, "": {}} {
+		if sp, err := db.KeySpend(ctx, key, now); err != nil || sp != want {
+			t.Errorf("KeySpend(%q) after the upgrade = %+v, %v; want %+v", key, sp, err, want)
+		}
+	}
+	if k, err := db.Key(ctx, "k1"); err != nil || k.DailyCap != nil || k.MonthlyCap != nil || k.TotalCap != nil {
+		t.Fatalf("k1 after the upgrade: %+v, %v", k, err)
+	}
+	if _, err := db.UpdateKey(ctx, "k1", func(k *store.Key) error { m := pricing.Money(7500); k.TotalCap = &m; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e := store.Entry{RequestID: "after", AccountID: "a", KeyID: "k1", Cost: 1000, Time: now}
+	if ok, err := db.Settle(ctx, &e); !ok || err != nil || e.Cost != 500 || e.Shortfall != 500 {
+		t.Fatalf("a charge past the new cap: %v %v, charged %d short %d", ok, err, e.Cost, e.Shortfall)
+	}
+	var v int
+	if err := db.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("user_version %d, %v", v, err)
+	}
+}

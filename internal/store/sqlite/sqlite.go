@@ -41,7 +41,7 @@ const FileName = "gw.db"
 const FileMode = 0o600
 
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 6
+const schemaVersion = 7
 
 const schema = `
 CREATE TABLE IF NOT EXISTS accounts (
@@ -65,7 +65,10 @@ CREATE TABLE IF NOT EXISTS keys (
 	models     TEXT,               -- JSON array; NULL: every model
 	expires_at INTEGER,            -- Unix nanoseconds, UTC; NULL: never
 	created_at INTEGER NOT NULL,   -- Unix nanoseconds, UTC
-	revoked_at INTEGER             -- Unix nanoseconds, UTC; NULL: active
+	revoked_at INTEGER,            -- Unix nanoseconds, UTC; NULL: active
+	daily_cap   INTEGER,           -- nano-dollars; NULL: none
+	monthly_cap INTEGER,           -- nano-dollars; NULL: none
+	total_cap   INTEGER            -- nano-dollars; NULL: none
 );
 CREATE UNIQUE INDEX IF NOT EXISTS keys_hash ON keys(hash);
 CREATE INDEX IF NOT EXISTS keys_account ON keys(account_id, created_at);
@@ -128,6 +131,16 @@ CREATE TABLE IF NOT EXISTS spend (
 	cost       INTEGER NOT NULL,
 	PRIMARY KEY (account_id, period, start)
 ) WITHOUT ROWID;
+
+-- The same running sums per key, of the entries made with it (revoked
+-- keys' included), kept by Settle in the same transaction as the entry.
+CREATE TABLE IF NOT EXISTS key_spend (
+	key_id TEXT    NOT NULL,
+	period INTEGER NOT NULL,
+	start  INTEGER NOT NULL,
+	cost   INTEGER NOT NULL,
+	PRIMARY KEY (key_id, period, start)
+) WITHOUT ROWID;
 `
 
 // backfillUsage builds the daily usage table from a ledger older than it.
@@ -148,6 +161,17 @@ INSERT INTO spend (account_id, period, start, cost)
 	FROM ledger GROUP BY 1, 2, 3;
 `
 
+// backfillKeySpend builds the key_spend table from a version-6 ledger.
+const backfillKeySpend = `
+INSERT INTO key_spend (key_id, period, start, cost)
+	SELECT key_id, 0, 0, SUM(cost) FROM ledger WHERE key_id <> '' GROUP BY key_id;
+INSERT INTO key_spend (key_id, period, start, cost)
+	SELECT key_id, 1, time - time % 86400000000000, SUM(cost) FROM ledger WHERE key_id <> '' GROUP BY 1, 2, 3;
+INSERT INTO key_spend (key_id, period, start, cost)
+	SELECT key_id, 2, CAST(strftime('%s', time / 1000000000, 'unixepoch', 'start of month') AS INTEGER) * 1000000000, SUM(cost)
+	FROM ledger WHERE key_id <> '' GROUP BY 1, 2, 3;
+`
+
 // DB is the embedded store. It is safe for concurrent use.
 type DB struct {
 	w *sql.DB // one connection: every write transaction
@@ -165,6 +189,9 @@ type shared = store.SQL
 // settleStmts are the statements of one settlement.
 type settleStmts struct {
 	ledger, room, spend, balance, journal, usage, floor *sql.Stmt
+	// keyRoom reads a key's caps and running totals; keySpend moves the
+	// totals.
+	keyRoom, keySpend *sql.Stmt
 	// ledgerChunk inserts LedgerChunk ledger rows at once.
 	ledgerChunk *sql.Stmt
 }
@@ -204,6 +231,13 @@ func (db *DB) prepare() error {
 		{&db.settle.floor, `UPDATE ledger SET cost = ?, shortfall = ? WHERE request_id = ?`},
 		{&db.settle.spend, `INSERT INTO spend (account_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
 			ON CONFLICT (account_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
+		{&db.settle.keyRoom, `SELECT daily_cap, monthly_cap, total_cap,
+			COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = ? AND start = 0), 0),
+			COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = ? AND start = ?), 0),
+			COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = ? AND start = ?), 0)
+			FROM keys k WHERE id = ?`},
+		{&db.settle.keySpend, `INSERT INTO key_spend (key_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
+			ON CONFLICT (key_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
 		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL RETURNING balance`},
 		{&db.settle.journal, store.JournalInsert(arg)},
 		{&db.settle.usage, `INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
@@ -359,6 +393,18 @@ func migrate(db *sql.DB) error {
 			return err
 		}
 	}
+	if v < 7 {
+		// Version 7: keys have caps, and the running totals of each key's
+		// entries bound them.
+		for _, col := range []string{"daily_cap INTEGER", "monthly_cap INTEGER", "total_cap INTEGER"} {
+			if err := addColumn(ctx, tx, "keys", col); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, backfillKeySpend); err != nil {
+			return fmt.Errorf("building key spend totals: %w", err)
+		}
+	}
 	if v < schemaVersion {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
 			return err
@@ -503,7 +549,7 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 		return err
 	}
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`, args...)
+		_, err := tx.ExecContext(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {
@@ -713,18 +759,34 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 	}
 	acc.Balance, acc.DailyCap, acc.MonthlyCap = moneyPtr(balance), moneyPtr(daily), moneyPtr(mon)
 	sp := store.Spend{Today: pricing.Money(today), Month: pricing.Money(month), Total: pricing.Money(total)}
+	keys, err := db.keyRooms(ctx, tx, g)
+	if err != nil {
+		return err
+	}
 	draws := make([]pricing.Money, len(g.entries))
 	var cost, drawn pricing.Money
 	for i, e := range g.entries {
-		if room := store.Room(&acc, sp, e.FreeMonthlyCredit, e.Limits); e.Cost > room {
+		room := store.Room(&acc, sp, e.FreeMonthlyCredit, e.Limits)
+		kr := keys.of(e.KeyID)
+		if kr != nil && kr.capped {
+			room = min(room, store.KeyRoom(&kr.key, kr.sp))
+		}
+		if e.Cost > room {
 			e.Floor(room)
 			if _, err := st(db.settle.floor).ExecContext(ctx, int64(e.Cost), int64(e.Shortfall), e.RequestID); err != nil {
 				return err
 			}
 		}
 		draws[i] = sp.Charge(&acc, e.Cost, e.FreeMonthlyCredit)
+		if kr != nil {
+			kr.sp.Add(e.Cost)
+			kr.cost += e.Cost
+		}
 		cost += e.Cost
 		drawn += draws[i]
+	}
+	if err := db.addKeySpend(ctx, tx, g, keys); err != nil {
+		return err
 	}
 	if _, err := st(db.settle.spend).ExecContext(ctx,
 		g.account, store.PeriodTotal, int64(cost),
@@ -753,6 +815,82 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		left -= draws[i]
 		if _, err := journal.ExecContext(ctx, store.JournalArgs(g.account, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge,
 			Amount: -draws[i], Balance: left, RequestID: e.RequestID})...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyRoom is a key's bounds within a settle group: its caps (capped:
+// it has one), its running totals for the group's day and month with the
+// group's charges so far, and what the group charged with it.
+type keyRoom struct {
+	id     string
+	key    store.Key
+	capped bool
+	sp     store.Spend
+	cost   pricing.Money
+}
+
+// keyRooms are a group's keys, in the order of their first entry, and by
+// id.
+type keyRooms struct {
+	order []*keyRoom
+	by    map[string]*keyRoom
+}
+
+// of is the keyRoom of id; nil for the empty id (no key).
+func (ks *keyRooms) of(id string) *keyRoom { return ks.by[id] }
+
+// keyRooms reads the caps and running totals of the keys a group's entries
+// were made with; a key the store does not hold has no cap.
+func (db *DB) keyRooms(ctx context.Context, tx *sql.Tx, g *settleGroup) (*keyRooms, error) {
+	ks := &keyRooms{}
+	var st *sql.Stmt
+	for _, e := range g.entries {
+		if e.KeyID == "" || ks.of(e.KeyID) != nil {
+			continue
+		}
+		if ks.by == nil {
+			ks.by = map[string]*keyRoom{}
+		}
+		if st == nil {
+			st = tx.StmtContext(ctx, db.settle.keyRoom)
+		}
+		kr := &keyRoom{id: e.KeyID}
+		var (
+			daily, monthly, total sql.NullInt64
+			all, today, month     int64
+		)
+		err := st.QueryRowContext(ctx, store.PeriodTotal, store.PeriodDay, g.day.UnixNano(), store.PeriodMonth, g.month.UnixNano(), e.KeyID).
+			Scan(&daily, &monthly, &total, &all, &today, &month)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return nil, err
+		default:
+			kr.key.DailyCap, kr.key.MonthlyCap, kr.key.TotalCap = moneyPtr(daily), moneyPtr(monthly), moneyPtr(total)
+			kr.capped = kr.key.HasCaps()
+			kr.sp = store.Spend{Today: pricing.Money(today), Month: pricing.Money(month), Total: pricing.Money(all)}
+		}
+		ks.order = append(ks.order, kr)
+		ks.by[kr.id] = kr
+	}
+	return ks, nil
+}
+
+// addKeySpend moves the running totals of a group's keys by what the group
+// charged with each.
+func (db *DB) addKeySpend(ctx context.Context, tx *sql.Tx, g *settleGroup, ks *keyRooms) error {
+	if len(ks.order) == 0 {
+		return nil
+	}
+	st := tx.StmtContext(ctx, db.settle.keySpend)
+	for _, k := range ks.order {
+		if _, err := st.ExecContext(ctx,
+			k.id, store.PeriodTotal, int64(k.cost),
+			k.id, store.PeriodDay, g.day.UnixNano(), int64(k.cost),
+			k.id, store.PeriodMonth, g.month.UnixNano(), int64(k.cost)); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/pricing"
@@ -98,5 +99,64 @@ func BatchConformance(t *testing.T, open func(t *testing.T) BatchStore) {
 	}
 	if sum, entries := sumJournal(t, st, "pre"); sum != *a.Balance || len(entries) != rows["pre"]+1 {
 		t.Fatalf("pre: journal sums to %v in %d entries; want %v in %d (the set and each charge)", sum, len(entries), *a.Balance, rows["pre"]+1)
+	}
+	batchKeyCaps(t, open(t))
+}
+
+// batchKeyCaps: one batch holding charges made with a capped key, over two
+// days, among another key's, charges each at most what the key's caps
+// leave after the batch's charges before it.
+func batchKeyCaps(t *testing.T, st BatchStore) {
+	ctx := context.Background()
+	mustAccount(t, st, store.Account{ID: "acc", Plan: store.PlanPaid})
+	for _, k := range []store.Key{{ID: "capped", AccountID: "acc", Hash: "h1", DailyCap: ptr(usd("0.08")), TotalCap: ptr(usd("0.10"))},
+		{ID: "free", AccountID: "acc", Hash: "h2"}} {
+		if err := st.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d1 := time.Date(2026, 5, 14, 12, 0, 0, 0, time.UTC)
+	d2 := d1.AddDate(0, 0, 1)
+	type charge struct {
+		key  string
+		at   time.Time
+		cost string
+		// charged and short are what it must record.
+		charged, short string
+	}
+	charges := []charge{
+		{"capped", d1, "0.05", "0.05", "0"},
+		{"free", d1, "0.05", "0.05", "0"},
+		{"capped", d1, "0.05", "0.03", "0.02"}, // the daily cap
+		{"capped", d1, "0.01", "0", "0.01"},
+		{"capped", d2, "0.05", "0.02", "0.03"}, // a new day: the total cap
+		{"free", d2, "1", "1", "0"},
+		{"capped", d2, "0.01", "0", "0.01"},
+	}
+	entries := make([]store.Entry, len(charges))
+	for i, c := range charges {
+		entries[i] = store.Entry{RequestID: fmt.Sprint("kc", i), AccountID: "acc", KeyID: c.key, Cost: usd(c.cost), Time: c.at.Add(time.Duration(i) * time.Second)}
+	}
+	charged, err := st.SettleBatch(ctx, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range charges {
+		if !charged[i] || entries[i].Cost != usd(c.charged) || entries[i].Shortfall != usd(c.short) {
+			t.Errorf("charge %d (%s %s): %v, charged %s short %s; want %s and %s", i, c.key, c.cost, charged[i], entries[i].Cost, entries[i].Shortfall, c.charged, c.short)
+		}
+	}
+	for _, w := range []struct {
+		key string
+		at  time.Time
+		sp  store.Spend
+	}{
+		{"capped", d1, store.Spend{Today: usd("0.08"), Month: usd("0.10"), Total: usd("0.10")}},
+		{"capped", d2, store.Spend{Today: usd("0.02"), Month: usd("0.10"), Total: usd("0.10")}},
+		{"free", d2, store.Spend{Today: usd("1"), Month: usd("1.05"), Total: usd("1.05")}},
+	} {
+		if sp, err := st.KeySpend(ctx, w.key, w.at); err != nil || sp != w.sp {
+			t.Errorf("KeySpend(%s) at %s = %+v, %v; want %+v", w.key, w.at, sp, err, w.sp)
+		}
 	}
 }

@@ -29,7 +29,7 @@ type Ops uint
 const (
 	OpKeys Ops = 1 << iota // KeyByHash and the other key calls
 	OpAccount
-	OpSpend
+	OpSpend // Spend and KeySpend
 	OpSettle
 )
 
@@ -44,6 +44,13 @@ func (f *Faulty) KeyByHash(ctx context.Context, hash string) (store.Key, error) 
 	return f.Store.KeyByHash(ctx, hash)
 }
 
+func (f *Faulty) Key(ctx context.Context, id string) (store.Key, error) {
+	if f.failing(OpKeys) {
+		return store.Key{}, ErrDown
+	}
+	return f.Store.Key(ctx, id)
+}
+
 func (f *Faulty) Account(ctx context.Context, id string) (store.Account, error) {
 	if f.failing(OpAccount) {
 		return store.Account{}, ErrDown
@@ -56,6 +63,13 @@ func (f *Faulty) Spend(ctx context.Context, id string, now time.Time) (store.Spe
 		return store.Spend{}, ErrDown
 	}
 	return f.Store.Spend(ctx, id, now)
+}
+
+func (f *Faulty) KeySpend(ctx context.Context, keyID string, now time.Time) (store.Spend, error) {
+	if f.failing(OpSpend) {
+		return store.Spend{}, ErrDown
+	}
+	return f.Store.KeySpend(ctx, keyID, now)
 }
 
 func (f *Faulty) Settle(ctx context.Context, e *store.Entry) (bool, error) {

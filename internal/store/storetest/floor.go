@@ -99,6 +99,35 @@ func testFloor(t *testing.T, st store.Store) {
 func testFloorConcurrent(t *testing.T, st store.Store) {
 	ctx := context.Background()
 	mustAccount(t, st, store.Account{ID: "many", Plan: store.PlanPaid, Balance: ptr(usd("1.00"))})
+	floorConcurrent(t, st, "many")
+	a, _ := st.Account(ctx, "many")
+	if *a.Balance != 0 {
+		t.Fatalf("balance %s, want 0", a.Balance)
+	}
+	if problems, err := st.CheckJournal(ctx); err != nil || len(problems) > 0 {
+		t.Fatalf("journal check: %+v %v", problems, err)
+	}
+}
+
+// Concurrent charges that together pass the daily cap of an account billed
+// afterwards (nothing in its own row moves) stop at the cap exactly.
+func testFloorCapConcurrent(t *testing.T, st store.Store) {
+	mustAccount(t, st, store.Account{ID: "capped", Plan: store.PlanPaid, DailyCap: ptr(usd("1.00"))})
+	floorConcurrent(t, st, "capped")
+	if sp, err := st.Spend(context.Background(), "capped", concurrentAt); err != nil || sp.Today != usd("1.00") {
+		t.Fatalf("spend %+v, %v; want 1.00 today", sp, err)
+	}
+}
+
+// concurrentAt is when floorConcurrent's charges are made.
+var concurrentAt = time.Date(2026, 5, 14, 12, 0, 0, 0, time.UTC)
+
+// floorConcurrent settles 40 charges of 0.07 on account at once, which can
+// pay 1.00 of them: the answers and the ledger must say that 1.00 was
+// charged and 1.80 fell short.
+func floorConcurrent(t *testing.T, st store.Store, account string) {
+	t.Helper()
+	ctx := context.Background()
 	const n = 40
 	cost := usd("0.07") // 2.80 asked of 1.00
 	var mu sync.Mutex
@@ -106,7 +135,7 @@ func testFloorConcurrent(t *testing.T, st store.Store) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			e := store.Entry{RequestID: fmt.Sprint("many-", i), AccountID: "many", Cost: cost}
+			e := store.Entry{RequestID: fmt.Sprint(account, "-", i), AccountID: account, Cost: cost, Time: concurrentAt}
 			ok, err := st.Settle(ctx, &e)
 			if !ok || err != nil {
 				t.Errorf("settle %d: %v %v", i, ok, err)
@@ -125,11 +154,7 @@ func testFloorConcurrent(t *testing.T, st store.Store) {
 	if charged != usd("1.00") || short != usd("1.80") {
 		t.Fatalf("charged %s, short %s; want 1.00 and 1.80", charged, short)
 	}
-	a, _ := st.Account(ctx, "many")
-	if *a.Balance != 0 {
-		t.Fatalf("balance %s, want 0", a.Balance)
-	}
-	entries, _ := st.Entries(ctx, "many", 1000)
+	entries, _ := st.Entries(ctx, account, 1000)
 	var ledger, ledgerShort pricing.Money
 	for _, e := range entries {
 		ledger += e.Cost
@@ -137,8 +162,5 @@ func testFloorConcurrent(t *testing.T, st store.Store) {
 	}
 	if ledger != charged || ledgerShort != short {
 		t.Fatalf("ledger %s short %s, answers %s and %s", ledger, ledgerShort, charged, short)
-	}
-	if problems, err := st.CheckJournal(ctx); err != nil || len(problems) > 0 {
-		t.Fatalf("journal check: %+v %v", problems, err)
 	}
 }
