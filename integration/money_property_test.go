@@ -31,9 +31,11 @@ import (
 // streams the client leaves, answers without usage, streams that break,
 // images whole and streamed, transcriptions) and top-ups, drawn from a
 // seeded generator and run concurrently against prepaid, capped and free
-// accounts. Whatever the interleaving, no balance goes below zero, every
-// receipt is exactly one ledger entry, nothing refused is charged, no cap
-// or free stop is passed, and the ledger, the spend and the journal agree.
+// accounts, one of them with a second key under its own daily cap.
+// Whatever the interleaving, no balance goes below zero, every receipt is
+// exactly one ledger entry, nothing refused is charged, no cap (the key's
+// included) or free stop is passed, and the ledger, the spend and the
+// journal agree.
 
 // Knobs of the property run.
 const (
@@ -65,6 +67,19 @@ type propAccount struct {
 	// dailyCap and monthlyCap are "" when not set.
 	dailyCap, monthlyCap string
 	key                  string
+	// keyDailyCap, when set, gives the account a second key with that
+	// daily cap (cappedKey, its id cappedKeyID), which its odd-numbered
+	// operations use.
+	keyDailyCap            string
+	cappedKey, cappedKeyID string
+}
+
+// keyOf is the key operation o is made with.
+func (o *propOp) keyOf() string {
+	if a := o.account; a.cappedKey != "" && o.n%2 == 1 {
+		return a.cappedKey
+	}
+	return o.account.key
 }
 
 // The kinds of operation.
@@ -358,7 +373,7 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 		{id: "prop-prepaid-b", prepaid: true, initial: "0.30"},
 		{id: "prop-prepaid-c", prepaid: true, initial: "0.05"},
 		{id: "prop-prepaid-payg", prepaid: true, initial: "0.20", fields: map[string]any{"payg": true}},
-		{id: "prop-capped-day", dailyCap: "0.60", monthlyCap: "5.00"},
+		{id: "prop-capped-day", dailyCap: "0.60", monthlyCap: "5.00", keyDailyCap: "0.15"},
 		{id: "prop-capped-month", dailyCap: "2.00", monthlyCap: "0.50", fields: map[string]any{"payg": true}},
 		{id: "prop-free", free: true},
 	}
@@ -409,6 +424,9 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 			body[k] = v
 		}
 		a.key = g.newAccountKey(t, body)
+		if a.keyDailyCap != "" {
+			a.cappedKey, a.cappedKeyID = g.createKey(t, a.id, map[string]any{"name": "capped", "daily_cap_usd": a.keyDailyCap})
+		}
 	}
 
 	client := &http.Client{
@@ -511,7 +529,7 @@ func propRun(g *gateway, client *http.Client, o *propOp, wavs map[int][]byte) {
 	var (
 		path, ct string
 		body     []byte
-		header   = bearer(o.account.key)
+		header   = bearer(o.keyOf())
 		stream   bool
 	)
 	switch o.kind {
@@ -565,7 +583,7 @@ func propRun(g *gateway, client *http.Client, o *propOp, wavs map[int][]byte) {
 			}
 			msg["messages"] = []any{map[string]any{"role": "user", "content": prompt}}
 			msg["max_tokens"] = o.limit
-			header = apiKey(o.account.key)
+			header = apiKey(o.keyOf())
 		}
 		body, _ = json.Marshal(msg)
 		ct = "application/json"
@@ -883,6 +901,21 @@ func propCheck(t *testing.T, g *gateway, accounts []*propAccount, ops []*propOp,
 		}
 		if a.monthlyCap != "" && month > usd("monthly cap", a.monthlyCap) {
 			t.Errorf("%s: spent %s this month, past its monthly cap %s", a.id, month, a.monthlyCap)
+		}
+		if a.cappedKey != "" {
+			// The capped key's calls add up to its spend, within its cap.
+			var keySum pricing.Money
+			for _, l := range ledgers[a.id] {
+				if o := byID[l.RequestID]; o != nil && o.keyOf() == a.cappedKey {
+					keySum += usd("ledger cost", l.Cost)
+				}
+			}
+			k := g.adminJSON(t, http.MethodGet, "/gw/keys/"+a.cappedKeyID, nil, http.StatusOK).JSON(t)
+			ks, _ := k["spend"].(map[string]any)
+			kToday, _ := ks["today_usd"].(string)
+			if kToday != keySum.String() || keySum > usd("key daily cap", a.keyDailyCap) {
+				t.Errorf("%s: the capped key's calls add up to %s, its spend today is %s, its cap %s", a.id, keySum, kToday, a.keyDailyCap)
+			}
 		}
 		if a.free && total > usd("free stop", propFreeChatStop) {
 			t.Errorf("%s: free chat spend %s, past the stop at %s", a.id, total, propFreeChatStop)
