@@ -23,6 +23,7 @@ package integration
 // process serves the bare sites, as in the first measurements; by
 // default a bin/caddy of their own does), GW_BENCH_ACCOUNTS (how many
 // fresh accounts carry the gateway's load of a scenario, 1),
+// GW_BENCH_CAPS (1: every key of the load has caps of its own),
 // GW_BENCH_BATCH (requests per interleaved batch, 100), GW_BENCH_BUDGET
 // (the most time one scenario may take, 90s; a scenario cut short
 // reports what it measured), GW_BENCH_OUT (also write the table to this
@@ -114,6 +115,10 @@ type benchEnv struct {
 	// (GW_BENCH_ACCOUNTS); made counts the accounts made so far.
 	accounts int
 	made     int
+	// caps (GW_BENCH_CAPS=1) gives every key of the load caps of its own,
+	// far above what the load spends, so each call is checked and settled
+	// against them too.
+	caps bool
 }
 
 // benchAccessLog sets up the access logs of the bench's sites as
@@ -261,7 +266,8 @@ http://%s {
 	if base == nil {
 		base = g
 	}
-	env := &benchEnv{g: g, base: base, oa: oa, an: an, client: client, accounts: benchEnvInt(tb, "GW_BENCH_ACCOUNTS", 1)}
+	env := &benchEnv{g: g, base: base, oa: oa, an: an, client: client, accounts: benchEnvInt(tb, "GW_BENCH_ACCOUNTS", 1),
+		caps: os.Getenv("GW_BENCH_CAPS") == "1"}
 	aa := benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader, body: body("gpt-4.1-mini", chatMsgs), want: benchText, bare: true}
 	sameGW := benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-gpt-4.1-mini", chatMsgs), want: benchText}
 	sameBase := benchTarget{url: "http://" + baseOA + "/v1/chat/completions", header: oaHeader,
@@ -366,11 +372,20 @@ func (e *benchEnv) withFreshAccounts(tb testing.TB, t benchTarget) benchTarget {
 	}
 	for range e.accounts {
 		e.made++
-		t.keys = append(t.keys, e.g.newAccountKey(tb, map[string]any{
-			"id": fmt.Sprintf("bench-%d", e.made), "plan": "paid", "cleared": true}))
+		id := fmt.Sprintf("bench-%d", e.made)
+		if !e.caps {
+			t.keys = append(t.keys, e.g.newAccountKey(tb, map[string]any{"id": id, "plan": "paid", "cleared": true}))
+			continue
+		}
+		e.g.createAccount(tb, map[string]any{"id": id, "plan": "paid", "cleared": true})
+		key, _ := e.g.createKey(tb, id, map[string]any{"name": "bench", "daily_cap_usd": benchCap, "monthly_cap_usd": benchCap, "total_cap_usd": benchCap})
+		t.keys = append(t.keys, key)
 	}
 	return t
 }
+
+// benchCap is each cap GW_BENCH_CAPS sets: far above any load's spend.
+const benchCap = "1000000"
 
 // benchHostOf is the host:port of a fake's URL.
 func benchHostOf(tb testing.TB, raw string) string {
