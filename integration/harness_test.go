@@ -555,7 +555,13 @@ func (g *gateway) load(t testing.TB, env map[string]string) response {
 	if !json.Valid(cfg) {
 		t.Fatalf("caddy adapt printed no JSON:\n%s", cfg)
 	}
-	return g.adminDo(t, http.MethodPost, "/load", cfg, "Content-Type", "application/json", "Cache-Control", "must-revalidate")
+	r := g.adminDo(t, http.MethodPost, "/load", cfg, "Content-Type", "application/json", "Cache-Control", "must-revalidate")
+	// The old config's servers close their idle connections as the new
+	// one starts; a POST sent on one the client still holds would fail
+	// with EOF (a client retries only idempotent requests), so the next
+	// request dials afresh.
+	g.client.CloseIdleConnections()
+	return r
 }
 
 // waitLog waits until cond holds for the log so far.
