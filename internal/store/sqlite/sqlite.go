@@ -41,9 +41,17 @@ const FileName = "gw.db"
 const FileMode = 0o600
 
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 7
+const schemaVersion = 8
 
 const schema = `
+CREATE TABLE IF NOT EXISTS orgs (
+	id          TEXT    PRIMARY KEY,
+	name        TEXT    NOT NULL DEFAULT '',
+	daily_cap   INTEGER,          -- nano-dollars; NULL: none
+	monthly_cap INTEGER,          -- nano-dollars; NULL: none
+	created_at  INTEGER NOT NULL  -- Unix nanoseconds, UTC
+);
+
 CREATE TABLE IF NOT EXISTS accounts (
 	id           TEXT    PRIMARY KEY,
 	plan         TEXT    NOT NULL,
@@ -54,7 +62,8 @@ CREATE TABLE IF NOT EXISTS accounts (
 	daily_cap    INTEGER,          -- nano-dollars; NULL: none
 	monthly_cap  INTEGER,          -- nano-dollars; NULL: none
 	abilities    TEXT,             -- JSON array; NULL: all
-	created_at   INTEGER NOT NULL  -- Unix nanoseconds, UTC
+	created_at   INTEGER NOT NULL, -- Unix nanoseconds, UTC
+	org          TEXT REFERENCES orgs(id) -- NULL: none
 );
 
 CREATE TABLE IF NOT EXISTS keys (
@@ -141,6 +150,17 @@ CREATE TABLE IF NOT EXISTS key_spend (
 	cost   INTEGER NOT NULL,
 	PRIMARY KEY (key_id, period, start)
 ) WITHOUT ROWID;
+
+-- The same running sums per organization, of the entries of its accounts
+-- settled while they belonged to it, kept by Settle in the same
+-- transaction as the entry.
+CREATE TABLE IF NOT EXISTS org_spend (
+	org_id TEXT    NOT NULL,
+	period INTEGER NOT NULL,
+	start  INTEGER NOT NULL,
+	cost   INTEGER NOT NULL,
+	PRIMARY KEY (org_id, period, start)
+) WITHOUT ROWID;
 `
 
 // backfillUsage builds the daily usage table from a ledger older than it.
@@ -192,6 +212,9 @@ type settleStmts struct {
 	// keyRoom reads a key's caps and running totals; keySpend moves the
 	// totals.
 	keyRoom, keySpend *sql.Stmt
+	// orgRoom reads an organization's caps and running totals; orgSpend
+	// moves the totals.
+	orgRoom, orgSpend *sql.Stmt
 	// ledgerChunk inserts LedgerChunk ledger rows at once.
 	ledgerChunk *sql.Stmt
 }
@@ -223,7 +246,7 @@ func (db *DB) prepare() error {
 	}{
 		{&db.settle.ledger, ledgerInsert(1)},
 		{&db.settle.ledgerChunk, ledgerInsert(LedgerChunk)},
-		{&db.settle.room, `SELECT balance, daily_cap, monthly_cap,
+		{&db.settle.room, `SELECT balance, daily_cap, monthly_cap, COALESCE(org, ''),
 			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = 0), 0),
 			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = ?), 0),
 			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = ?), 0)
@@ -238,6 +261,13 @@ func (db *DB) prepare() error {
 			FROM keys k WHERE id = ?`},
 		{&db.settle.keySpend, `INSERT INTO key_spend (key_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
 			ON CONFLICT (key_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
+		{&db.settle.orgRoom, `SELECT daily_cap, monthly_cap,
+			COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = ? AND start = 0), 0),
+			COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = ? AND start = ?), 0),
+			COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = ? AND start = ?), 0)
+			FROM orgs o WHERE id = ?`},
+		{&db.settle.orgSpend, `INSERT INTO org_spend (org_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
+			ON CONFLICT (org_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
 		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL RETURNING balance`},
 		{&db.settle.journal, store.JournalInsert(arg)},
 		{&db.settle.usage, `INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
@@ -403,6 +433,16 @@ func migrate(db *sql.DB) error {
 		}
 		if _, err := tx.ExecContext(ctx, backfillKeySpend); err != nil {
 			return fmt.Errorf("building key spend totals: %w", err)
+		}
+	}
+	if v < 8 {
+		// Version 8: accounts belong to organizations (none did before,
+		// so org_spend starts empty).
+		if err := addColumn(ctx, tx, "accounts", "org TEXT REFERENCES orgs(id)"); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS accounts_org ON accounts(org)`); err != nil {
+			return err
 		}
 	}
 	if v < schemaVersion {
@@ -750,7 +790,7 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		total, today, month int64
 	)
 	err := st(db.settle.room).QueryRowContext(ctx, store.PeriodTotal, store.PeriodDay, g.day.UnixNano(), store.PeriodMonth, g.month.UnixNano(), g.account).
-		Scan(&balance, &daily, &mon, &total, &today, &month)
+		Scan(&balance, &daily, &mon, &acc.Org, &total, &today, &month)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
@@ -763,6 +803,10 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 	if err != nil {
 		return err
 	}
+	org, osp, err := db.orgRoom(ctx, tx, g, acc.Org)
+	if err != nil {
+		return err
+	}
 	draws := make([]pricing.Money, len(g.entries))
 	var cost, drawn pricing.Money
 	for i, e := range g.entries {
@@ -770,6 +814,9 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		kr := keys.of(e.KeyID)
 		if kr != nil && kr.capped {
 			room = min(room, store.KeyRoom(&kr.key, kr.sp))
+		}
+		if org.HasCaps() {
+			room = min(room, store.OrgRoom(&org, osp))
 		}
 		if e.Cost > room {
 			e.Floor(room)
@@ -782,11 +829,20 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 			kr.sp.Add(e.Cost)
 			kr.cost += e.Cost
 		}
+		osp.Add(e.Cost)
 		cost += e.Cost
 		drawn += draws[i]
 	}
 	if err := db.addKeySpend(ctx, tx, g, keys); err != nil {
 		return err
+	}
+	if acc.Org != "" {
+		if _, err := st(db.settle.orgSpend).ExecContext(ctx,
+			acc.Org, store.PeriodTotal, int64(cost),
+			acc.Org, store.PeriodDay, g.day.UnixNano(), int64(cost),
+			acc.Org, store.PeriodMonth, g.month.UnixNano(), int64(cost)); err != nil {
+			return err
+		}
 	}
 	if _, err := st(db.settle.spend).ExecContext(ctx,
 		g.account, store.PeriodTotal, int64(cost),
@@ -877,6 +933,28 @@ func (db *DB) keyRooms(ctx context.Context, tx *sql.Tx, g *settleGroup) (*keyRoo
 		ks.by[kr.id] = kr
 	}
 	return ks, nil
+}
+
+// orgRoom reads the caps and running totals of the organization id (an
+// account's; "" is none: no caps) for a group's day and month. The
+// transaction holds the whole database, so the totals include every
+// settlement of the organization's other accounts before.
+func (db *DB) orgRoom(ctx context.Context, tx *sql.Tx, g *settleGroup, id string) (store.Org, store.Spend, error) {
+	if id == "" {
+		return store.Org{}, store.Spend{}, nil
+	}
+	var (
+		o                 store.Org
+		daily, monthly    sql.NullInt64
+		all, today, month int64
+	)
+	err := tx.StmtContext(ctx, db.settle.orgRoom).QueryRowContext(ctx, store.PeriodTotal, store.PeriodDay, g.day.UnixNano(), store.PeriodMonth, g.month.UnixNano(), id).
+		Scan(&daily, &monthly, &all, &today, &month)
+	if err != nil {
+		return store.Org{}, store.Spend{}, classify(err)
+	}
+	o.DailyCap, o.MonthlyCap = moneyPtr(daily), moneyPtr(monthly)
+	return o, store.Spend{Today: pricing.Money(today), Month: pricing.Money(month), Total: pricing.Money(all)}, nil
 }
 
 // addKeySpend moves the running totals of a group's keys by what the group
