@@ -402,7 +402,8 @@ type Ledger interface {
 	// balance, its newest entry records that balance, and every charge has
 	// its ledger entry. It returns the accounts that differ.
 	CheckJournal(ctx context.Context) ([]JournalProblem, error)
-	// UsageReader sums the ledger per day, model, account and key.
+	// UsageReader sums the ledger per day, model, account, key and
+	// organization.
 	UsageReader
 }
 

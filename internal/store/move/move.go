@@ -33,12 +33,12 @@ var tables = []struct{ name, cols string }{
 	{"spend", "account_id, period, start, cost"},
 	{"key_spend", "key_id, period, start, cost"},
 	{"org_spend", "org_id, period, start, cost"},
-	{"usage_daily", "account_id, day, key_id, model, requests, input_tokens, output_tokens, cost"},
+	{"usage_daily", "account_id, day, key_id, model, requests, input_tokens, output_tokens, cost, org"},
 	{"journal", "account_id, time, kind, amount, balance, request_id, reason"},
 }
 
 // order keeps each table's rows in the order they were made.
-var order = map[string]string{"keys": "rowid", "ledger": "rowid", "journal": "seq", "accounts": "rowid", "spend": "account_id, period, start", "key_spend": "key_id, period, start", "org_spend": "org_id, period, start", "orgs": "id", "usage_daily": "account_id, day, key_id, model"}
+var order = map[string]string{"keys": "rowid", "ledger": "rowid", "journal": "seq", "accounts": "rowid", "spend": "account_id, period, start", "key_spend": "key_id, period, start", "org_spend": "org_id, period, start", "orgs": "id", "usage_daily": "account_id, day, key_id, model, org"}
 
 // Counts is how many rows of each table were copied.
 type Counts map[string]int

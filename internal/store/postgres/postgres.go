@@ -152,7 +152,8 @@ INSERT INTO key_spend (key_id, period, start, cost)
 	FROM ledger WHERE key_id <> '' GROUP BY 1, 2, 3;`,
 	// Version 8: accounts belong to organizations, whose caps org_spend's
 	// running totals bound (no account belonged to one before, so it
-	// starts empty).
+	// starts empty), and usage_daily's rows name the organization ('':
+	// none).
 	8: `
 CREATE TABLE orgs (
 	id          TEXT   PRIMARY KEY,
@@ -169,7 +170,11 @@ CREATE TABLE org_spend (
 	start  BIGINT   NOT NULL,
 	cost   BIGINT   NOT NULL,
 	PRIMARY KEY (org_id, period, start)
-);`,
+);
+ALTER TABLE usage_daily ADD COLUMN org TEXT NOT NULL DEFAULT '';
+ALTER TABLE usage_daily DROP CONSTRAINT usage_daily_pkey;
+ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model, org);
+CREATE INDEX usage_daily_org ON usage_daily(org, day);`,
 }
 
 // DB is the PostgreSQL store. It is safe for concurrent use by any number
@@ -585,8 +590,8 @@ func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 		o AS (INSERT INTO org_spend (org_id, period, start, cost)
 		SELECT $12, p.period, p.start, $3 FROM (VALUES ($2::SMALLINT, 0::BIGINT), ($4::SMALLINT, $5::BIGINT), ($6::SMALLINT, $7::BIGINT)) p (period, start) WHERE $12 <> ''
 		ON CONFLICT (org_id, period, start) DO UPDATE SET cost = org_spend.cost + excluded.cost)
-		INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost) VALUES ($1, $5, $8, $9, 1, $10, $11, $3)
-		ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET requests = usage_daily.requests + 1,
+		INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost, org) VALUES ($1, $5, $8, $9, 1, $10, $11, $3, $12)
+		ON CONFLICT (day, account_id, key_id, model, org) DO UPDATE SET requests = usage_daily.requests + 1,
 		input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens,
 		cost = usage_daily.cost + excluded.cost`,
 		e.AccountID, store.PeriodTotal, int64(e.Cost), store.PeriodDay, day.UnixNano(), store.PeriodMonth, month.UnixNano(),

@@ -458,6 +458,7 @@ func TestMigrateToKeyCaps(t *testing.T) {
 	defer conn.Close(ctx)
 	// Back to migration 6.
 	if _, err := conn.Exec(ctx, `ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+		ALTER TABLE usage_daily DROP COLUMN org; ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model);
 		ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
 		DROP TABLE key_spend; DELETE FROM schema_migrations WHERE version >= 7`); err != nil {
 		t.Fatal(err)
@@ -503,6 +504,7 @@ func TestMigrateToOrgs(t *testing.T) {
 	defer conn.Close(ctx)
 	// Back to migration 7.
 	if _, err := conn.Exec(ctx, `ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+		ALTER TABLE usage_daily DROP COLUMN org; ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model);
 		DELETE FROM schema_migrations WHERE version >= 8`); err != nil {
 		t.Fatal(err)
 	}
@@ -524,5 +526,11 @@ func TestMigrateToOrgs(t *testing.T) {
 	}
 	if sp, err := db.OrgSpend(ctx, "o", now); err != nil || sp != (store.Spend{Today: 1500, Month: 1500, Total: 1500}) {
 		t.Fatalf("OrgSpend = %+v, %v", sp, err)
+	}
+	day, _ := store.DayOf(now)
+	rows, err := db.Usage(ctx, store.UsageQuery{From: day, To: day.AddDate(0, 0, 1), GroupBy: store.GroupOrg})
+	slices.SortFunc(rows, func(a, b store.UsageRow) int { return strings.Compare(a.Org, b.Org) })
+	if want := []store.UsageRow{{Requests: 1, Cost: 1000}, {Org: "o", Requests: 1, Cost: 1500}}; err != nil || fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("usage by organization: %+v, %v; want %+v", rows, err, want)
 	}
 }

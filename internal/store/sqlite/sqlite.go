@@ -99,19 +99,10 @@ CREATE TABLE IF NOT EXISTS ledger (
 CREATE INDEX IF NOT EXISTS ledger_account_time ON ledger(account_id, time);
 
 -- The ledger summed per UTC day (its first instant in Unix nanoseconds),
--- account, key and model, kept by Settle in the same transaction as the
--- entries: usage figures read these rows instead of the ledger's.
-CREATE TABLE IF NOT EXISTS usage_daily (
-	account_id    TEXT    NOT NULL,
-	day           INTEGER NOT NULL,
-	key_id        TEXT    NOT NULL,
-	model         TEXT    NOT NULL,
-	requests      INTEGER NOT NULL,
-	input_tokens  INTEGER NOT NULL,
-	output_tokens INTEGER NOT NULL,
-	cost          INTEGER NOT NULL,
-	PRIMARY KEY (day, account_id, key_id, model)
-) WITHOUT ROWID;
+-- account, key, model and the organization the account belonged to ('':
+-- none), kept by Settle in the same transaction as the entries: usage
+-- figures read these rows instead of the ledger's.
+CREATE TABLE IF NOT EXISTS usage_daily (` + usageDailyCols + `;
 CREATE INDEX IF NOT EXISTS usage_daily_account ON usage_daily(account_id, day);
 
 -- Running sums of the ledger per account: the total (period 0, start 0),
@@ -161,6 +152,31 @@ CREATE TABLE IF NOT EXISTS org_spend (
 	cost   INTEGER NOT NULL,
 	PRIMARY KEY (org_id, period, start)
 ) WITHOUT ROWID;
+`
+
+// usageDailyCols are the columns of the daily usage table.
+const usageDailyCols = `
+	account_id    TEXT    NOT NULL,
+	day           INTEGER NOT NULL,
+	key_id        TEXT    NOT NULL,
+	model         TEXT    NOT NULL,
+	requests      INTEGER NOT NULL,
+	input_tokens  INTEGER NOT NULL,
+	output_tokens INTEGER NOT NULL,
+	cost          INTEGER NOT NULL,
+	org           TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (day, account_id, key_id, model, org)
+) WITHOUT ROWID`
+
+// rebuildUsage gives a daily usage table of version 5 to 7 its org column
+// (in its primary key, which only a new table can change).
+const rebuildUsage = `
+CREATE TABLE usage_daily_8 (` + usageDailyCols + `;
+INSERT INTO usage_daily_8 (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
+	SELECT account_id, day, key_id, model, requests, input_tokens, output_tokens, cost FROM usage_daily;
+DROP TABLE usage_daily;
+ALTER TABLE usage_daily_8 RENAME TO usage_daily;
+CREATE INDEX usage_daily_account ON usage_daily(account_id, day);
 `
 
 // backfillUsage builds the daily usage table from a ledger older than it.
@@ -270,8 +286,8 @@ func (db *DB) prepare() error {
 			ON CONFLICT (org_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
 		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL RETURNING balance`},
 		{&db.settle.journal, store.JournalInsert(arg)},
-		{&db.settle.usage, `INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET
+		{&db.settle.usage, `INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost, org)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, account_id, key_id, model, org) DO UPDATE SET
 			requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens,
 			output_tokens = output_tokens + excluded.output_tokens, cost = cost + excluded.cost`},
 	} {
@@ -441,7 +457,17 @@ func migrate(db *sql.DB) error {
 		if err := addColumn(ctx, tx, "accounts", "org TEXT REFERENCES orgs(id)"); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS accounts_org ON accounts(org)`); err != nil {
+		var has int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('usage_daily') WHERE name = 'org'`).Scan(&has); err != nil {
+			return err
+		}
+		if has == 0 {
+			if _, err := tx.ExecContext(ctx, rebuildUsage); err != nil {
+				return fmt.Errorf("adding the daily usage's org: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS accounts_org ON accounts(org);
+			CREATE INDEX IF NOT EXISTS usage_daily_org ON usage_daily(org, day)`); err != nil {
 			return err
 		}
 	}
@@ -850,7 +876,7 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		g.account, store.PeriodMonth, g.month.UnixNano(), int64(cost)); err != nil {
 		return err
 	}
-	if err := db.addUsage(ctx, tx, g); err != nil {
+	if err := db.addUsage(ctx, tx, g, acc.Org); err != nil {
 		return err
 	}
 	if acc.Balance == nil {
@@ -979,8 +1005,8 @@ func (db *DB) addKeySpend(ctx context.Context, tx *sql.Tx, g *settleGroup, ks *k
 type usageKey struct{ key, model string }
 
 // addUsage adds a group's entries to the daily usage table, one statement
-// per key and model.
-func (db *DB) addUsage(ctx context.Context, tx *sql.Tx, g *settleGroup) error {
+// per key and model, in the rows of org (its account's organization).
+func (db *DB) addUsage(ctx context.Context, tx *sql.Tx, g *settleGroup, org string) error {
 	sums := map[usageKey]*store.UsageRow{}
 	var order []usageKey
 	for _, e := range g.entries {
@@ -999,7 +1025,7 @@ func (db *DB) addUsage(ctx context.Context, tx *sql.Tx, g *settleGroup) error {
 	st := tx.StmtContext(ctx, db.settle.usage)
 	for _, k := range order {
 		r := sums[k]
-		if _, err := st.ExecContext(ctx, g.account, g.day.UnixNano(), k.key, k.model, r.Requests, r.InputTokens, r.OutputTokens, int64(r.Cost)); err != nil {
+		if _, err := st.ExecContext(ctx, g.account, g.day.UnixNano(), k.key, k.model, r.Requests, r.InputTokens, r.OutputTokens, int64(r.Cost), org); err != nil {
 			return err
 		}
 	}

@@ -164,6 +164,30 @@ func testOrgSpend(t *testing.T, st store.Store) {
 			t.Errorf("OrgSpend(%s, %s) = %+v, %v; want %+v", c.org, c.at.Format(time.DateOnly), sp, err, c.want)
 		}
 	}
+	// Usage figures name the organization alike, as a filter and a
+	// grouping.
+	from, to := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		q    store.UsageQuery
+		want string
+	}{
+		{store.UsageQuery{OrgID: "o1", GroupBy: store.GroupAccount}, "[a/:2:5.00 b/:2:10.00 c/:1:64.00]"},
+		{store.UsageQuery{GroupBy: store.GroupOrg}, "[/:1:16.00 /o1:5:79.00 /o2:1:32.00]"},
+		{store.UsageQuery{AccountID: "b", GroupBy: store.GroupOrg}, "[/o1:2:10.00 /o2:1:32.00]"},
+		{store.UsageQuery{AccountID: "b", OrgID: "o2"}, "[/:1:32.00]"},
+		{store.UsageQuery{OrgID: "nobody"}, "[]"},
+	} {
+		c.q.From, c.q.To = from, to
+		rows, err := st.Usage(ctx, c.q)
+		sortUsage(rows)
+		got := []string{}
+		for _, r := range rows {
+			got = append(got, fmt.Sprintf("%s/%s:%d:%s", r.AccountID, r.Org, r.Requests, r.Cost))
+		}
+		if err != nil || fmt.Sprint(got) != c.want {
+			t.Errorf("Usage(%+v) = %v, %v; want %s", c.q, got, err, c.want)
+		}
+	}
 }
 
 // No settlement takes an organization's summed spend past its caps: a
