@@ -3,6 +3,7 @@ package cached
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -16,10 +17,11 @@ import (
 // two accounts of one organization never pass its caps between them.
 type orgState struct {
 	mu sync.Mutex
-	// capsLoaded: caps holds the organization's caps (none for an
-	// organization the backend does not hold).
+	// capsLoaded: caps holds the organization's record, found whether the
+	// backend holds it (no caps when it does not).
 	capsLoaded bool
 	caps       store.Org
+	found      bool
 	running
 	// pending counts charges applied in memory and not yet in the
 	// backend; stale asks for a reload from the backend once none is.
@@ -47,16 +49,10 @@ func (s *Store) loadOrg(ctx context.Context, o *orgState, id string, now time.Ti
 	if o.stale && o.pending == 0 {
 		o.capsLoaded, o.spLoaded, o.stale = false, false, false
 	}
-	if caps && !o.capsLoaded {
-		org, err := s.Backend.Org(ctx, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			org = store.Org{} // gone: no caps
-		case err != nil:
+	if caps {
+		if err := s.loadCaps(ctx, o, id); err != nil {
 			return err
 		}
-		o.caps = orgCaps(org)
-		o.capsLoaded = true
 	}
 	if !o.spLoaded {
 		sp, err := s.Backend.OrgSpend(ctx, id, now)
@@ -68,9 +64,41 @@ func (s *Store) loadOrg(ctx context.Context, o *orgState, id string, now time.Ti
 	return nil
 }
 
-// orgCaps is a copy of o's caps alone.
-func orgCaps(o store.Org) store.Org {
-	return store.Org{DailyCap: store.CopyMoney(o.DailyCap), MonthlyCap: store.CopyMoney(o.MonthlyCap)}
+// loadCaps reads the organization's record from the backend when memory
+// has none. Called under o.mu.
+func (s *Store) loadCaps(ctx context.Context, o *orgState, id string) error {
+	if o.capsLoaded {
+		return nil
+	}
+	org, err := s.Backend.Org(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		org = store.Org{} // gone: no caps
+	case err != nil:
+		return err
+	}
+	o.caps, o.found, o.capsLoaded = copyOrg(org), err == nil, true
+	return nil
+}
+
+// copyOrg is a copy of o that shares nothing with it.
+func copyOrg(o store.Org) store.Org {
+	o.DailyCap, o.MonthlyCap = store.CopyMoney(o.DailyCap), store.CopyMoney(o.MonthlyCap)
+	return o
+}
+
+// Org answers from memory after the backend's first answer.
+func (s *Store) Org(ctx context.Context, id string) (store.Org, error) {
+	o := s.orgEntry(id)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := s.loadCaps(ctx, o, id); err != nil {
+		return store.Org{}, err
+	}
+	if !o.found {
+		return store.Org{}, fmt.Errorf("cached: org %q: %w", id, store.ErrNotFound)
+	}
+	return copyOrg(o.caps), nil
 }
 
 // forgetOrg has the next charge of the organization's accounts read its
@@ -113,7 +141,7 @@ func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) er
 		return org, err
 	}
 	if o.capsLoaded {
-		o.caps = orgCaps(org)
+		o.caps, o.found = copyOrg(org), true
 	}
 	return org, nil
 }
