@@ -320,7 +320,7 @@ func (g *Gate) state(ctx context.Context, p Payer) (payerState, error) {
 		if err != nil {
 			return st, Unresolved()
 		}
-		if o.DailyCap != nil || o.MonthlyCap != nil {
+		if o.HasCaps() {
 			st.org = &o
 			if st.orgSpend, err = g.Store.OrgSpend(ctx, id, st.now); err != nil {
 				return st, Unresolved()
