@@ -259,9 +259,9 @@ func TestUsageRefusals(t *testing.T) {
 		{"from=2026-02-30", `from: "2026-02-30" is not a date of the form YYYY-MM-DD`},
 		{"from=" + today + "&to=2020-01-01", "from: " + today + " is after to (2020-01-01)"},
 		{"from=2020-01-01&to=2021-01-01", "from: 2020-01-01 to 2021-01-01 spans 367 days; at most 366"},
-		{"group_by=day,week", `group_by: "week" is not a grouping (known: day, model, account, key, comma-separated)`},
+		{"group_by=day,week", `group_by: "week" is not a grouping (known: day, model, account, key, org, comma-separated)`},
 		{"group_by=model,model", "group_by: model given twice"},
-		{"acount=default", "acount: unknown parameter (known: account, from, to, group_by)"},
+		{"acount=default", "acount: unknown parameter (known: account, org, from, to, group_by)"},
 		{"to=2026-01-01&to=2026-01-02", "to: given 2 times; give it once"},
 	} {
 		r := g.adminJSON(t, http.MethodGet, "/gw/usage?"+c.query, nil, http.StatusBadRequest)

@@ -76,6 +76,11 @@ func New(st store.Store) *API {
 	m.HandleFunc("GET /gw/accounts/{id}/journal", a.journal)
 	m.HandleFunc("GET /gw/journal/check", a.checkJournal)
 	m.HandleFunc("GET /gw/usage", a.usage)
+	m.HandleFunc("POST /gw/orgs", a.createOrg)
+	m.HandleFunc("GET /gw/orgs", a.listOrgs)
+	m.HandleFunc("GET /gw/orgs/{id}", a.getOrg)
+	m.HandleFunc("PATCH /gw/orgs/{id}", a.patchOrg)
+	m.HandleFunc("DELETE /gw/orgs/{id}", a.deleteOrg)
 	a.mux = m
 	return a
 }
@@ -125,8 +130,10 @@ type Account struct {
 	DailyCap    *pricing.Money `json:"daily_cap_usd"`
 	MonthlyCap  *pricing.Money `json:"monthly_cap_usd"`
 	Abilities   []string       `json:"abilities"`
-	CreatedAt   time.Time      `json:"created_at"`
-	Spend       Spend          `json:"spend"`
+	// Org is the organization the account belongs to; null for none.
+	Org       *string   `json:"org"`
+	CreatedAt time.Time `json:"created_at"`
+	Spend     Spend     `json:"spend"`
 }
 
 // Spend is what an account spent today, this month and in all.
@@ -155,20 +162,24 @@ func (a *API) view(r *http.Request, acc store.Account) (Account, error) {
 	if abilities == nil {
 		abilities = store.AllAbilities
 	}
+	var org *string
+	if acc.Org != "" {
+		org = &acc.Org
+	}
 	return Account{
 		ID: acc.ID, Plan: acc.Plan, Cleared: acc.Cleared, PAYG: acc.PAYG, LaneBilling: acc.LaneBilling,
-		Balance: acc.Balance, DailyCap: acc.DailyCap, MonthlyCap: acc.MonthlyCap, Abilities: abilities,
+		Balance: acc.Balance, DailyCap: acc.DailyCap, MonthlyCap: acc.MonthlyCap, Abilities: abilities, Org: org,
 		CreatedAt: acc.CreatedAt, Spend: Spend{sp.Today, sp.Month, sp.Total},
 	}, nil
 }
 
 // accountFields are the settable fields of an account, in the order their
 // errors are reported.
-var accountFields = []string{"plan", "cleared", "payg", "lane_billing", "balance_usd", "daily_cap_usd", "monthly_cap_usd", "abilities"}
+var accountFields = []string{"plan", "cleared", "payg", "lane_billing", "balance_usd", "daily_cap_usd", "monthly_cap_usd", "abilities", "org"}
 
 // apply sets the fields present in body on acc. A field sent as null
-// clears a money value (balance: billed afterwards; cap: none) or switches
-// every ability on.
+// clears a money value (balance: billed afterwards; cap: none), switches
+// every ability on or leaves the organization.
 func apply(acc *store.Account, body map[string]json.RawMessage) error {
 	for _, f := range accountFields {
 		raw, ok := body[f]
@@ -198,6 +209,8 @@ func apply(acc *store.Account, body map[string]json.RawMessage) error {
 			acc.MonthlyCap, err = money(raw, false)
 		case "abilities":
 			acc.Abilities, err = abilities(raw)
+		case "org":
+			acc.Org, err = orgOf(raw)
 		}
 		if err != nil {
 			return fieldError(f, err)
@@ -259,6 +272,10 @@ func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
 	if err := a.Store.CreateAccount(r.Context(), acc); err != nil {
 		if errors.Is(err, store.ErrExists) {
 			writeError(w, http.StatusConflict, "account %q already exists", id)
+			return
+		}
+		if errors.Is(err, store.ErrNoOrg) {
+			writeError(w, http.StatusBadRequest, "%s", errNoOrg)
 			return
 		}
 		storeError(w, err)
@@ -334,6 +351,10 @@ func (a *API) patchAccount(w http.ResponseWriter, r *http.Request) {
 	}, why)
 	if badField != nil {
 		writeError(w, http.StatusBadRequest, "%v", badField)
+		return
+	}
+	if errors.Is(err, store.ErrNoOrg) {
+		writeError(w, http.StatusBadRequest, "%s", errNoOrg)
 		return
 	}
 	if err != nil {

@@ -130,7 +130,7 @@ func account(id string, fields map[string]any) map[string]any {
 	m := map[string]any{
 		"id": id, "plan": "free", "cleared": false, "payg": false, "lane_billing": false,
 		"balance_usd": nil, "daily_cap_usd": nil, "monthly_cap_usd": nil,
-		"abilities": allAbilities, "created_at": nowJSON,
+		"abilities": allAbilities, "org": nil, "created_at": nowJSON,
 		"spend": map[string]any{"today_usd": "0.00", "month_usd": "0.00", "total_usd": "0.00"},
 	}
 	for k, v := range fields {

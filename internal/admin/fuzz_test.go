@@ -15,7 +15,8 @@ import (
 
 // FuzzAdminAccountBody sends arbitrary bodies to POST /gw/accounts, PATCH
 // /gw/accounts/{id} (a prepaid and a postpaid account), POST
-// /gw/accounts/{id}/keys and PATCH /gw/keys/{key_id}: the API never
+// /gw/accounts/{id}/keys, PATCH /gw/keys/{key_id}, POST /gw/orgs and
+// PATCH /gw/orgs/{id}: the API never
 // panics, never answers 5xx, always answers JSON, and what it answers on
 // success is what it stored.
 func FuzzAdminAccountBody(f *testing.F) {
@@ -37,6 +38,9 @@ func FuzzAdminAccountBody(f *testing.F) {
 		`{"name":"k","daily_cap_usd":"1","monthly_cap_usd":2,"total_cap_usd":"0.000000001"}`,
 		`{"daily_cap_usd":null,"monthly_cap_usd":null,"total_cap_usd":null}`, `{"total_cap_usd":"-1"}`,
 		`{"monthly_cap_usd":"9223372036.854775807"}`, `{"name":"k","total_cap_usd":1e309}`, `{"name":"","daily_cap_usd":"1"}`,
+		`{"org":"fzo"}`, `{"org":null}`, `{"org":"nobody"}`, `{"org":""}`, `{"org":7}`, `{"id":"g","org":"fzo","balance_usd":"1"}`,
+		`{"id":"o2","name":"Org","daily_cap_usd":"1","monthly_cap_usd":"2"}`, `{"name":null}`, `{"name":"o\u0000"}`,
+		`{"id":"o3","monthly_cap_usd":null}`,
 	} {
 		f.Add(seed)
 	}
@@ -84,6 +88,12 @@ func FuzzAdminAccountBody(f *testing.F) {
 		f.Fatalf("setup key: %d %s", rec.Code, rec.Body)
 	}
 	keyPath := "/gw/keys/" + made.ID
+	rec = httptest.NewRecorder()
+	api.ServeHTTP(rec, httptest.NewRequest("POST", "/gw/orgs", strings.NewReader(`{"id":"fzo","name":"fuzzed","daily_cap_usd":"1"}`)))
+	if rec.Code != http.StatusCreated {
+		f.Fatalf("setup org: %d %s", rec.Code, rec.Body)
+	}
+	const orgPath = "/gw/orgs/fzo"
 
 	f.Fuzz(func(t *testing.T, body string) {
 		// POST /gw/accounts: a 201 shows what GET then shows.
@@ -124,6 +134,27 @@ func FuzzAdminAccountBody(f *testing.F) {
 			if m, ok := after[f].(string); ok && strings.HasPrefix(m, "-") {
 				t.Fatalf("stored %s %s", f, m)
 			}
+		}
+		// POST /gw/orgs: a 201 shows what GET then shows.
+		if status, got := serve(t, "POST", "/gw/orgs", body); status == http.StatusCreated {
+			id, _ := got["id"].(string)
+			if _, again := serve(t, "GET", "/gw/orgs/"+id, ""); !jsonEqual(got, again) {
+				t.Fatalf("POST of an org answered %v, GET %v", got, again)
+			}
+		}
+		// PATCH of an org: a 200 shows what GET then shows; a refusal
+		// changes nothing; what is stored prints as itself.
+		_, before = serve(t, "GET", orgPath, "")
+		status, got = serve(t, "PATCH", orgPath, body)
+		_, after = serve(t, "GET", orgPath, "")
+		switch {
+		case status == http.StatusOK && !jsonEqual(got, after):
+			t.Fatalf("PATCH of the org answered %v, GET %v", got, after)
+		case status != http.StatusOK && !jsonEqual(before, after):
+			t.Fatalf("refused PATCH of the org (%d) changed %v into %v", status, before, after)
+		}
+		if name, _ := after["name"].(string); printable.Check(name, MaxOrgName) != nil {
+			t.Fatalf("stored org name %q", name)
 		}
 		// POST keys: a 201 carries a secret the list never shows.
 		status, got = serve(t, "POST", "/gw/accounts/fz/keys", body)

@@ -9,7 +9,8 @@ import (
 )
 
 // usage answers GET /gw/usage: usage figures of every account, or of the
-// one ?account= names (404 when it does not exist).
+// one ?account= names, or of the accounts of the organization ?org= names
+// (404 when either does not exist).
 func (a *API) usage(w http.ResponseWriter, r *http.Request) {
 	q, err := usage.Parse(r.URL.Query(), a.now(), usage.Scope{})
 	if err != nil {
@@ -18,6 +19,12 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request) {
 	}
 	if q.AccountID != "" {
 		if _, err := a.Store.Account(r.Context(), q.AccountID); err != nil {
+			storeError(w, err)
+			return
+		}
+	}
+	if q.OrgID != "" {
+		if _, err := a.Store.Org(r.Context(), q.OrgID); err != nil {
 			storeError(w, err)
 			return
 		}

@@ -60,8 +60,8 @@ func TestUsage(t *testing.T) {
 
 	e.expectError(e.do("GET", "/gw/usage?account=nobody", ""), http.StatusNotFound, "not found")
 	e.expectError(e.do("GET", "/gw/usage?from=2026-03-05&to=2026-03-04", ""), http.StatusBadRequest, "from: 2026-03-05 is after to (2026-03-04)")
-	e.expectError(e.do("GET", "/gw/usage?group_by=hour", ""), http.StatusBadRequest, `group_by: "hour" is not a grouping (known: day, model, account, key, comma-separated)`)
-	e.expectError(e.do("GET", "/gw/usage?since=2026-01-01", ""), http.StatusBadRequest, "since: unknown parameter (known: account, from, to, group_by)")
+	e.expectError(e.do("GET", "/gw/usage?group_by=hour", ""), http.StatusBadRequest, `group_by: "hour" is not a grouping (known: day, model, account, key, org, comma-separated)`)
+	e.expectError(e.do("GET", "/gw/usage?since=2026-01-01", ""), http.StatusBadRequest, "since: unknown parameter (known: account, org, from, to, group_by)")
 	e.expectError(e.do("POST", "/gw/usage", ""), http.StatusMethodNotAllowed, "method POST not allowed on /gw/usage")
 }
 

@@ -336,7 +336,8 @@ func abilityObject(msg string, r resolved, param string) map[string]any {
 // isCreditHold reports the image family's codes that go in the detail wrapper.
 func isCreditHold(code string) bool {
 	switch code {
-	case CodeCreditExhausted, CodeDailyCap, CodeMonthlyCap, CodeKeyDailyCap, CodeKeyMonthlyCap, CodeKeyTotalCap:
+	case CodeCreditExhausted, CodeDailyCap, CodeMonthlyCap, CodeKeyDailyCap, CodeKeyMonthlyCap, CodeKeyTotalCap,
+		CodeOrgDailyCap, CodeOrgMonthlyCap:
 		return true
 	}
 	return false

@@ -62,6 +62,8 @@ const (
 	CodeKeyDailyCap      = "key_daily_cap"
 	CodeKeyMonthlyCap    = "key_monthly_cap"
 	CodeKeyTotalCap      = "key_total_cap"
+	CodeOrgDailyCap      = "org_daily_cap"
+	CodeOrgMonthlyCap    = "org_monthly_cap"
 	CodeCreditUnresolved = "credit_unresolved"
 	CodePremiumLocked    = "premium_locked"
 	CodeUpgradeRequired  = "upgrade_required"

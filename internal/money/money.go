@@ -169,6 +169,40 @@ type Payer struct {
 // call made with the key takes that lock.
 func keyScope(keyID string) string { return "key:" + keyID }
 
+// orgScope names an organization's lock and holds in the Locks. Every
+// call of an account in an organization takes the organization's lock
+// before the account's, so the accounts of one organization are admitted
+// and settled one at a time against its caps, and no two locks are ever
+// taken in the other order.
+func orgScope(orgID string) string { return "org:" + orgID }
+
+// orgLockTries bounds how often Reserve takes the locks again when the
+// account moved to another organization while it waited for them.
+const orgLockTries = 3
+
+// lock takes the locks a call of account takes: its organization's (when
+// it is in one), then its own. org is the organization locked ("" for
+// none); the caller checks it is still the account's once it has read the
+// account under the lock.
+func (g *Gate) lock(ctx context.Context, account string) (unlock func(), org string, err error) {
+	acc, err := g.Store.Account(ctx, account)
+	if err != nil {
+		return nil, "", Unresolved()
+	}
+	unlockOrg := func() {}
+	if acc.Org != "" {
+		if unlockOrg, err = g.Locks.Lock(ctx, orgScope(acc.Org)); err != nil {
+			return nil, "", Unresolved()
+		}
+	}
+	unlockAccount, err := g.Locks.Lock(ctx, account)
+	if err != nil {
+		unlockOrg()
+		return nil, "", Unresolved()
+	}
+	return func() { unlockAccount(); unlockOrg() }, acc.Org, nil
+}
+
 // Check refuses a billed call that could not start now (no credit left, a
 // cap or the ceiling reached), without reserving anything.
 func (g *Gate) Check(ctx context.Context, p Payer, kind Kind) error {
@@ -192,19 +226,30 @@ func (g *Gate) Reserve(ctx context.Context, accountID string, kind Kind, est pri
 
 // ReserveFor is Reserve for a call of p: a call made with a key is held to
 // the key's caps too, the key's spend and holds counted under the
-// account's lock.
+// account's lock, and a call of an account in an organization to the
+// organization's caps, under the organization's lock.
 func (g *Gate) ReserveFor(ctx context.Context, p Payer, kind Kind, est pricing.Money) (*Hold, error) {
 	if est < 0 {
 		est = 0
 	}
-	unlock, err := g.Locks.Lock(ctx, p.Account)
-	if err != nil {
-		return nil, Unresolved()
-	}
-	defer unlock()
-	st, err := g.state(ctx, p)
-	if err != nil {
-		return nil, err
+	var st payerState
+	for try := 1; ; try++ {
+		unlock, org, err := g.lock(ctx, p.Account)
+		if err != nil {
+			return nil, err
+		}
+		if st, err = g.state(ctx, p); err != nil {
+			unlock()
+			return nil, err
+		}
+		if st.account.Org == org {
+			defer unlock()
+			break
+		}
+		unlock()
+		if try == orgLockTries {
+			return nil, Unresolved()
+		}
 	}
 	rs, n := g.rules(&st, kind)
 	for _, r := range rs[:n] {
@@ -213,14 +258,21 @@ func (g *Gate) ReserveFor(ctx context.Context, p Payer, kind Kind, est pricing.M
 			return nil, refuse(r.code, r.msg)
 		}
 	}
-	h := &Hold{gate: g, account: p.Account, amount: est, limits: g.limits(&st.account, kind, st.spend, st.now)}
+	h := &Hold{gate: g, account: p.Account, org: st.account.Org, amount: est, limits: g.limits(&st.account, kind, st.spend, st.now)}
 	if est > 0 {
+		var err error
 		if h.id, err = g.Locks.Hold(ctx, p.Account, est); err != nil {
 			return nil, Unresolved()
 		}
 		if st.key != nil {
 			h.key = keyScope(st.key.ID)
 			if h.keyHold, err = g.Locks.Hold(ctx, h.key, est); err != nil {
+				h.drop(ctx)
+				return nil, Unresolved()
+			}
+		}
+		if st.org != nil {
+			if h.orgHold, err = g.Locks.Hold(ctx, orgScope(st.org.ID), est); err != nil {
 				h.drop(ctx)
 				return nil, Unresolved()
 			}
@@ -241,6 +293,11 @@ type payerState struct {
 	key      *store.Key
 	keySpend store.Spend
 	keyHeld  pricing.Money
+	// org is nil when the account is in no organization or in one with
+	// no cap.
+	org      *store.Org
+	orgSpend store.Spend
+	orgHeld  pricing.Money
 }
 
 // state reads what the rules of p's call need, under the account's lock;
@@ -257,6 +314,21 @@ func (g *Gate) state(ctx context.Context, p Payer) (payerState, error) {
 	}
 	if st.held, err = g.Locks.Held(ctx, p.Account); err != nil {
 		return st, Unresolved()
+	}
+	if id := st.account.Org; id != "" {
+		o, err := g.Store.Org(ctx, id)
+		if err != nil {
+			return st, Unresolved()
+		}
+		if o.HasCaps() {
+			st.org = &o
+			if st.orgSpend, err = g.Store.OrgSpend(ctx, id, st.now); err != nil {
+				return st, Unresolved()
+			}
+			if st.orgHeld, err = g.Locks.Held(ctx, orgScope(id)); err != nil {
+				return st, Unresolved()
+			}
+		}
 	}
 	if p.Key == "" {
 		return st, nil
@@ -286,12 +358,13 @@ type rule struct {
 }
 
 // maxRules is how many rules can apply to one call.
-const maxRules = 8
+const maxRules = 10
 
 // rules lists the money rules that apply to a call of kind, in order:
 // prepaid balance (with the free monthly credit), the free tier's chat
-// stop, the daily cap, the monthly cap, the account ceiling, then the
-// key's daily, monthly and total caps.
+// stop, the daily cap, the monthly cap, the account ceiling, the key's
+// daily, monthly and total caps, then the organization's daily and
+// monthly caps.
 func (g *Gate) rules(st *payerState, kind Kind) (rs [maxRules]rule, n int) {
 	acc, sp, now := &st.account, st.spend, st.now
 	add := func(used, limit pricing.Money, code, msg string) {
@@ -324,6 +397,16 @@ func (g *Gate) rules(st *payerState, kind Kind) (rs [maxRules]rule, n int) {
 		addKey(st.keySpend.Today, k.DailyCap, gwerr.CodeKeyDailyCap, "the key's daily spend cap is reached")
 		addKey(st.keySpend.Month, k.MonthlyCap, gwerr.CodeKeyMonthlyCap, "the key's monthly spend cap is reached")
 		addKey(st.keySpend.Total, k.TotalCap, gwerr.CodeKeyTotalCap, "the key's total spend cap is reached")
+	}
+	if o := st.org; o != nil {
+		addOrg := func(used pricing.Money, limit *pricing.Money, code, msg string) {
+			if limit != nil {
+				rs[n] = rule{used: addSat(used, st.orgHeld), limit: *limit, code: code, msg: msg}
+				n++
+			}
+		}
+		addOrg(st.orgSpend.Today, o.DailyCap, gwerr.CodeOrgDailyCap, "the organization's daily spend cap is reached")
+		addOrg(st.orgSpend.Month, o.MonthlyCap, gwerr.CodeOrgMonthlyCap, "the organization's monthly spend cap is reached")
 	}
 	return rs, n
 }
@@ -396,7 +479,7 @@ func refuse(code, msg string) error {
 // tightenable are the refusals of Reserve a smaller estimate can get
 // past; the others (a store that cannot be read) stand.
 var tightenable = []string{gwerr.CodeCreditExhausted, gwerr.CodeDailyCap, gwerr.CodeMonthlyCap,
-	gwerr.CodeKeyDailyCap, gwerr.CodeKeyMonthlyCap, gwerr.CodeKeyTotalCap}
+	gwerr.CodeKeyDailyCap, gwerr.CodeKeyMonthlyCap, gwerr.CodeKeyTotalCap, gwerr.CodeOrgDailyCap, gwerr.CodeOrgMonthlyCap}
 
 // Tightenable reports whether a refusal of Reserve is one a tighter
 // estimate may get past (credit or a cap), not a failure to check: a call
@@ -426,6 +509,10 @@ type Hold struct {
 	// key and keyHold are the key's scope in the Locks and the hold's
 	// record there, for a call made with a key that has caps.
 	key, keyHold string
+	// org is the account's organization at Reserve ("" for none), whose
+	// lock Settle takes before the account's; orgHold is the hold's
+	// record in its scope, when it has caps.
+	org, orgHold string
 	done         bool
 }
 
@@ -476,11 +563,8 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 		e.Time = h.gate.now()
 	}
 	lctx, cancel := context.WithTimeout(ctx, SettleLockWait)
-	unlock, err := h.gate.Locks.Lock(lctx, h.account)
+	unlock := h.settleLock(lctx)
 	cancel()
-	if err != nil {
-		unlock = func() {}
-	}
 	// A store that counts the charge at once (store.LaterSettler) is
 	// waited on after the lock is released: calls of one account then
 	// share a commit instead of queueing behind each other's.
@@ -502,7 +586,7 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 		go func() {
 			<-applied
 			_ = h.gate.Locks.Drop(context.Background(), h.account, h.id)
-			h.dropKey(context.Background())
+			h.dropScopes(context.Background())
 		}()
 	} else {
 		h.drop(ctx)
@@ -519,6 +603,24 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 		h.gate.OnShortfall(h.account, e.RequestID, e.Cost, e.Shortfall)
 	}
 	return charged, nil
+}
+
+// settleLock takes the locks Settle takes: the organization's the call
+// was admitted under (when any), then the account's. A lock that cannot
+// be had by ctx's end is gone without: the charge is recorded all the
+// same, since the work it pays for is done.
+func (h *Hold) settleLock(ctx context.Context) (unlock func()) {
+	unlockOrg := func() {}
+	if h.org != "" {
+		if u, err := h.gate.Locks.Lock(ctx, orgScope(h.org)); err == nil {
+			unlockOrg = u
+		}
+	}
+	unlockAccount, err := h.gate.Locks.Lock(ctx, h.account)
+	if err != nil {
+		return unlockOrg
+	}
+	return func() { unlockAccount(); unlockOrg() }
 }
 
 func unsettled() error {
@@ -540,12 +642,16 @@ func (h *Hold) drop(ctx context.Context) {
 	if h.id != "" {
 		_ = h.gate.Locks.Drop(ctx, h.account, h.id)
 	}
-	h.dropKey(ctx)
+	h.dropScopes(ctx)
 }
 
-// dropKey deletes the hold's record in its key's scope.
-func (h *Hold) dropKey(ctx context.Context) {
+// dropScopes deletes the hold's records in its key's and its
+// organization's scopes.
+func (h *Hold) dropScopes(ctx context.Context) {
 	if h.keyHold != "" {
 		_ = h.gate.Locks.Drop(ctx, h.key, h.keyHold)
+	}
+	if h.orgHold != "" {
+		_ = h.gate.Locks.Drop(ctx, orgScope(h.org), h.orgHold)
 	}
 }

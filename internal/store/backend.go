@@ -125,7 +125,11 @@ func ScanKey(row Row) (Key, error) {
 
 // AccountCols are the columns of a backend's accounts table that
 // AccountArgs fills and ScanAccount reads, in their order.
-const AccountCols = `id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, created_at`
+const AccountCols = `id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, org, created_at`
+
+// OrgCols are the columns of a backend's orgs table that orgArgs fills and
+// ScanOrg reads, in their order.
+const OrgCols = `id, name, daily_cap, monthly_cap, created_at`
 
 // KeyCols are the columns of a backend's keys table that KeyArgs fills and
 // ScanKey reads, in their order.
@@ -149,7 +153,39 @@ func AccountArgs(a *Account) ([]any, error) {
 		return nil, err
 	}
 	return []any{a.ID, string(a.Plan), a.Cleared, a.PAYG, a.LaneBilling,
-		moneyArg(a.Balance), moneyArg(a.DailyCap), moneyArg(a.MonthlyCap), abilities, created}, nil
+		moneyArg(a.Balance), moneyArg(a.DailyCap), moneyArg(a.MonthlyCap), abilities, orgArg(a.Org), created}, nil
+}
+
+// orgArg is an account's org column: NULL for none.
+func orgArg(org string) *string {
+	if org == "" {
+		return nil
+	}
+	return &org
+}
+
+// orgArgs are o's values for OrgCols.
+func orgArgs(o *Org) ([]any, error) {
+	created, err := Nanos(o.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	return []any{o.ID, o.Name, moneyArg(o.DailyCap), moneyArg(o.MonthlyCap), created}, nil
+}
+
+// ScanOrg reads an organization from row's OrgCols.
+func ScanOrg(row Row) (Org, error) {
+	var (
+		o              Org
+		daily, monthly *int64
+		created        int64
+	)
+	if err := row.Scan(&o.ID, &o.Name, &daily, &monthly, &created); err != nil {
+		return Org{}, err
+	}
+	o.DailyCap, o.MonthlyCap = MoneyOf(daily), MoneyOf(monthly)
+	o.CreatedAt = FromNanos(created)
+	return o, nil
 }
 
 // ScanAccount reads an account from row's AccountCols.
@@ -158,10 +194,10 @@ func ScanAccount(row Row) (Account, error) {
 		a                       Account
 		plan                    string
 		balance, daily, monthly *int64
-		abilities               *string
+		abilities, org          *string
 		created                 int64
 	)
-	if err := row.Scan(&a.ID, &plan, &a.Cleared, &a.PAYG, &a.LaneBilling, &balance, &daily, &monthly, &abilities, &created); err != nil {
+	if err := row.Scan(&a.ID, &plan, &a.Cleared, &a.PAYG, &a.LaneBilling, &balance, &daily, &monthly, &abilities, &org, &created); err != nil {
 		return Account{}, err
 	}
 	list, err := DecodeList(abilities)
@@ -171,6 +207,9 @@ func ScanAccount(row Row) (Account, error) {
 	a.Plan = Plan(plan)
 	a.Balance, a.DailyCap, a.MonthlyCap = MoneyOf(balance), MoneyOf(daily), MoneyOf(monthly)
 	a.Abilities = list
+	if org != nil {
+		a.Org = *org
+	}
 	a.CreatedAt = FromNanos(created)
 	return a, nil
 }

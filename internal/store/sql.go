@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +67,7 @@ type SQL struct {
 type sqlStatements struct {
 	insertAccount, lockAccount, updateAccount, insertJournal, keyByHash, keyIssued, spend string
 	key, issuedKey, lockKey, updateKey, keySpend                                          string
+	orgExists, insertOrg, org, listOrgs, lockOrg, updateOrg, orgMember, orgSpend          string
 }
 
 // NewSQL is the shared code of a backend of dialect d: read is its read
@@ -99,6 +101,14 @@ func NewSQL(d Dialect, read Conn, write func(ctx context.Context, fn func(Conn) 
 		lockKey:       `SELECT ` + KeyCols + ` FROM keys WHERE id = ` + d.Arg(1) + ` AND revoked_at IS NULL` + d.ForUpdate,
 		updateKey:     `UPDATE keys SET ` + strings.Join(keySet, ", ") + ` WHERE id = ` + d.Arg(len(keySet)+1),
 		keySpend:      periods("key_spend", "key_id"),
+		orgExists:     `SELECT 1 FROM orgs WHERE id = ` + d.Arg(1),
+		insertOrg:     `INSERT INTO orgs (` + OrgCols + `) VALUES (` + placeholders(d.Arg, 5) + `)`,
+		org:           `SELECT ` + OrgCols + ` FROM orgs WHERE id = ` + d.Arg(1),
+		listOrgs:      `SELECT ` + OrgCols + ` FROM orgs`,
+		lockOrg:       `SELECT ` + OrgCols + ` FROM orgs WHERE id = ` + d.Arg(1) + d.ForUpdate,
+		updateOrg:     `UPDATE orgs SET name = ` + d.Arg(1) + `, daily_cap = ` + d.Arg(2) + `, monthly_cap = ` + d.Arg(3) + ` WHERE id = ` + d.Arg(4),
+		orgMember:     `SELECT 1 FROM accounts WHERE org = ` + d.Arg(1) + ` LIMIT 1`,
+		orgSpend:      periods("org_spend", "org_id"),
 	}}
 }
 
@@ -152,6 +162,9 @@ func (s *SQL) CreateAccount(ctx context.Context, a Account) error {
 		return fmt.Errorf("%s: create account %q: %w", s.d.Name, a.ID, err)
 	}
 	err = s.write(ctx, func(c Conn) error {
+		if err := s.checkOrg(ctx, c, a.Org); err != nil {
+			return err
+		}
 		if err := c.Exec(ctx, s.q.insertAccount, args...); err != nil {
 			return err
 		}
@@ -184,6 +197,9 @@ func (s *SQL) UpdateAccount(ctx context.Context, id string, fn func(*Account) er
 			return err
 		}
 		a.ID, a.CreatedAt = id, created
+		if err := s.checkOrg(ctx, c, a.Org); err != nil {
+			return err
+		}
 		args, err := AccountArgs(&a)
 		if err != nil {
 			return err
@@ -204,6 +220,138 @@ func (s *SQL) UpdateAccount(ctx context.Context, id string, fn func(*Account) er
 		return Account{}, fmt.Errorf("%s: update account %q: %w", s.d.Name, id, err)
 	}
 	return out, nil
+}
+
+// checkOrg fails with ErrNoOrg when org (an account's) names no
+// organization; "" is none and always fine.
+func (s *SQL) checkOrg(ctx context.Context, c Conn, org string) error {
+	if org == "" {
+		return nil
+	}
+	var one int
+	err := s.d.Classify(c.QueryRow(ctx, s.q.orgExists, org).Scan(&one))
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrNoOrg, org)
+	}
+	return err
+}
+
+// CreateOrg stores a new organization; ErrExists if the id is taken. A
+// zero CreatedAt is set to now.
+func (s *SQL) CreateOrg(ctx context.Context, o Org) error {
+	if o.ID == "" {
+		return errors.New(s.d.Name + ": create org: empty id")
+	}
+	if o.CreatedAt.IsZero() {
+		o.CreatedAt = time.Now()
+	}
+	args, err := orgArgs(&o)
+	if err != nil {
+		return fmt.Errorf("%s: create org %q: %w", s.d.Name, o.ID, err)
+	}
+	err = s.write(ctx, func(c Conn) error { return c.Exec(ctx, s.q.insertOrg, args...) })
+	if err != nil {
+		return fmt.Errorf("%s: create org %q: %w", s.d.Name, o.ID, s.d.Classify(err))
+	}
+	return nil
+}
+
+// Org returns the organization; ErrNotFound if none.
+func (s *SQL) Org(ctx context.Context, id string) (Org, error) {
+	o, err := ScanOrg(s.read.QueryRow(ctx, s.q.org, id))
+	if err != nil {
+		return Org{}, fmt.Errorf("%s: org %q: %w", s.d.Name, id, s.d.Classify(err))
+	}
+	return o, nil
+}
+
+// ListOrgs returns every organization, by id (byte by byte).
+func (s *SQL) ListOrgs(ctx context.Context) ([]Org, error) {
+	rows, err := s.read.Query(ctx, s.q.listOrgs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: list orgs: %w", s.d.Name, err)
+	}
+	defer rows.Close()
+	out := []Org{}
+	for rows.Next() {
+		o, err := ScanOrg(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: list orgs: %w", s.d.Name, err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: list orgs: %w", s.d.Name, err)
+	}
+	slices.SortFunc(out, func(a, b Org) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// UpdateOrg reads the organization (locking its row), applies fn and
+// writes its name and caps back in one transaction; ErrNotFound if none,
+// fn's error aborts. fn runs inside the write transaction, so it must not
+// write to the store itself.
+func (s *SQL) UpdateOrg(ctx context.Context, id string, fn func(*Org) error) (Org, error) {
+	var out Org
+	err := s.write(ctx, func(c Conn) error {
+		o, err := ScanOrg(c.QueryRow(ctx, s.q.lockOrg, id))
+		if err != nil {
+			return s.d.Classify(err)
+		}
+		created := o.CreatedAt
+		if err := fn(&o); err != nil {
+			return err
+		}
+		o.ID, o.CreatedAt = id, created
+		if err := c.Exec(ctx, s.q.updateOrg, o.Name, moneyArg(o.DailyCap), moneyArg(o.MonthlyCap), id); err != nil {
+			return s.d.Classify(err)
+		}
+		out = o
+		return nil
+	})
+	if err != nil {
+		return Org{}, fmt.Errorf("%s: update org %q: %w", s.d.Name, id, err)
+	}
+	return out, nil
+}
+
+// DeleteOrg deletes the organization and its running totals in one
+// transaction; ErrNotFound if none, ErrInUse while an account belongs to
+// it. The organization's row is locked first, so no account joins it
+// meanwhile.
+func (s *SQL) DeleteOrg(ctx context.Context, id string) error {
+	err := s.write(ctx, func(c Conn) error {
+		if _, err := ScanOrg(c.QueryRow(ctx, s.q.lockOrg, id)); err != nil {
+			return s.d.Classify(err)
+		}
+		var one int
+		err := s.d.Classify(c.QueryRow(ctx, s.q.orgMember, id).Scan(&one))
+		switch {
+		case err == nil:
+			return ErrInUse
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		if err := c.Exec(ctx, `DELETE FROM org_spend WHERE org_id = `+s.d.Arg(1), id); err != nil {
+			return err
+		}
+		return c.Exec(ctx, `DELETE FROM orgs WHERE id = `+s.d.Arg(1), id)
+	})
+	if err != nil {
+		return fmt.Errorf("%s: delete org %q: %w", s.d.Name, id, err)
+	}
+	return nil
+}
+
+// OrgSpend reads the running totals of an organization's entries for
+// now's UTC day and month and in all. An unknown organization has spent
+// nothing.
+func (s *SQL) OrgSpend(ctx context.Context, orgID string, now time.Time) (Spend, error) {
+	sp, err := s.periods(ctx, s.q.orgSpend, orgID, now)
+	if err != nil {
+		return Spend{}, fmt.Errorf("%s: spend of org %q: %w", s.d.Name, orgID, err)
+	}
+	return sp, nil
 }
 
 // KeyByHash finds an active key by the hash of its secret; ErrNotFound if

@@ -6,6 +6,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -23,6 +24,12 @@ var (
 	// ErrTooMany: the account holds as many of a thing (app links) as it
 	// may.
 	ErrTooMany = errors.New("too many")
+	// ErrInUse: an organization that accounts still belong to cannot be
+	// deleted.
+	ErrInUse = errors.New("in use")
+	// ErrNoOrg: an account names an organization that does not exist. It
+	// is an ErrNotFound.
+	ErrNoOrg = fmt.Errorf("organization %w", ErrNotFound)
 )
 
 // Plan is an account's plan.
@@ -62,8 +69,23 @@ type Account struct {
 	MonthlyCap *pricing.Money
 	// Abilities switched on; nil means all.
 	Abilities []string
+	// Org is the organization the account belongs to; "" means none.
+	Org       string
 	CreatedAt time.Time
 }
+
+// Org is an organization: accounts that belong to it share its caps,
+// which bound their summed spend in a UTC day and a UTC month; nil means
+// none.
+type Org struct {
+	ID, Name   string
+	DailyCap   *pricing.Money
+	MonthlyCap *pricing.Money
+	CreatedAt  time.Time
+}
+
+// HasCaps reports whether any cap bounds the organization's spend.
+func (o *Org) HasCaps() bool { return o.DailyCap != nil || o.MonthlyCap != nil }
 
 // PaidCleared reports whether the account may use paid abilities.
 func (a *Account) PaidCleared() bool { return a.Plan == PlanPaid && a.Cleared }
@@ -198,6 +220,21 @@ func KeyRoom(k *Key, sp Spend) pricing.Money {
 	return room
 }
 
+// OrgRoom is the most a charge of an account of o may take given the
+// organization's spend sp (relative to the charge's day and month): the
+// least that its daily and monthly caps leave. It is NoRoom when o has no
+// cap, and below zero when a cap is passed already.
+func OrgRoom(o *Org, sp Spend) pricing.Money {
+	room := NoRoom
+	if o.DailyCap != nil {
+		room = min(room, *o.DailyCap-sp.Today)
+	}
+	if o.MonthlyCap != nil {
+		room = min(room, *o.MonthlyCap-sp.Month)
+	}
+	return room
+}
+
 // Add counts a charge of cost in each of the spend's periods.
 func (sp *Spend) Add(cost pricing.Money) {
 	sp.Today += cost
@@ -274,6 +311,21 @@ type Accounts interface {
 	// ListAccounts returns at most limit accounts whose ids sort after
 	// after (byte by byte), in that order.
 	ListAccounts(ctx context.Context, after string, limit int) ([]Account, error)
+
+	// CreateOrg stores a new organization; ErrExists if the id is taken.
+	// A zero CreatedAt is set to now.
+	CreateOrg(ctx context.Context, o Org) error
+	// Org returns the organization; ErrNotFound if none.
+	Org(ctx context.Context, id string) (Org, error)
+	// ListOrgs returns every organization, by id (byte by byte).
+	ListOrgs(ctx context.Context) ([]Org, error)
+	// UpdateOrg applies fn to the stored organization inside one
+	// transaction and stores its name and caps; ErrNotFound if none. fn's
+	// error aborts; fn cannot change the id or creation time.
+	UpdateOrg(ctx context.Context, id string, fn func(*Org) error) (Org, error)
+	// DeleteOrg deletes the organization and its running totals;
+	// ErrNotFound if none, ErrInUse while accounts belong to it.
+	DeleteOrg(ctx context.Context, id string) error
 }
 
 // Journal entry kinds: every movement of a prepaid balance.
@@ -324,8 +376,9 @@ type Ledger interface {
 	// balance down by the part of e.Cost not covered by the free monthly
 	// credit (see Entry.FreeMonthlyCredit). It never takes the balance
 	// below zero, the free credit past its end or spend past a cap of the
-	// account or of the key it was made with (e.KeyID): e is charged at
-	// most what they leave (the least of Room and KeyRoom), and e.Cost and
+	// account, of the key it was made with (e.KeyID) or of the
+	// organization the account belongs to: e is charged at most what they
+	// leave (the least of Room, KeyRoom and OrgRoom), and e.Cost and
 	// e.Shortfall are set to what was charged and what was not. It reports false (and
 	// changes nothing) when an entry with e.RequestID already exists.
 	Settle(ctx context.Context, e *Entry) (bool, error)
@@ -337,6 +390,11 @@ type Ledger interface {
 	// now (UTC day and month), revoked keys' too; an unknown key has spent
 	// nothing.
 	KeySpend(ctx context.Context, keyID string, now time.Time) (Spend, error)
+	// OrgSpend sums the entries of an organization's accounts relative
+	// to now (UTC day and month), each counted when its account belonged
+	// to the organization at its settlement; an unknown organization has
+	// spent nothing.
+	OrgSpend(ctx context.Context, orgID string, now time.Time) (Spend, error)
 	// Journal returns an account's balance movements, newest first, at
 	// most limit.
 	Journal(ctx context.Context, accountID string, limit int) ([]JournalEntry, error)
@@ -344,7 +402,8 @@ type Ledger interface {
 	// balance, its newest entry records that balance, and every charge has
 	// its ledger entry. It returns the accounts that differ.
 	CheckJournal(ctx context.Context) ([]JournalProblem, error)
-	// UsageReader sums the ledger per day, model, account and key.
+	// UsageReader sums the ledger per day, model, account, key and
+	// organization.
 	UsageReader
 }
 

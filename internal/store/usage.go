@@ -18,14 +18,17 @@ const (
 	GroupModel
 	GroupAccount
 	GroupKey
+	GroupOrg
 )
 
 // UsageQuery selects usage figures: the charges of one account (every
-// account when AccountID is empty) made from From up to To, both the start
-// of a UTC day, summed per combination of the GroupBy columns; at most
-// Limit rows when Limit is above zero.
+// account when AccountID is empty) and of one organization's accounts
+// while they belonged to it (no matter which when OrgID is empty) made
+// from From up to To, both the start of a UTC day, summed per combination
+// of the GroupBy columns; at most Limit rows when Limit is above zero.
 type UsageQuery struct {
 	AccountID string
+	OrgID     string
 	From, To  time.Time
 	GroupBy   UsageGroup
 	Limit     int
@@ -34,10 +37,13 @@ type UsageQuery struct {
 // UsageRow is the sum of the charges that share the grouped columns; the
 // columns not grouped by are zero.
 type UsageRow struct {
-	Day          time.Time
-	Model        string
-	AccountID    string
-	KeyID        string
+	Day       time.Time
+	Model     string
+	AccountID string
+	KeyID     string
+	// Org is the organization the account belonged to at the charges
+	// ("" for none).
+	Org          string
 	Requests     int64
 	InputTokens  int64
 	OutputTokens int64
@@ -45,7 +51,7 @@ type UsageRow struct {
 }
 
 // UsageReader is a ledger that sums its charges per UTC day, model,
-// account and key.
+// account, key and organization.
 type UsageReader interface {
 	// Usage returns the rows q selects, in no particular order.
 	Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error)
@@ -56,7 +62,7 @@ type UsageReader interface {
 var usageColumns = []struct {
 	group UsageGroup
 	col   string
-}{{GroupDay, "day"}, {GroupModel, "model"}, {GroupAccount, "account_id"}, {GroupKey, "key_id"}}
+}{{GroupDay, "day"}, {GroupModel, "model"}, {GroupAccount, "account_id"}, {GroupKey, "key_id"}, {GroupOrg, "org"}}
 
 // UsageSQL is the query of q over the daily usage table (usage_daily) that
 // both SQL backends keep: arg(i) writes the i-th placeholder (1-based), and
@@ -85,7 +91,11 @@ func UsageSQL(q UsageQuery, arg func(i int) string) (query string, args []any) {
 	b.WriteString(arg(1) + " AND day < " + arg(2))
 	if q.AccountID != "" {
 		args = append(args, q.AccountID)
-		b.WriteString(" AND account_id = " + arg(3))
+		b.WriteString(" AND account_id = " + arg(len(args)))
+	}
+	if q.OrgID != "" {
+		args = append(args, q.OrgID)
+		b.WriteString(" AND org = " + arg(len(args)))
 	}
 	if len(cols) > 0 {
 		b.WriteString(" GROUP BY " + strings.Join(cols, ", "))
@@ -118,6 +128,8 @@ func ScanUsage(rows Rows, q UsageQuery) ([]UsageRow, error) {
 				dest = append(dest, &r.AccountID)
 			case GroupKey:
 				dest = append(dest, &r.KeyID)
+			case GroupOrg:
+				dest = append(dest, &r.Org)
 			}
 		}
 		dest = append(dest, &r.Requests, &r.InputTokens, &r.OutputTokens, &cost)

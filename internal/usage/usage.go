@@ -1,5 +1,6 @@
 // Package usage answers usage figures from the ledger: requests, tokens and
-// cost per UTC day, model, account and key, summed exactly as charged. The
+// cost per UTC day, model, account, key and organization, summed exactly
+// as charged. The
 // admin API (GET /gw/usage), a key's own GET /v1/usage and the operator
 // console all call it in process.
 package usage
@@ -47,10 +48,10 @@ type Grouping struct {
 }
 
 // Groupings are the names group_by takes, in the order rows are sorted.
-var Groupings = []Grouping{{"day", store.GroupDay}, {"model", store.GroupModel}, {"account", store.GroupAccount}, {"key", store.GroupKey}}
+var Groupings = []Grouping{{"day", store.GroupDay}, {"model", store.GroupModel}, {"account", store.GroupAccount}, {"key", store.GroupKey}, {"org", store.GroupOrg}}
 
 // Parameters are the query parameters a usage request takes.
-var Parameters = []string{"account", "from", "to", "group_by"}
+var Parameters = []string{"account", "org", "from", "to", "group_by"}
 
 // Error is a refused parameter: Param names it, Message says why.
 type Error struct {
@@ -73,12 +74,13 @@ func refuse(param, format string, args ...any) *Error {
 // Scope says whose figures a request may ask for.
 type Scope struct {
 	// Account, when set, is the one account the caller may see: the
-	// account parameter and the account grouping are refused.
+	// account and org parameters and their groupings are refused.
 	Account string
 }
 
 // Parse reads a request's query parameters into a query: account (every
-// account when absent), from and to (UTC dates, both included; to
+// account when absent), org (the charges of the organization's accounts
+// while they belonged to it; any when absent), from and to (UTC dates, both included; to
 // defaults to now's date, from to DefaultDays days ending on to) and
 // group_by (comma-separated names of Groupings; day when absent). Any
 // other parameter, a repeated one, or a bad value is an *Error.
@@ -103,6 +105,15 @@ func Parse(v url.Values, now time.Time, scope Scope) (store.UsageQuery, error) {
 	}
 	if scope.Account != "" {
 		q.AccountID = scope.Account
+	}
+	if v.Has("org") {
+		if scope.Account != "" {
+			return q, refuse("org", "a key reads its own account's usage only; leave org out")
+		}
+		q.OrgID = v.Get("org")
+		if q.OrgID == "" {
+			return q, refuse("org", "empty; leave it out for every organization")
+		}
 	}
 	today, _ := store.DayOf(now)
 	to := today
@@ -156,9 +167,15 @@ func date(param, s string) (time.Time, error) {
 
 // groups reads group_by.
 func groups(s string, scope Scope) (store.UsageGroup, error) {
+	// A key reads one account's usage: neither accounts nor
+	// organizations are groupings there.
+	var unscoped store.UsageGroup
+	if scope.Account != "" {
+		unscoped = store.GroupAccount | store.GroupOrg
+	}
 	var known []string
 	for _, g := range Groupings {
-		if scope.Account == "" || g.Group != store.GroupAccount {
+		if g.Group&unscoped == 0 {
 			known = append(known, g.Name)
 		}
 	}
@@ -167,8 +184,8 @@ func groups(s string, scope Scope) (store.UsageGroup, error) {
 		name = strings.TrimSpace(name)
 		i := slices.IndexFunc(Groupings, func(g Grouping) bool { return g.Name == name })
 		switch {
-		case i >= 0 && Groupings[i].Group == store.GroupAccount && scope.Account != "":
-			return 0, refuse("group_by", "a key reads its own account's usage only, so account is no grouping here (known: %s)", strings.Join(known, ", "))
+		case i >= 0 && Groupings[i].Group&unscoped != 0:
+			return 0, refuse("group_by", "a key reads its own account's usage only, so %s is no grouping here (known: %s)", name, strings.Join(known, ", "))
 		case i < 0:
 			return 0, refuse("group_by", "%q is not a grouping (known: %s, comma-separated)", name, strings.Join(known, ", "))
 		case out&Groupings[i].Group != 0:
@@ -190,10 +207,13 @@ type Report struct {
 // Row is the sum of the charges sharing its grouped columns; a column not
 // grouped by is absent.
 type Row struct {
-	Day          *string       `json:"day,omitempty"`
-	Model        *string       `json:"model,omitempty"`
-	Account      *string       `json:"account,omitempty"`
-	KeyID        *string       `json:"key_id,omitempty"`
+	Day     *string `json:"day,omitempty"`
+	Model   *string `json:"model,omitempty"`
+	Account *string `json:"account,omitempty"`
+	KeyID   *string `json:"key_id,omitempty"`
+	// Org is the organization the account belonged to at the charges:
+	// "" for none.
+	Org          *string       `json:"org,omitempty"`
 	Requests     int64         `json:"requests"`
 	InputTokens  int64         `json:"input_tokens"`
 	OutputTokens int64         `json:"output_tokens"`
@@ -206,7 +226,8 @@ type Total struct {
 	Cost     pricing.Money `json:"cost_usd"`
 }
 
-// Run answers q from st: rows in the order of day, model, account and key,
+// Run answers q from st: rows in the order of day, model, account, key and
+// organization,
 // and their total. A query giving more than MaxRows rows is an *Error.
 func Run(ctx context.Context, st store.UsageReader, q store.UsageQuery) (Report, error) {
 	q.Limit = MaxRows + 1
@@ -218,7 +239,7 @@ func Run(ctx context.Context, st store.UsageReader, q store.UsageQuery) (Report,
 		return Report{}, refuse("", "more than %d rows: ask for fewer days or fewer groupings", MaxRows)
 	}
 	slices.SortFunc(rows, func(a, b store.UsageRow) int {
-		return cmp.Or(a.Day.Compare(b.Day), strings.Compare(a.Model, b.Model), strings.Compare(a.AccountID, b.AccountID), strings.Compare(a.KeyID, b.KeyID))
+		return cmp.Or(a.Day.Compare(b.Day), strings.Compare(a.Model, b.Model), strings.Compare(a.AccountID, b.AccountID), strings.Compare(a.KeyID, b.KeyID), strings.Compare(a.Org, b.Org))
 	})
 	rep := Report{Object: "list", Data: make([]Row, 0, len(rows))}
 	for _, r := range rows {
@@ -234,6 +255,9 @@ func Run(ctx context.Context, st store.UsageReader, q store.UsageQuery) (Report,
 		}
 		if q.GroupBy&store.GroupKey != 0 {
 			row.KeyID = ptr(r.KeyID)
+		}
+		if q.GroupBy&store.GroupOrg != 0 {
+			row.Org = ptr(r.Org)
 		}
 		rep.Data = append(rep.Data, row)
 		rep.Total.Requests += r.Requests

@@ -37,6 +37,8 @@ func TestParse(t *testing.T) {
 			store.UsageQuery{AccountID: "acme", From: day("2026-03-15"), To: day("2026-03-16"), GroupBy: store.GroupModel | store.GroupKey}},
 		{"to=2026-01-10", all, store.UsageQuery{From: day("2025-12-12"), To: day("2026-01-11"), GroupBy: store.GroupDay}},
 		{"group_by=key,account,model,day", all, store.UsageQuery{From: day("2026-02-14"), To: day("2026-03-16"), GroupBy: 15}},
+		{"org=acme&account=a&group_by=org,account", all,
+			store.UsageQuery{AccountID: "a", OrgID: "acme", From: day("2026-02-14"), To: day("2026-03-16"), GroupBy: store.GroupOrg | store.GroupAccount}},
 		{"group_by=", all, store.UsageQuery{From: day("2026-02-14"), To: day("2026-03-16"), GroupBy: store.GroupDay}},
 		{"to=1970-01-05", all, store.UsageQuery{From: day("1970-01-01"), To: day("1970-01-06"), GroupBy: store.GroupDay}},
 		{"from=2025-03-16&to=2026-03-16", all, store.UsageQuery{From: day("2025-03-16"), To: day("2026-03-17"), GroupBy: store.GroupDay}}, // 366 days
@@ -54,7 +56,10 @@ func TestParseRefuses(t *testing.T) {
 		query, param, message string
 		own                   bool
 	}{
-		{"acount=a", "acount", "unknown parameter (known: account, from, to, group_by)", false},
+		{"acount=a", "acount", "unknown parameter (known: account, org, from, to, group_by)", false},
+		{"org=", "org", "empty; leave it out for every organization", false},
+		{"org=acme", "org", "a key reads its own account's usage only; leave org out", true},
+		{"group_by=day,org", "group_by", "a key reads its own account's usage only, so org is no grouping here (known: day, model, key)", true},
 		{"from=2026-01-01&from=2026-01-02", "from", "given 2 times; give it once", false},
 		{"account=", "account", "empty; leave it out for every account", false},
 		{"account=acme", "account", "a key reads its own account's usage only; leave account out", true},
@@ -65,8 +70,8 @@ func TestParseRefuses(t *testing.T) {
 		{"to=9999-01-01", "to", "9999-01-01 is outside 1970-01-01 to 2261-12-31", false},
 		{"from=2026-03-02&to=2026-03-01", "from", "2026-03-02 is after to (2026-03-01)", false},
 		{"from=2025-03-15&to=2026-03-16", "from", "2025-03-15 to 2026-03-16 spans 367 days; at most 366", false},
-		{"group_by=week", "group_by", `"week" is not a grouping (known: day, model, account, key, comma-separated)`, false},
-		{"group_by=day,,model", "group_by", `"" is not a grouping (known: day, model, account, key, comma-separated)`, false},
+		{"group_by=week", "group_by", `"week" is not a grouping (known: day, model, account, key, org, comma-separated)`, false},
+		{"group_by=day,,model", "group_by", `"" is not a grouping (known: day, model, account, key, org, comma-separated)`, false},
 		{"group_by=day,day", "group_by", "day given twice", false},
 		{"group_by=account", "group_by", "a key reads its own account's usage only, so account is no grouping here (known: day, model, key)", true},
 		{"group_by=week", "group_by", `"week" is not a grouping (known: day, model, key, comma-separated)`, true},

@@ -93,6 +93,9 @@ type Store struct {
 	// keySpend holds, by key id, the caps and running totals of the keys
 	// charges were made with.
 	keySpend map[string]*keyState
+	// orgSpend holds, by organization id, the caps and running totals of
+	// the organizations charges were made in.
+	orgSpend map[string]*orgState
 	// ids are the request ids on their way to the backend (false) and
 	// the last RecentIDs it took (true), by key (a collision of two would
 	// report a charge as settled already, never charge twice); recent is
@@ -205,6 +208,11 @@ type charge struct {
 	// totals.
 	key              *keyState
 	kInDay, kInMonth bool
+	// org is the state of the organization its account belonged to (nil:
+	// none), and oInDay, oInMonth whether it was added to its day and
+	// month totals.
+	org              *orgState
+	oInDay, oInMonth bool
 	// charged and err are the caller's answer, set before done closes.
 	charged bool
 	err     error
@@ -235,7 +243,7 @@ func New(b Backend, dir string) (*Store, error) {
 // newStore is New without its goroutines (start starts them).
 func newStore(b Backend, dir string) (*Store, error) {
 	s := &Store{Backend: b, keys: map[string]store.Key{}, keysByID: map[string]store.Key{}, accounts: map[string]*account{},
-		keySpend: map[string]*keyState{}, ids: map[idhash.Key]bool{},
+		keySpend: map[string]*keyState{}, orgSpend: map[string]*orgState{}, ids: map[idhash.Key]bool{},
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), applyStopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.acond = sync.NewCond(&s.amu)
 	if dir == "" {
@@ -612,6 +620,13 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, fn func(*store.Acc
 	if err != nil {
 		return res, err
 	}
+	if a.loaded && a.acc.Org != res.Org {
+		// Charges on their way count in the organization memory gave
+		// them; the backend may count them in the new one: both read
+		// the disk again once they are done.
+		s.forgetOrg(a.acc.Org)
+		s.forgetOrg(res.Org)
+	}
 	if !a.loaded {
 		return res, nil
 	}
@@ -700,8 +715,29 @@ func (s *Store) SettleLater(ctx context.Context, e *store.Entry) (wait func() (b
 			room = min(room, store.KeyRoom(&ks.caps, ks.sp))
 		}
 	}
+	var os *orgState
+	var oInDay, oInMonth bool
+	if org := a.acc.Org; org != "" {
+		// The organization's lock covers all its accounts: its room is
+		// read and the charge counted in it under that lock.
+		os = s.orgEntry(org)
+		os.mu.Lock()
+		if err := s.loadOrg(ctx, os, org, e.Time, true); err != nil {
+			os.mu.Unlock()
+			if ks != nil {
+				ks.mu.Unlock()
+			}
+			a.mu.Unlock()
+			s.release(e.RequestID, false)
+			return func() (bool, error) { return false, err }
+		}
+		if oInDay, oInMonth = os.periodsOf(e.Time); oInDay && oInMonth && os.caps.HasCaps() {
+			room = min(room, store.OrgRoom(&os.caps, os.sp))
+		}
+	}
 	e.Floor(room)
-	c := &charge{e: *e, acc: a, done: make(chan struct{}), inDay: inDay, inMonth: inMonth, key: ks, kInDay: kInDay, kInMonth: kInMonth}
+	c := &charge{e: *e, acc: a, done: make(chan struct{}), inDay: inDay, inMonth: inMonth, key: ks, kInDay: kInDay, kInMonth: kInMonth,
+		org: os, oInDay: oInDay, oInMonth: oInMonth}
 	c.draw = e.Cost
 	if e.FreeMonthlyCredit > 0 {
 		if c.inMonth {
@@ -713,6 +749,12 @@ func (s *Store) SettleLater(ctx context.Context, e *store.Entry) (wait func() (b
 	a.apply(c, 1)
 	a.pending++
 	a.flight += e.Cost
+	if os != nil {
+		os.count(e.Cost, oInDay, oInMonth, 1)
+		os.pending++
+		os.flight += e.Cost
+		os.mu.Unlock()
+	}
 	if ks != nil {
 		ks.count(e.Cost, kInDay, kInMonth, 1)
 		ks.pending++
@@ -813,6 +855,18 @@ func (s *Store) finish(c *charge) {
 			k.count(c.e.Cost, c.kInDay, c.kInMonth, -1)
 		}
 		k.mu.Unlock()
+	}
+	if o := c.org; o != nil {
+		o.mu.Lock()
+		o.pending--
+		o.flight -= c.e.Cost
+		if c.refloored || c.backendErr != nil || !c.inBackend {
+			o.stale = true
+		}
+		if c.backendErr != nil || !c.inBackend {
+			o.count(c.e.Cost, c.oInDay, c.oInMonth, -1)
+		}
+		o.mu.Unlock()
 	}
 	a.mu.Unlock()
 	if s.log != nil {

@@ -1,7 +1,8 @@
 // Package move copies an embedded SQLite store into an empty PostgreSQL
-// database: the one step of moving from one node to several. Accounts,
-// keys (revoked ones too, so a revoked secret stays revoked) with their
-// caps, the ledger, the running totals of accounts and keys, the daily
+// database: the one step of moving from one node to several.
+// Organizations, accounts, keys (revoked ones too, so a revoked secret
+// stays revoked) with their caps, the ledger, the running totals of
+// accounts, keys and organizations, the daily
 // usage sums, the balance journal and nothing else (rate budgets,
 // sessions and caches start empty).
 package move
@@ -25,17 +26,19 @@ import (
 // tables are copied in this order, column for column (both schemas name
 // them alike).
 var tables = []struct{ name, cols string }{
-	{"accounts", "id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, created_at"},
+	{"orgs", "id, name, daily_cap, monthly_cap, created_at"},
+	{"accounts", "id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, org, created_at"},
 	{"keys", "id, account_id, name, hash, models, expires_at, created_at, revoked_at, daily_cap, monthly_cap, total_cap"},
 	{"ledger", "request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall"},
 	{"spend", "account_id, period, start, cost"},
 	{"key_spend", "key_id, period, start, cost"},
-	{"usage_daily", "account_id, day, key_id, model, requests, input_tokens, output_tokens, cost"},
+	{"org_spend", "org_id, period, start, cost"},
+	{"usage_daily", "account_id, day, key_id, model, requests, input_tokens, output_tokens, cost, org"},
 	{"journal", "account_id, time, kind, amount, balance, request_id, reason"},
 }
 
 // order keeps each table's rows in the order they were made.
-var order = map[string]string{"keys": "rowid", "ledger": "rowid", "journal": "seq", "accounts": "rowid", "spend": "account_id, period, start", "key_spend": "key_id, period, start", "usage_daily": "account_id, day, key_id, model"}
+var order = map[string]string{"keys": "rowid", "ledger": "rowid", "journal": "seq", "accounts": "rowid", "spend": "account_id, period, start", "key_spend": "key_id, period, start", "org_spend": "org_id, period, start", "orgs": "id", "usage_daily": "account_id, day, key_id, model, org"}
 
 // Counts is how many rows of each table were copied.
 type Counts map[string]int

@@ -47,8 +47,12 @@ func TestCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	org := store.Org{ID: "acme", Name: "Acme", DailyCap: ptr(usd("400")), CreatedAt: created}
+	if err := st.CreateOrg(ctx, org); err != nil {
+		t.Fatal(err)
+	}
 	accts := []store.Account{
-		{ID: "pre", Plan: store.PlanPaid, Cleared: true, PAYG: true, Balance: ptr(usd("10")), DailyCap: ptr(usd("3")), Abilities: []string{"images"}, CreatedAt: created},
+		{ID: "pre", Plan: store.PlanPaid, Cleared: true, PAYG: true, Balance: ptr(usd("10")), DailyCap: ptr(usd("3")), Abilities: []string{"images"}, Org: "acme", CreatedAt: created},
 		{ID: "post", Plan: store.PlanFree, LaneBilling: true, MonthlyCap: ptr(usd("50")), CreatedAt: created},
 	}
 	for _, a := range accts {
@@ -143,6 +147,15 @@ func TestCopy(t *testing.T) {
 	}
 	if k, err := pg.Key(ctx, "k3"); err != nil || k.DailyCap != nil || k.MonthlyCap != nil || k.TotalCap != nil {
 		t.Errorf("key k3 %+v %v", k, err)
+	}
+	// The organization, with its spend.
+	if o, err := pg.Org(ctx, "acme"); err != nil || fmt.Sprint(o) != fmt.Sprint(org) {
+		t.Errorf("org: %+v, copied %+v (%v)", org, o, err)
+	}
+	if sa, _ := src.OrgSpend(ctx, "acme", time.Now()); sa.Total == 0 {
+		t.Errorf("the organization spent nothing before the copy")
+	} else if sb, err := pg.OrgSpend(ctx, "acme", time.Now()); err != nil || sa != sb {
+		t.Errorf("spend of the organization: %+v, copied %+v (%v)", sa, sb, err)
 	}
 	// Each key's spend, the revoked one's too.
 	for _, id := range []string{"k1", "k2", "k3"} {

@@ -150,6 +150,31 @@ INSERT INTO key_spend (key_id, period, start, cost)
 INSERT INTO key_spend (key_id, period, start, cost)
 	SELECT key_id, 2, (EXTRACT(EPOCH FROM date_trunc('month', to_timestamp(time / 1000000000) AT TIME ZONE 'UTC')) * 1000000000)::BIGINT, SUM(cost)
 	FROM ledger WHERE key_id <> '' GROUP BY 1, 2, 3;`,
+	// Version 8: accounts belong to organizations, whose caps org_spend's
+	// running totals bound (no account belonged to one before, so it
+	// starts empty), and usage_daily's rows name the organization ('':
+	// none).
+	8: `
+CREATE TABLE orgs (
+	id          TEXT   PRIMARY KEY,
+	name        TEXT   NOT NULL DEFAULT '',
+	daily_cap   BIGINT,
+	monthly_cap BIGINT,
+	created_at  BIGINT NOT NULL
+);
+ALTER TABLE accounts ADD COLUMN org TEXT REFERENCES orgs(id);
+CREATE INDEX accounts_org ON accounts(org);
+CREATE TABLE org_spend (
+	org_id TEXT     NOT NULL,
+	period SMALLINT NOT NULL,
+	start  BIGINT   NOT NULL,
+	cost   BIGINT   NOT NULL,
+	PRIMARY KEY (org_id, period, start)
+);
+ALTER TABLE usage_daily ADD COLUMN org TEXT NOT NULL DEFAULT '';
+ALTER TABLE usage_daily DROP CONSTRAINT usage_daily_pkey;
+ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model, org);
+CREATE INDEX usage_daily_org ON usage_daily(org, day);`,
 }
 
 // DB is the PostgreSQL store. It is safe for concurrent use by any number
@@ -404,14 +429,13 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 	if err := store.CheckEntries("postgres", entries); err != nil {
 		return nil, err
 	}
-	order := make([]int, len(entries))
-	for i := range entries {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(entries[a].AccountID, entries[b].AccountID) })
 	charged := make([]bool, len(entries))
 	asked := slices.Clone(entries)
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		order, err := lockOrder(ctx, tx, entries)
+		if err != nil {
+			return err
+		}
 		for _, i := range order {
 			ok, err := settleTx(ctx, tx, &entries[i])
 			if err != nil {
@@ -428,6 +452,51 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 	return charged, nil
 }
 
+// lockOrder is the order in which a batch settles its entries: by the
+// organization of their account ("" for none first), then by account, one
+// account's entries in their order. Every transaction takes its locks in
+// that order (an organization's before its accounts'), so two nodes'
+// batches never wait on each other in a circle. A batch of one account
+// asks nothing.
+func lockOrder(ctx context.Context, tx pgx.Tx, entries []store.Entry) ([]int, error) {
+	order := make([]int, len(entries))
+	ids := make([]string, 0, 1)
+	for i := range entries {
+		order[i] = i
+		if !slices.Contains(ids, entries[i].AccountID) {
+			ids = append(ids, entries[i].AccountID)
+		}
+	}
+	orgs := map[string]string{}
+	if len(ids) > 1 {
+		rows, err := tx.Query(ctx, `SELECT id, COALESCE(org, '') FROM accounts WHERE id = ANY($1)`, ids)
+		if err != nil {
+			return nil, err
+		}
+		var id, org string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &org}, func() error { orgs[id] = org; return nil }); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ea, eb := &entries[a], &entries[b]
+		if c := strings.Compare(orgs[ea.AccountID], orgs[eb.AccountID]); c != 0 {
+			return c
+		}
+		return strings.Compare(ea.AccountID, eb.AccountID)
+	})
+	return order, nil
+}
+
+// lockOrg locks the row of the organization an account belongs to (FOR
+// NO KEY UPDATE: an account joining it meanwhile, whose foreign key
+// shares the row, does not wait), answering its id; it finds no row for
+// an account of none.
+const lockOrg = `SELECT id FROM orgs WHERE id = (SELECT org FROM accounts WHERE id = $1) FOR NO KEY UPDATE`
+
+// lockOrgByID is lockOrg of an organization named by its id.
+const lockOrgByID = `SELECT id FROM orgs WHERE id = $1 FOR NO KEY UPDATE`
+
 // lockAccount locks an account's row; it finds no row for an unknown
 // account.
 const lockAccount = `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`
@@ -442,47 +511,64 @@ const readRoom = `SELECT a.balance, a.daily_cap, a.monthly_cap,
 	k.daily_cap, k.monthly_cap, k.total_cap,
 	COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = $2 AND start = 0), 0),
 	COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = $3 AND start = $4), 0),
-	COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = $5 AND start = $6), 0)
-	FROM accounts a LEFT JOIN keys k ON k.id = $7 WHERE a.id = $1`
+	COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = $5 AND start = $6), 0),
+	COALESCE(a.org, ''), o.daily_cap, o.monthly_cap,
+	COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = $3 AND start = $4), 0),
+	COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = $5 AND start = $6), 0)
+	FROM accounts a LEFT JOIN keys k ON k.id = $7 LEFT JOIN orgs o ON o.id = a.org WHERE a.id = $1`
 
-// settleTx is one entry of SettleBatch inside tx: the account's row is
-// locked, then the account and the entry's key are read with their
-// running totals, and the entry charged at most what they leave. The read
-// is a statement of its own after the lock (both sent at once), so it sees
-// every settlement committed while the lock was awaited: a statement that
-// locked and read at once would read the totals as they were when it
+// settleTx is one entry of SettleBatch inside tx: the row of the
+// account's organization is locked, then the account's, then the account,
+// its organization and the entry's key are read with their running
+// totals, and the entry charged at most what they leave. The read is a
+// statement of its own after the locks (all sent at once), so it sees
+// every settlement committed while the locks were awaited: a statement
+// that locked and read at once would read the totals as they were when it
 // began. A key's charges are its account's, so the account's lock keeps
-// the key's totals too.
+// the key's totals too; the organization's lock keeps the totals its
+// accounts share. When the account changed organization between the two
+// locks, the one it is in now is locked and the read made again.
 func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 	at, _ := store.Nanos(e.Time)
 	day, _ := store.DayOf(e.Time)
 	month, _ := store.MonthOf(e.Time)
-	var (
-		acc                      store.Account
-		key                      store.Key
-		balance, daily, mon      *int64
-		kDaily, kMonthly, kTotal *int64
-		total, today, spent      int64
-		kAll, kToday, kMonth     int64
-	)
 	b := &pgx.Batch{}
+	b.Queue(lockOrg, e.AccountID)
 	b.Queue(lockAccount, e.AccountID)
 	b.Queue(readRoom, e.AccountID, store.PeriodTotal, store.PeriodDay, day.UnixNano(), store.PeriodMonth, month.UnixNano(), e.KeyID)
 	br := tx.SendBatch(ctx, b)
+	var locked string
+	err := br.QueryRow().Scan(&locked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil // an account of no organization
+	}
 	var one int
-	err := br.QueryRow().Scan(&one)
 	if err == nil {
-		err = br.QueryRow().Scan(&balance, &daily, &mon, &total, &today, &spent, &kDaily, &kMonthly, &kTotal, &kAll, &kToday, &kMonth)
+		err = br.QueryRow().Scan(&one)
+	}
+	var r room
+	if err == nil {
+		r, err = scanRoom(br.QueryRow())
 	}
 	if err = errors.Join(err, br.Close()); err != nil {
 		return false, classify(err)
 	}
-	acc.Balance, acc.DailyCap, acc.MonthlyCap = store.MoneyOf(balance), store.MoneyOf(daily), store.MoneyOf(mon)
-	key.DailyCap, key.MonthlyCap, key.TotalCap = store.MoneyOf(kDaily), store.MoneyOf(kMonthly), store.MoneyOf(kTotal)
-	sp := store.Spend{Today: pricing.Money(today), Month: pricing.Money(spent), Total: pricing.Money(total)}
-	ksp := store.Spend{Today: pricing.Money(kToday), Month: pricing.Money(kMonth), Total: pricing.Money(kAll)}
+	if r.org != "" && r.org != locked {
+		b := &pgx.Batch{}
+		b.Queue(lockOrgByID, r.org)
+		b.Queue(readRoom, e.AccountID, store.PeriodTotal, store.PeriodDay, day.UnixNano(), store.PeriodMonth, month.UnixNano(), e.KeyID)
+		br := tx.SendBatch(ctx, b)
+		err := br.QueryRow().Scan(&locked)
+		if err == nil {
+			r, err = scanRoom(br.QueryRow())
+		}
+		if err = errors.Join(err, br.Close()); err != nil {
+			return false, classify(err)
+		}
+	}
+	acc, sp := r.acc, r.sp
 	settled := *e
-	settled.Floor(min(store.Room(&acc, sp, e.FreeMonthlyCredit, e.Limits), store.KeyRoom(&key, ksp)))
+	settled.Floor(min(store.Room(&acc, sp, e.FreeMonthlyCredit, e.Limits), store.KeyRoom(&r.key, r.ksp), store.OrgRoom(&r.orgCaps, r.osp)))
 	tag, err := tx.Exec(ctx, `INSERT INTO ledger (request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (request_id) DO NOTHING`,
 		e.RequestID, e.AccountID, e.Endpoint, e.Model, e.Units, e.Unit, int64(settled.Cost), at, e.KeyID, e.InputTokens, e.OutputTokens, int64(settled.Shortfall))
@@ -494,19 +580,22 @@ func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 	}
 	*e = settled
 	draw := sp.Charge(&acc, e.Cost, e.FreeMonthlyCredit)
-	// The running totals (the account's and the key's) and the day's usage
+	// The running totals (the account's, the key's and the organization's) and the day's usage
 	// row, in one round trip.
 	if _, err := tx.Exec(ctx, `WITH s AS (INSERT INTO spend (account_id, period, start, cost) VALUES ($1, $2, 0, $3), ($1, $4, $5, $3), ($1, $6, $7, $3)
 		ON CONFLICT (account_id, period, start) DO UPDATE SET cost = spend.cost + excluded.cost),
 		k AS (INSERT INTO key_spend (key_id, period, start, cost)
 		SELECT $8, p.period, p.start, $3 FROM (VALUES ($2::SMALLINT, 0::BIGINT), ($4::SMALLINT, $5::BIGINT), ($6::SMALLINT, $7::BIGINT)) p (period, start) WHERE $8 <> ''
-		ON CONFLICT (key_id, period, start) DO UPDATE SET cost = key_spend.cost + excluded.cost)
-		INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost) VALUES ($1, $5, $8, $9, 1, $10, $11, $3)
-		ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET requests = usage_daily.requests + 1,
+		ON CONFLICT (key_id, period, start) DO UPDATE SET cost = key_spend.cost + excluded.cost),
+		o AS (INSERT INTO org_spend (org_id, period, start, cost)
+		SELECT $12, p.period, p.start, $3 FROM (VALUES ($2::SMALLINT, 0::BIGINT), ($4::SMALLINT, $5::BIGINT), ($6::SMALLINT, $7::BIGINT)) p (period, start) WHERE $12 <> ''
+		ON CONFLICT (org_id, period, start) DO UPDATE SET cost = org_spend.cost + excluded.cost)
+		INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost, org) VALUES ($1, $5, $8, $9, 1, $10, $11, $3, $12)
+		ON CONFLICT (day, account_id, key_id, model, org) DO UPDATE SET requests = usage_daily.requests + 1,
 		input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens,
 		cost = usage_daily.cost + excluded.cost`,
 		e.AccountID, store.PeriodTotal, int64(e.Cost), store.PeriodDay, day.UnixNano(), store.PeriodMonth, month.UnixNano(),
-		e.KeyID, e.Model, e.InputTokens, e.OutputTokens); err != nil {
+		e.KeyID, e.Model, e.InputTokens, e.OutputTokens, r.org); err != nil {
 		return false, err
 	}
 	if acc.Balance == nil {
@@ -524,6 +613,43 @@ func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// room is what readRoom reads: the account and its running totals, the
+// caps and totals of the entry's key, and the organization the account
+// belongs to ("" for none) with its caps and totals.
+type room struct {
+	acc     store.Account
+	sp      store.Spend
+	key     store.Key
+	ksp     store.Spend
+	org     string
+	orgCaps store.Org
+	osp     store.Spend
+}
+
+// scanRoom reads readRoom's row.
+func scanRoom(row pgx.Row) (room, error) {
+	var (
+		r                        room
+		balance, daily, mon      *int64
+		kDaily, kMonthly, kTotal *int64
+		oDaily, oMonthly         *int64
+		total, today, spent      int64
+		kAll, kToday, kMonth     int64
+		oToday, oMonth           int64
+	)
+	if err := row.Scan(&balance, &daily, &mon, &total, &today, &spent, &kDaily, &kMonthly, &kTotal, &kAll, &kToday, &kMonth,
+		&r.org, &oDaily, &oMonthly, &oToday, &oMonth); err != nil {
+		return room{}, err
+	}
+	r.acc.Balance, r.acc.DailyCap, r.acc.MonthlyCap = store.MoneyOf(balance), store.MoneyOf(daily), store.MoneyOf(mon)
+	r.key.DailyCap, r.key.MonthlyCap, r.key.TotalCap = store.MoneyOf(kDaily), store.MoneyOf(kMonthly), store.MoneyOf(kTotal)
+	r.orgCaps.DailyCap, r.orgCaps.MonthlyCap = store.MoneyOf(oDaily), store.MoneyOf(oMonthly)
+	r.sp = store.Spend{Today: pricing.Money(today), Month: pricing.Money(spent), Total: pricing.Money(total)}
+	r.ksp = store.Spend{Today: pricing.Money(kToday), Month: pricing.Money(kMonth), Total: pricing.Money(kAll)}
+	r.osp = store.Spend{Today: pricing.Money(oToday), Month: pricing.Money(oMonth)}
+	return r, nil
 }
 
 // Entries returns an account's newest entries first, at most limit (100

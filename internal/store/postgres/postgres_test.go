@@ -391,7 +391,8 @@ func TestMigrateToUsage(t *testing.T) {
 	defer conn.Close(ctx)
 	d1 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	// Back to migration 4, with charges in its ledger.
-	if _, err := conn.Exec(ctx, `ALTER TABLE ledger DROP COLUMN key_id, DROP COLUMN input_tokens, DROP COLUMN output_tokens, DROP COLUMN shortfall;
+	if _, err := conn.Exec(ctx, `ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+		ALTER TABLE ledger DROP COLUMN key_id, DROP COLUMN input_tokens, DROP COLUMN output_tokens, DROP COLUMN shortfall;
 		ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
 		DROP TABLE usage_daily; DROP TABLE key_spend; DELETE FROM schema_migrations WHERE version >= 5`); err != nil {
 		t.Fatal(err)
@@ -456,7 +457,9 @@ func TestMigrateToKeyCaps(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	// Back to migration 6.
-	if _, err := conn.Exec(ctx, `ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
+	if _, err := conn.Exec(ctx, `ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+		ALTER TABLE usage_daily DROP COLUMN org; ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model);
+		ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
 		DROP TABLE key_spend; DELETE FROM schema_migrations WHERE version >= 7`); err != nil {
 		t.Fatal(err)
 	}
@@ -475,5 +478,59 @@ func TestMigrateToKeyCaps(t *testing.T) {
 	e := store.Entry{RequestID: "after", AccountID: "a", KeyID: "k1", Cost: 1000, Time: now}
 	if ok, err := db.Settle(ctx, &e); !ok || err != nil || e.Cost != 500 || e.Shortfall != 500 {
 		t.Fatalf("a charge past the new cap: %v %v, charged %d short %d", ok, err, e.Cost, e.Shortfall)
+	}
+}
+
+// A database of migration 7 gets organizations from migration 8: its
+// accounts belong to none and keep their charges, and from then on they
+// join one, whose caps bound them.
+func TestMigrateToOrgs(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	url := pg.NewDatabase(t)
+	ctx := context.Background()
+	db := open(t, url)
+	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	if _, err := db.Settle(ctx, &store.Entry{RequestID: "r0", AccountID: "a", Cost: 1000, Time: now}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// Back to migration 7.
+	if _, err := conn.Exec(ctx, `ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+		ALTER TABLE usage_daily DROP COLUMN org; ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model);
+		DELETE FROM schema_migrations WHERE version >= 8`); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, url)
+	if a, err := db.Account(ctx, "a"); err != nil || a.Org != "" {
+		t.Fatalf("a after migration 8: %+v, %v", a, err)
+	}
+	m := pricing.Money(1500)
+	if err := db.CreateOrg(ctx, store.Org{ID: "o", DailyCap: &m}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.UpdateAccount(ctx, "a", func(a *store.Account) error { a.Org = "o"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// The charge before it joined does not count in the organization.
+	e := store.Entry{RequestID: "r1", AccountID: "a", Cost: 2000, Time: now}
+	if ok, err := db.Settle(ctx, &e); !ok || err != nil || e.Cost != 1500 || e.Shortfall != 500 {
+		t.Fatalf("a charge past the organization's cap: %v %v, charged %d short %d", ok, err, e.Cost, e.Shortfall)
+	}
+	if sp, err := db.OrgSpend(ctx, "o", now); err != nil || sp != (store.Spend{Today: 1500, Month: 1500, Total: 1500}) {
+		t.Fatalf("OrgSpend = %+v, %v", sp, err)
+	}
+	day, _ := store.DayOf(now)
+	rows, err := db.Usage(ctx, store.UsageQuery{From: day, To: day.AddDate(0, 0, 1), GroupBy: store.GroupOrg})
+	slices.SortFunc(rows, func(a, b store.UsageRow) int { return strings.Compare(a.Org, b.Org) })
+	if want := []store.UsageRow{{Requests: 1, Cost: 1000}, {Org: "o", Requests: 1, Cost: 1500}}; err != nil || fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("usage by organization: %+v, %v; want %+v", rows, err, want)
 	}
 }

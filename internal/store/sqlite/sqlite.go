@@ -41,9 +41,17 @@ const FileName = "gw.db"
 const FileMode = 0o600
 
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 7
+const schemaVersion = 8
 
 const schema = `
+CREATE TABLE IF NOT EXISTS orgs (
+	id          TEXT    PRIMARY KEY,
+	name        TEXT    NOT NULL DEFAULT '',
+	daily_cap   INTEGER,          -- nano-dollars; NULL: none
+	monthly_cap INTEGER,          -- nano-dollars; NULL: none
+	created_at  INTEGER NOT NULL  -- Unix nanoseconds, UTC
+);
+
 CREATE TABLE IF NOT EXISTS accounts (
 	id           TEXT    PRIMARY KEY,
 	plan         TEXT    NOT NULL,
@@ -54,7 +62,8 @@ CREATE TABLE IF NOT EXISTS accounts (
 	daily_cap    INTEGER,          -- nano-dollars; NULL: none
 	monthly_cap  INTEGER,          -- nano-dollars; NULL: none
 	abilities    TEXT,             -- JSON array; NULL: all
-	created_at   INTEGER NOT NULL  -- Unix nanoseconds, UTC
+	created_at   INTEGER NOT NULL, -- Unix nanoseconds, UTC
+	org          TEXT REFERENCES orgs(id) -- NULL: none
 );
 
 CREATE TABLE IF NOT EXISTS keys (
@@ -90,19 +99,10 @@ CREATE TABLE IF NOT EXISTS ledger (
 CREATE INDEX IF NOT EXISTS ledger_account_time ON ledger(account_id, time);
 
 -- The ledger summed per UTC day (its first instant in Unix nanoseconds),
--- account, key and model, kept by Settle in the same transaction as the
--- entries: usage figures read these rows instead of the ledger's.
-CREATE TABLE IF NOT EXISTS usage_daily (
-	account_id    TEXT    NOT NULL,
-	day           INTEGER NOT NULL,
-	key_id        TEXT    NOT NULL,
-	model         TEXT    NOT NULL,
-	requests      INTEGER NOT NULL,
-	input_tokens  INTEGER NOT NULL,
-	output_tokens INTEGER NOT NULL,
-	cost          INTEGER NOT NULL,
-	PRIMARY KEY (day, account_id, key_id, model)
-) WITHOUT ROWID;
+-- account, key, model and the organization the account belonged to ('':
+-- none), kept by Settle in the same transaction as the entries: usage
+-- figures read these rows instead of the ledger's.
+CREATE TABLE IF NOT EXISTS usage_daily (` + usageDailyCols + `;
 CREATE INDEX IF NOT EXISTS usage_daily_account ON usage_daily(account_id, day);
 
 -- Running sums of the ledger per account: the total (period 0, start 0),
@@ -141,6 +141,42 @@ CREATE TABLE IF NOT EXISTS key_spend (
 	cost   INTEGER NOT NULL,
 	PRIMARY KEY (key_id, period, start)
 ) WITHOUT ROWID;
+
+-- The same running sums per organization, of the entries of its accounts
+-- settled while they belonged to it, kept by Settle in the same
+-- transaction as the entry.
+CREATE TABLE IF NOT EXISTS org_spend (
+	org_id TEXT    NOT NULL,
+	period INTEGER NOT NULL,
+	start  INTEGER NOT NULL,
+	cost   INTEGER NOT NULL,
+	PRIMARY KEY (org_id, period, start)
+) WITHOUT ROWID;
+`
+
+// usageDailyCols are the columns of the daily usage table.
+const usageDailyCols = `
+	account_id    TEXT    NOT NULL,
+	day           INTEGER NOT NULL,
+	key_id        TEXT    NOT NULL,
+	model         TEXT    NOT NULL,
+	requests      INTEGER NOT NULL,
+	input_tokens  INTEGER NOT NULL,
+	output_tokens INTEGER NOT NULL,
+	cost          INTEGER NOT NULL,
+	org           TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (day, account_id, key_id, model, org)
+) WITHOUT ROWID`
+
+// rebuildUsage gives a daily usage table of version 5 to 7 its org column
+// (in its primary key, which only a new table can change).
+const rebuildUsage = `
+CREATE TABLE usage_daily_8 (` + usageDailyCols + `;
+INSERT INTO usage_daily_8 (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
+	SELECT account_id, day, key_id, model, requests, input_tokens, output_tokens, cost FROM usage_daily;
+DROP TABLE usage_daily;
+ALTER TABLE usage_daily_8 RENAME TO usage_daily;
+CREATE INDEX usage_daily_account ON usage_daily(account_id, day);
 `
 
 // backfillUsage builds the daily usage table from a ledger older than it.
@@ -192,6 +228,9 @@ type settleStmts struct {
 	// keyRoom reads a key's caps and running totals; keySpend moves the
 	// totals.
 	keyRoom, keySpend *sql.Stmt
+	// orgRoom reads an organization's caps and running totals; orgSpend
+	// moves the totals.
+	orgRoom, orgSpend *sql.Stmt
 	// ledgerChunk inserts LedgerChunk ledger rows at once.
 	ledgerChunk *sql.Stmt
 }
@@ -223,7 +262,7 @@ func (db *DB) prepare() error {
 	}{
 		{&db.settle.ledger, ledgerInsert(1)},
 		{&db.settle.ledgerChunk, ledgerInsert(LedgerChunk)},
-		{&db.settle.room, `SELECT balance, daily_cap, monthly_cap,
+		{&db.settle.room, `SELECT balance, daily_cap, monthly_cap, COALESCE(org, ''),
 			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = 0), 0),
 			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = ?), 0),
 			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = ?), 0)
@@ -238,10 +277,17 @@ func (db *DB) prepare() error {
 			FROM keys k WHERE id = ?`},
 		{&db.settle.keySpend, `INSERT INTO key_spend (key_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
 			ON CONFLICT (key_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
+		{&db.settle.orgRoom, `SELECT daily_cap, monthly_cap,
+			COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = ? AND start = 0), 0),
+			COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = ? AND start = ?), 0),
+			COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = ? AND start = ?), 0)
+			FROM orgs o WHERE id = ?`},
+		{&db.settle.orgSpend, `INSERT INTO org_spend (org_id, period, start, cost) VALUES (?, ?, 0, ?), (?, ?, ?, ?), (?, ?, ?, ?)
+			ON CONFLICT (org_id, period, start) DO UPDATE SET cost = cost + excluded.cost`},
 		{&db.settle.balance, `UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance IS NOT NULL RETURNING balance`},
 		{&db.settle.journal, store.JournalInsert(arg)},
-		{&db.settle.usage, `INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET
+		{&db.settle.usage, `INSERT INTO usage_daily (account_id, day, key_id, model, requests, input_tokens, output_tokens, cost, org)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, account_id, key_id, model, org) DO UPDATE SET
 			requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens,
 			output_tokens = output_tokens + excluded.output_tokens, cost = cost + excluded.cost`},
 	} {
@@ -403,6 +449,26 @@ func migrate(db *sql.DB) error {
 		}
 		if _, err := tx.ExecContext(ctx, backfillKeySpend); err != nil {
 			return fmt.Errorf("building key spend totals: %w", err)
+		}
+	}
+	if v < 8 {
+		// Version 8: accounts belong to organizations (none did before,
+		// so org_spend starts empty).
+		if err := addColumn(ctx, tx, "accounts", "org TEXT REFERENCES orgs(id)"); err != nil {
+			return err
+		}
+		var has int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('usage_daily') WHERE name = 'org'`).Scan(&has); err != nil {
+			return err
+		}
+		if has == 0 {
+			if _, err := tx.ExecContext(ctx, rebuildUsage); err != nil {
+				return fmt.Errorf("adding the daily usage's org: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE INDEX IF NOT EXISTS accounts_org ON accounts(org);
+			CREATE INDEX IF NOT EXISTS usage_daily_org ON usage_daily(org, day)`); err != nil {
+			return err
 		}
 	}
 	if v < schemaVersion {
@@ -750,7 +816,7 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		total, today, month int64
 	)
 	err := st(db.settle.room).QueryRowContext(ctx, store.PeriodTotal, store.PeriodDay, g.day.UnixNano(), store.PeriodMonth, g.month.UnixNano(), g.account).
-		Scan(&balance, &daily, &mon, &total, &today, &month)
+		Scan(&balance, &daily, &mon, &acc.Org, &total, &today, &month)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
@@ -763,6 +829,10 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 	if err != nil {
 		return err
 	}
+	org, osp, err := db.orgRoom(ctx, tx, g, acc.Org)
+	if err != nil {
+		return err
+	}
 	draws := make([]pricing.Money, len(g.entries))
 	var cost, drawn pricing.Money
 	for i, e := range g.entries {
@@ -770,6 +840,9 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		kr := keys.of(e.KeyID)
 		if kr != nil && kr.capped {
 			room = min(room, store.KeyRoom(&kr.key, kr.sp))
+		}
+		if org.HasCaps() {
+			room = min(room, store.OrgRoom(&org, osp))
 		}
 		if e.Cost > room {
 			e.Floor(room)
@@ -782,11 +855,20 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 			kr.sp.Add(e.Cost)
 			kr.cost += e.Cost
 		}
+		osp.Add(e.Cost)
 		cost += e.Cost
 		drawn += draws[i]
 	}
 	if err := db.addKeySpend(ctx, tx, g, keys); err != nil {
 		return err
+	}
+	if acc.Org != "" {
+		if _, err := st(db.settle.orgSpend).ExecContext(ctx,
+			acc.Org, store.PeriodTotal, int64(cost),
+			acc.Org, store.PeriodDay, g.day.UnixNano(), int64(cost),
+			acc.Org, store.PeriodMonth, g.month.UnixNano(), int64(cost)); err != nil {
+			return err
+		}
 	}
 	if _, err := st(db.settle.spend).ExecContext(ctx,
 		g.account, store.PeriodTotal, int64(cost),
@@ -794,7 +876,7 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		g.account, store.PeriodMonth, g.month.UnixNano(), int64(cost)); err != nil {
 		return err
 	}
-	if err := db.addUsage(ctx, tx, g); err != nil {
+	if err := db.addUsage(ctx, tx, g, acc.Org); err != nil {
 		return err
 	}
 	if acc.Balance == nil {
@@ -879,6 +961,28 @@ func (db *DB) keyRooms(ctx context.Context, tx *sql.Tx, g *settleGroup) (*keyRoo
 	return ks, nil
 }
 
+// orgRoom reads the caps and running totals of the organization id (an
+// account's; "" is none: no caps) for a group's day and month. The
+// transaction holds the whole database, so the totals include every
+// settlement of the organization's other accounts before.
+func (db *DB) orgRoom(ctx context.Context, tx *sql.Tx, g *settleGroup, id string) (store.Org, store.Spend, error) {
+	if id == "" {
+		return store.Org{}, store.Spend{}, nil
+	}
+	var (
+		o                 store.Org
+		daily, monthly    sql.NullInt64
+		all, today, month int64
+	)
+	err := tx.StmtContext(ctx, db.settle.orgRoom).QueryRowContext(ctx, store.PeriodTotal, store.PeriodDay, g.day.UnixNano(), store.PeriodMonth, g.month.UnixNano(), id).
+		Scan(&daily, &monthly, &all, &today, &month)
+	if err != nil {
+		return store.Org{}, store.Spend{}, classify(err)
+	}
+	o.DailyCap, o.MonthlyCap = moneyPtr(daily), moneyPtr(monthly)
+	return o, store.Spend{Today: pricing.Money(today), Month: pricing.Money(month), Total: pricing.Money(all)}, nil
+}
+
 // addKeySpend moves the running totals of a group's keys by what the group
 // charged with each.
 func (db *DB) addKeySpend(ctx context.Context, tx *sql.Tx, g *settleGroup, ks *keyRooms) error {
@@ -901,8 +1005,8 @@ func (db *DB) addKeySpend(ctx context.Context, tx *sql.Tx, g *settleGroup, ks *k
 type usageKey struct{ key, model string }
 
 // addUsage adds a group's entries to the daily usage table, one statement
-// per key and model.
-func (db *DB) addUsage(ctx context.Context, tx *sql.Tx, g *settleGroup) error {
+// per key and model, in the rows of org (its account's organization).
+func (db *DB) addUsage(ctx context.Context, tx *sql.Tx, g *settleGroup, org string) error {
 	sums := map[usageKey]*store.UsageRow{}
 	var order []usageKey
 	for _, e := range g.entries {
@@ -921,7 +1025,7 @@ func (db *DB) addUsage(ctx context.Context, tx *sql.Tx, g *settleGroup) error {
 	st := tx.StmtContext(ctx, db.settle.usage)
 	for _, k := range order {
 		r := sums[k]
-		if _, err := st.ExecContext(ctx, g.account, g.day.UnixNano(), k.key, k.model, r.Requests, r.InputTokens, r.OutputTokens, int64(r.Cost)); err != nil {
+		if _, err := st.ExecContext(ctx, g.account, g.day.UnixNano(), k.key, k.model, r.Requests, r.InputTokens, r.OutputTokens, int64(r.Cost), org); err != nil {
 			return err
 		}
 	}

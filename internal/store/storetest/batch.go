@@ -101,6 +101,7 @@ func BatchConformance(t *testing.T, open func(t *testing.T) BatchStore) {
 		t.Fatalf("pre: journal sums to %v in %d entries; want %v in %d (the set and each charge)", sum, len(entries), *a.Balance, rows["pre"]+1)
 	}
 	batchKeyCaps(t, open(t))
+	batchOrgCaps(t, open(t))
 }
 
 // batchKeyCaps: one batch holding charges made with a capped key, over two

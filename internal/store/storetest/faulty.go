@@ -27,9 +27,9 @@ type Ops uint
 
 // Store operations that a Faulty store can fail.
 const (
-	OpKeys Ops = 1 << iota // KeyByHash and the other key calls
-	OpAccount
-	OpSpend // Spend and KeySpend
+	OpKeys    Ops = 1 << iota // KeyByHash and the other key calls
+	OpAccount                 // Account and Org
+	OpSpend                   // Spend, KeySpend and OrgSpend
 	OpSettle
 )
 
@@ -70,6 +70,20 @@ func (f *Faulty) KeySpend(ctx context.Context, keyID string, now time.Time) (sto
 		return store.Spend{}, ErrDown
 	}
 	return f.Store.KeySpend(ctx, keyID, now)
+}
+
+func (f *Faulty) Org(ctx context.Context, id string) (store.Org, error) {
+	if f.failing(OpAccount) {
+		return store.Org{}, ErrDown
+	}
+	return f.Store.Org(ctx, id)
+}
+
+func (f *Faulty) OrgSpend(ctx context.Context, orgID string, now time.Time) (store.Spend, error) {
+	if f.failing(OpSpend) {
+		return store.Spend{}, ErrDown
+	}
+	return f.Store.OrgSpend(ctx, orgID, now)
 }
 
 func (f *Faulty) Settle(ctx context.Context, e *store.Entry) (bool, error) {

@@ -74,7 +74,7 @@ func expectUsage(entries []store.Entry, q store.UsageQuery) []store.UsageRow {
 
 func sortUsage(rows []store.UsageRow) {
 	slices.SortFunc(rows, func(a, b store.UsageRow) int {
-		return cmp.Or(a.Day.Compare(b.Day), cmp.Compare(a.Model, b.Model), cmp.Compare(a.AccountID, b.AccountID), cmp.Compare(a.KeyID, b.KeyID))
+		return cmp.Or(a.Day.Compare(b.Day), cmp.Compare(a.Model, b.Model), cmp.Compare(a.AccountID, b.AccountID), cmp.Compare(a.KeyID, b.KeyID), cmp.Compare(a.Org, b.Org))
 	})
 }
 
