@@ -142,7 +142,7 @@ func TestCapsForm(t *testing.T) {
 	}
 	// A refused form is shown open, with what it held.
 	w := serve(c, request("POST", "/accounts/acme/keys/key_1/caps", "daily_cap_usd=-1&monthly_cap_usd=&total_cap_usd=3", same...))
-	for _, s := range []string{`<details class="caps" open>`, `id="daily-key_1" name="daily_cap_usd" inputmode="decimal" pattern="[0-9]+(\.[0-9]+)?" value="-1"`,
+	for _, s := range []string{`<details class="caps" id="caps-key_1" open>`, `id="daily-key_1" name="daily_cap_usd" inputmode="decimal" pattern="[0-9]+(\.[0-9]+)?" value="-1"`,
 		`id="total-key_1" name="total_cap_usd" inputmode="decimal" pattern="[0-9]+(\.[0-9]+)?" value="3"`} {
 		if !strings.Contains(w.Body.String(), s) {
 			t.Errorf("the refused form's page lacks %s", s)
