@@ -135,7 +135,15 @@ var funcs = template.FuncMap{
 		}
 		return *s
 	},
-	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	// spendOf writes a key's spend, and its cap when it has one.
+	"spendOf": func(spend pricing.Money, limit *pricing.Money) string {
+		if limit == nil {
+			return dollars(spend)
+		}
+		return dollars(spend) + " of " + dollars(*limit)
+	},
+	"capValue": capValue,
+	"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	// keyNameMax and reasonMax bound the forms' fields as the admin API
 	// does.
 	"keyNameMax": func() int { return admin.MaxKeyName },

@@ -60,6 +60,7 @@ func New(admin func() http.Handler) *Console {
 	m.HandleFunc("GET /accounts/{id}", c.account)
 	m.HandleFunc("POST /accounts/{id}/keys", c.createKey)
 	m.HandleFunc("POST /accounts/{id}/keys/{key}/revoke", c.revokeKey)
+	m.HandleFunc("POST /accounts/{id}/keys/{key}/caps", c.setCaps)
 	m.HandleFunc("POST /accounts/{id}/balance", c.addBalance)
 	m.HandleFunc("GET /usage", c.usage)
 	m.Handle("GET /assets/", http.FileServerFS(files))

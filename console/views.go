@@ -57,13 +57,44 @@ func (c *Console) accounts(w http.ResponseWriter, r *http.Request) {
 // accountView is an account's page.
 type accountView struct {
 	Account admin.Account
+	// Keys are the account's keys, each with its spend.
 	Keys    []admin.Key
 	Journal []admin.Movement
 	// NewKey is the key just created, shown this once.
 	NewKey *admin.Key
-	// Form keeps what a refused form held.
-	Form url.Values
+	// Form keeps what a refused form held; CapsKey names the key whose
+	// caps form it was, if it was one.
+	Form    url.Values
+	CapsKey string
 }
+
+// keyCapFields are the fields of a key's caps form, named as the admin
+// API names them.
+var keyCapFields = []string{"daily_cap_usd", "monthly_cap_usd", "total_cap_usd"}
+
+// capValue is what the caps form of key k holds in field: what a refused
+// form held, else the cap's decimal amount ("" for none).
+func capValue(v accountView, k admin.Key, field string) string {
+	if v.CapsKey == k.ID && v.Form != nil {
+		return v.Form.Get(field)
+	}
+	var m *pricing.Money
+	switch field {
+	case "daily_cap_usd":
+		m = k.DailyCap
+	case "monthly_cap_usd":
+		m = k.MonthlyCap
+	case "total_cap_usd":
+		m = k.TotalCap
+	}
+	if m == nil {
+		return ""
+	}
+	return m.String()
+}
+
+// keyPath is the admin API's path of a key.
+func keyPath(id string) string { return "/gw/keys/" + url.PathEscape(id) }
 
 // loadAccount reads what an account's page shows.
 func (c *Console) loadAccount(r *http.Request, id string) (accountView, int, string) {
@@ -72,10 +103,8 @@ func (c *Console) loadAccount(r *http.Request, id string) (accountView, int, str
 	if status, msg := c.call(r, "GET", base, nil, &v.Account); msg != "" {
 		return v, status, msg
 	}
-	var keys struct {
-		Data []admin.Key `json:"data"`
-	}
-	if status, msg := c.call(r, "GET", base+"/keys", nil, &keys); msg != "" {
+	keys, status, msg := c.accountKeys(r, id)
+	if msg != "" {
 		return v, status, msg
 	}
 	var journal struct {
@@ -84,25 +113,76 @@ func (c *Console) loadAccount(r *http.Request, id string) (accountView, int, str
 	if status, msg := c.call(r, "GET", base+"/journal?limit="+itoa(JournalRows), nil, &journal); msg != "" {
 		return v, status, msg
 	}
-	v.Keys, v.Journal = keys.Data, journal.Data
+	for _, k := range keys {
+		// Read alone, a key comes with its spend; one revoked meanwhile
+		// is left out.
+		var shown admin.Key
+		status, msg := c.call(r, "GET", keyPath(k.ID), nil, &shown)
+		if status == http.StatusNotFound {
+			continue
+		}
+		if msg != "" {
+			return v, status, msg
+		}
+		if shown.Spend == nil {
+			shown.Spend = &admin.Spend{}
+		}
+		v.Keys = append(v.Keys, shown)
+	}
+	v.Journal = journal.Data
 	return v, http.StatusOK, ""
 }
 
-func (c *Console) account(w http.ResponseWriter, r *http.Request) {
-	c.showAccount(w, r, http.StatusOK, "", nil, nil)
+// accountKeys lists an account's keys (without their spend).
+func (c *Console) accountKeys(r *http.Request, id string) ([]admin.Key, int, string) {
+	var keys struct {
+		Data []admin.Key `json:"data"`
+	}
+	status, msg := c.call(r, "GET", "/gw/accounts/"+url.PathEscape(id)+"/keys", nil, &keys)
+	return keys.Data, status, msg
 }
 
-// showAccount renders an account's page with status, an error message, the
-// key just created or the form that was refused.
-func (c *Console) showAccount(w http.ResponseWriter, r *http.Request, status int, errMsg string, newKey *admin.Key, form url.Values) {
+// ownKey checks that keyID is a key of account id, for a write made from
+// the account's page; when it is not, it renders the page with why and
+// returns false.
+func (c *Console) ownKey(w http.ResponseWriter, r *http.Request, id, keyID string) bool {
+	keys, status, msg := c.accountKeys(r, id)
+	if msg != "" {
+		c.fail(w, status, msg)
+		return false
+	}
+	for _, k := range keys {
+		if k.ID == keyID {
+			return true
+		}
+	}
+	c.showAccount(w, r, http.StatusNotFound, "no key "+keyID+" on this account", nil)
+	return false
+}
+
+func (c *Console) account(w http.ResponseWriter, r *http.Request) {
+	c.showAccount(w, r, http.StatusOK, "", nil)
+}
+
+// showAccount renders an account's page with status, an error message and
+// what set adds to the page (the key just created, or the form that was
+// refused); set may be nil.
+func (c *Console) showAccount(w http.ResponseWriter, r *http.Request, status int, errMsg string, set func(*accountView)) {
 	id := r.PathValue("id")
 	v, st, msg := c.loadAccount(r, id)
 	if msg != "" {
 		c.fail(w, st, msg)
 		return
 	}
-	v.NewKey, v.Form = newKey, form
+	if set != nil {
+		set(&v)
+	}
 	c.render(w, "account", page{Title: "Account " + id, Status: status, Error: errMsg, Data: v})
+}
+
+// refused is a showAccount setting that keeps the refused form.
+func refused(form url.Values) func(*accountView) {
+	return func(v *accountView) { v.Form = form }
 }
 
 // readForm parses a write's form body, or answers 400.
@@ -135,10 +215,10 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
 	var k admin.Key
 	status, msg := c.call(r, "POST", "/gw/accounts/"+url.PathEscape(r.PathValue("id"))+"/keys", body, &k)
 	if msg != "" {
-		c.showAccount(w, r, status, msg, nil, r.PostForm)
+		c.showAccount(w, r, status, msg, refused(r.PostForm))
 		return
 	}
-	c.showAccount(w, r, http.StatusCreated, "", &k, nil)
+	c.showAccount(w, r, http.StatusCreated, "", func(v *accountView) { v.NewKey = &k })
 }
 
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
@@ -147,21 +227,45 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
 	}
 	id, keyID := r.PathValue("id"), r.PathValue("key")
 	// Only a key of this account is revoked from its page.
-	v, status, msg := c.loadAccount(r, id)
-	if msg != "" {
-		c.fail(w, status, msg)
+	if !c.ownKey(w, r, id, keyID) {
 		return
 	}
-	found := false
-	for _, k := range v.Keys {
-		found = found || k.ID == keyID
-	}
-	if !found {
-		c.showAccount(w, r, http.StatusNotFound, "no key "+keyID+" on this account", nil, nil)
+	if status, msg := c.call(r, "DELETE", keyPath(keyID), nil, nil); msg != "" {
+		c.showAccount(w, r, status, msg, nil)
 		return
 	}
-	if status, msg := c.call(r, "DELETE", "/gw/keys/"+url.PathEscape(keyID), nil, nil); msg != "" {
-		c.showAccount(w, r, status, msg, nil, nil)
+	http.Redirect(w, r, "/accounts/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// setCaps sets the caps a key's caps form holds: an amount sets a cap, an
+// empty field removes it, a field the form lacks leaves it as it is.
+func (c *Console) setCaps(w http.ResponseWriter, r *http.Request) {
+	if !readForm(w, r) {
+		return
+	}
+	id, keyID := r.PathValue("id"), r.PathValue("key")
+	body := map[string]any{}
+	for _, f := range keyCapFields {
+		if _, ok := r.PostForm[f]; !ok {
+			continue
+		}
+		if v := strings.TrimSpace(r.PostForm.Get(f)); v != "" {
+			body[f] = v
+		} else {
+			body[f] = nil
+		}
+	}
+	keep := func(v *accountView) { v.Form, v.CapsKey = r.PostForm, keyID }
+	if len(body) == 0 {
+		c.showAccount(w, r, http.StatusBadRequest, "caps: the form holds none of "+strings.Join(keyCapFields, ", "), keep)
+		return
+	}
+	// Only a key of this account is changed from its page.
+	if !c.ownKey(w, r, id, keyID) {
+		return
+	}
+	if status, msg := c.call(r, "PATCH", keyPath(keyID), body, nil); msg != "" {
+		c.showAccount(w, r, status, msg, keep)
 		return
 	}
 	http.Redirect(w, r, "/accounts/"+url.PathEscape(id), http.StatusSeeOther)
@@ -175,19 +279,19 @@ func (c *Console) addBalance(w http.ResponseWriter, r *http.Request) {
 	reason := strings.TrimSpace(r.PostForm.Get("reason"))
 	m, err := pricing.ParseUSD(amount)
 	if err != nil || m == 0 {
-		c.showAccount(w, r, http.StatusBadRequest, "amount: a decimal number of US dollars other than zero, for example 10 or -2.50", nil, r.PostForm)
+		c.showAccount(w, r, http.StatusBadRequest, "amount: a decimal number of US dollars other than zero, for example 10 or -2.50", refused(r.PostForm))
 		return
 	}
 	body := map[string]any{"add_balance_usd": amount}
 	if m < 0 {
 		body["reason"] = reason
 	} else if reason != "" {
-		c.showAccount(w, r, http.StatusBadRequest, "reason: only for a negative amount (an adjustment); a top-up takes none", nil, r.PostForm)
+		c.showAccount(w, r, http.StatusBadRequest, "reason: only for a negative amount (an adjustment); a top-up takes none", refused(r.PostForm))
 		return
 	}
 	id := r.PathValue("id")
 	if status, msg := c.call(r, "PATCH", "/gw/accounts/"+url.PathEscape(id), body, nil); msg != "" {
-		c.showAccount(w, r, status, msg, nil, r.PostForm)
+		c.showAccount(w, r, status, msg, refused(r.PostForm))
 		return
 	}
 	http.Redirect(w, r, "/accounts/"+url.PathEscape(id), http.StatusSeeOther)

@@ -227,9 +227,9 @@ func TestCLIKeys(t *testing.T) {
 
 	r = g.gw(t, "keys", "list", "acme").ok(t, "keys list")
 	lines(t, "keys list", r.stdout,
-		`KEY +NAME +MODELS +EXPIRES +CREATED`,
-		keyID+` +laptop +gw-pinned-gpt-4\.1-mini +never +`+justNow,
-		k["id"].(string)+` +cli +all +(in )?\d+ years( from now)? +`+justNow)
+		`KEY +NAME +MODELS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
+		keyID+` +laptop +gw-pinned-gpt-4\.1-mini +never +none +none +none +`+justNow,
+		k["id"].(string)+` +cli +all +(in )?\d+ years( from now)? +none +none +none +`+justNow)
 	if strings.Contains(r.stdout, "sk-") {
 		t.Errorf("keys list shows a secret:\n%s", r.stdout)
 	}
@@ -248,6 +248,86 @@ func TestCLIKeys(t *testing.T) {
 	if !sameJSON(r.stdout, `{"id":"`+k["id"].(string)+`","revoked":true}`) {
 		t.Errorf("keys revoke --json: %s", r.stdout)
 	}
+}
+
+// TestCLIKeyCaps: a key's caps are set when `caddy gw keys create` makes
+// it, shown with its spend by `keys show` and in `keys list`, changed and
+// removed (`none`) by `keys update`; the key's spend is its ledger's, and
+// a call past a cap is refused.
+func TestCLIKeyCaps(t *testing.T) {
+	t.Parallel()
+	g, oa, _, _ := chatGateway(t)
+	oa.SetDefault(fake.Script{Text: "ok", Usage: fake.Usage{Input: 12345, Output: 1000}})
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true, "balance_usd": "5"})
+	r := g.gw(t, "keys", "create", "acme", "--name", "capped", "--daily-cap", "0.006538", "--total-cap", "1.000000001").ok(t, "keys create with caps")
+	lines(t, "keys create with caps", r.stdout,
+		`Key key_[0-9a-f]+ \(capped\) of account acme, capped at \$0\.006538 a day and \$1\.000000001 in all:`,
+		``,
+		`  sk-\S+`,
+		``,
+		`This is the only time the key is shown: store it now\.`)
+	secret := regexp.MustCompile(`sk-\S+`).FindString(r.stdout)
+	keyID := regexp.MustCompile(`key_[0-9a-f]+`).FindString(r.stdout)
+	chat := func() response {
+		return g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(secret)...)
+	}
+	if resp := chat(); resp.Status != http.StatusOK || resp.Header.Get("X-Gw-Cost-Usd") != "0.006538" {
+		t.Fatalf("chat: %d %s %s", resp.Status, resp.Header.Get("X-Gw-Cost-Usd"), resp.Body)
+	}
+
+	r = g.gw(t, "keys", "show", keyID).ok(t, "keys show")
+	lines(t, "keys show", r.stdout,
+		`Key          `+keyID,
+		`Name         capped`,
+		`Models       all`,
+		`Expires      never`,
+		`Daily cap    \$0\.006538`,
+		`Monthly cap  none`,
+		`Total cap    \$1\.000000001`,
+		`Spent        \$0\.006538 today, \$0\.006538 this month, \$0\.006538 in all`,
+		`Created      `+justNow)
+	sameAsAdmin(t, g, g.gw(t, "keys", "show", keyID, "--json").ok(t, "keys show --json"), "/gw/keys/"+keyID)
+	g.gw(t, "keys", "show", "key_nobody").fails(t, "keys show of no key", "key key_nobody: not found")
+
+	// The daily cap is spent: the next call is refused.
+	if resp := chat(); resp.Status != http.StatusPaymentRequired || resp.Header.Get("X-Gw-Hold-Reason") != "key_daily_cap" {
+		t.Fatalf("a call past the daily cap: %d (%s) %s", resp.Status, resp.Header.Get("X-Gw-Hold-Reason"), resp.Body)
+	}
+
+	// Raised, the cap admits it; removed, it is none.
+	r = g.gw(t, "keys", "update", keyID, "--daily-cap", "2.5", "--monthly-cap", "30", "--name", "raised").ok(t, "keys update")
+	lines(t, "keys update", r.stdout,
+		`Key          `+keyID,
+		`Name         raised`,
+		`Models       all`,
+		`Expires      never`,
+		`Daily cap    \$2\.50`,
+		`Monthly cap  \$30\.00`,
+		`Total cap    \$1\.000000001`,
+		`Spent        \$0\.006538 today, \$0\.006538 this month, \$0\.006538 in all`,
+		`Created      `+justNow)
+	if resp := chat(); resp.Status != http.StatusOK {
+		t.Fatalf("a call within the raised cap: %d %s", resp.Status, resp.Body)
+	}
+	r = g.gw(t, "keys", "update", keyID, "--total-cap", "none", "--json").ok(t, "keys update --json")
+	sameAsAdmin(t, g, r, "/gw/keys/"+keyID)
+	k := decodeJSON(t, r.stdout).(map[string]any)
+	if k["daily_cap_usd"] != "2.50" || k["monthly_cap_usd"] != "30.00" || k["total_cap_usd"] != nil || k["name"] != "raised" ||
+		!sameJSON(mustJSONText(t, k["spend"]), `{"today_usd":"0.013076","month_usd":"0.013076","total_usd":"0.013076"}`) {
+		t.Errorf("keys update --total-cap none --json: %s", r.stdout)
+	}
+	r = g.gw(t, "keys", "list", "acme").ok(t, "keys list")
+	lines(t, "keys list", r.stdout,
+		`KEY +NAME +MODELS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
+		keyID+` +raised +all +never +\$2\.50 +\$30\.00 +none +`+justNow)
+
+	g.gw(t, "keys", "update", keyID).fails(t, "keys update of nothing", "nothing to change: give a setting (see --help)")
+	g.gw(t, "keys", "update", keyID, "--daily-cap=-1").fails(t, "a negative cap", "key "+keyID+": daily_cap_usd: must not be negative")
+	g.gw(t, "keys", "update", keyID, "--monthly-cap", "ten").fails(t, "a cap in words",
+		"key "+keyID+": monthly_cap_usd: amount must be a decimal number of US dollars with at most 9 decimals")
+	g.gw(t, "keys", "update", "key_nobody", "--daily-cap", "1").fails(t, "keys update of no key", "key key_nobody: not found")
+	g.gw(t, "keys", "create", "acme", "--total-cap", "1.0000000001").fails(t, "keys create with a cap past the nano-dollar",
+		"creating a key of account acme: total_cap_usd: amount must be a decimal number of US dollars with at most 9 decimals")
 }
 
 // TestCLIUsageAndLedger: `caddy gw usage` and `caddy gw ledger` show the

@@ -246,6 +246,78 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 }
 
+// TestConsoleKeyCaps drives a key's caps in headless Chromium: the
+// account's page shows the key's spend of its caps, its caps form sets
+// one cap and removes another, the page then shows the new caps against
+// the same spend, the admin API holds them, and a call past the new daily
+// cap is refused.
+func TestConsoleKeyCaps(t *testing.T) {
+	g, oa := startWithFakes(t, exampleCaddyfile(t))
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true, "balance_usd": "20.00"})
+	secret, keyID := g.createKey(t, "acme", map[string]any{"name": "capped", "daily_cap_usd": "5", "total_cap_usd": "12.5"})
+	oa.Push(fake.Script{Text: "hello", Usage: fake.Usage{Input: 1200, Output: 300}})
+	if r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(secret)...); r.Status != http.StatusOK || r.Header.Get("X-Gw-Cost-Usd") != "0.00096" {
+		t.Fatalf("chat with the capped key: %d %s %s", r.Status, r.Header.Get("X-Gw-Cost-Usd"), r.Body)
+	}
+	ctx, errs := startBrowser(t)
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	spendCells := chromedp.Evaluate[[]string](`[...document.querySelectorAll("#keys tbody td.num")].map(e => e.innerText)`)
+
+	run(t, ctx, errs, "account view", chromedp.Navigate(g.ConsoleURL+"/accounts/acme"), chromedp.WaitVisible(css("#keys")))
+	if got, want := value(t, ctx, "spend cells", spendCells), []string{"$0.00096 of $5.00", "$0.00096", "$0.00096 of $12.50"}; !slices.Equal(got, want) {
+		t.Errorf("the key's spend cells read %q, want %q", got, want)
+	}
+	if got := value(t, ctx, "daily cap field", chromedp.Value(css("#daily-"+keyID))); got != "5.00" {
+		t.Errorf("the daily cap field holds %q, want 5.00", got)
+	}
+
+	// Set a daily cap below today's spend and a monthly one; remove the
+	// total cap.
+	run(t, ctx, errs, "set the caps",
+		chromedp.Click(css("#caps-"+keyID+" summary")),
+		chromedp.WaitVisible(css("#daily-"+keyID)),
+		chromedp.Clear(css("#daily-"+keyID)),
+		chromedp.SendKeys(css("#daily-"+keyID), "0.0005"),
+		chromedp.SendKeys(css("#monthly-"+keyID), "30"),
+		chromedp.Clear(css("#total-"+keyID)),
+		chromedp.Click(chromedp.Search(`//button[@aria-label="Set the caps of key capped (`+keyID+`)"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//table[@id="keys"]//td[normalize-space()="$0.00096 of $0.0005"]`)))
+	if got, want := value(t, ctx, "spend cells", spendCells), []string{"$0.00096 of $0.0005", "$0.00096 of $30.00", "$0.00096"}; !slices.Equal(got, want) {
+		t.Errorf("after setting the caps the key's spend cells read %q, want %q", got, want)
+	}
+	k := g.adminJSON(t, http.MethodGet, "/gw/keys/"+keyID, nil, http.StatusOK).JSON(t)
+	if k["daily_cap_usd"] != "0.0005" || k["monthly_cap_usd"] != "30.00" || k["total_cap_usd"] != nil {
+		t.Errorf("the admin API holds caps %v, %v, %v; want 0.0005, 30.00, null", k["daily_cap_usd"], k["monthly_cap_usd"], k["total_cap_usd"])
+	}
+	if r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(secret)...); r.Status != http.StatusPaymentRequired || r.Header.Get("X-Gw-Hold-Reason") != "key_daily_cap" {
+		t.Errorf("a call past the new daily cap: %d (%s) %s, want 402 key_daily_cap", r.Status, r.Header.Get("X-Gw-Hold-Reason"), r.Body)
+	}
+
+	// A refused cap shows why, with the form open on what it held; the
+	// page is the answer's 400, which the browser reports as its one
+	// error.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(css("#caps-"+keyID+" summary")),
+		chromedp.Clear(css("#daily-"+keyID)),
+		chromedp.SendKeys(css("#daily-"+keyID), "1.0000000001"),
+		chromedp.Click(chromedp.Search(`//button[@aria-label="Set the caps of key capped (`+keyID+`)"]`)),
+		chromedp.WaitVisible(css("p.error"))); err != nil {
+		t.Fatalf("a refused cap: %v", err)
+	}
+	if got := errs.take(); len(got) != 1 || !strings.Contains(got[0], "status of 400 (Bad Request)") {
+		t.Errorf("the refused cap's page reported %q, want its 400 alone", got)
+	}
+	if got, want := value(t, ctx, "error", chromedp.Text(css("p.error"))), "daily_cap_usd: amount must be a decimal number of US dollars with at most 9 decimals"; got != want {
+		t.Errorf("the refusal reads %q, want %q", got, want)
+	}
+	if got := value(t, ctx, "daily cap field", chromedp.Value(css("#daily-"+keyID))); got != "1.0000000001" {
+		t.Errorf("the refused form's daily cap field holds %q, want what was typed", got)
+	}
+	if k := g.adminJSON(t, http.MethodGet, "/gw/keys/"+keyID, nil, http.StatusOK).JSON(t); k["daily_cap_usd"] != "0.0005" {
+		t.Errorf("a refused form changed the daily cap to %v", k["daily_cap_usd"])
+	}
+}
+
 // consolePost sends a form to the console with the given headers.
 func consolePost(t *testing.T, g *gateway, path, form string, header ...string) response {
 	t.Helper()

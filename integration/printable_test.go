@@ -109,10 +109,24 @@ func TestCLIPrintsText(t *testing.T) {
 
 	r = g.gw(t, "keys", "list", "acme").ok(t, "keys list")
 	lines(t, "keys list", r.stdout,
-		`KEY +NAME +MODELS +EXPIRES +CREATED`,
-		`key_hostile +`+regexpQuote(hostileShown)+` +all +never +`+justNow)
+		`KEY +NAME +MODELS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
+		`key_hostile +`+regexpQuote(hostileShown)+` +all +never +none +none +none +`+justNow)
 	plainText(t, "keys list", r.stdout)
 	roundTrips(t, g, "keys list --json", g.gw(t, "keys", "list", "acme", "--json").ok(t, "keys list --json"), "/gw/accounts/acme/keys")
+
+	r = g.gw(t, "keys", "show", "key_hostile").ok(t, "keys show")
+	lines(t, "keys show", r.stdout,
+		`Key          key_hostile`,
+		`Name         `+regexpQuote(hostileShown),
+		`Models       all`,
+		`Expires      never`,
+		`Daily cap    none`,
+		`Monthly cap  none`,
+		`Total cap    none`,
+		`Spent        \$0\.0025 today, \$0\.0025 this month, \$0\.0025 in all`,
+		`Created      `+justNow)
+	plainText(t, "keys show", r.stdout)
+	roundTrips(t, g, "keys show --json", g.gw(t, "keys", "show", "key_hostile", "--json").ok(t, "keys show --json"), "/gw/keys/key_hostile")
 
 	r = g.gw(t, "journal", "acme").ok(t, "journal")
 	lines(t, "journal", r.stdout,

@@ -42,7 +42,8 @@ its error on stderr and exits with status 1.
 Examples:
 
   caddy gw accounts create acme --plan paid --cleared --balance 20
-  caddy gw keys create acme --name laptop
+  caddy gw keys create acme --name laptop --daily-cap 5
+  caddy gw keys update key_5f0c2a9e81d4b7f3a6c1e290 --daily-cap none --total-cap 100
   caddy gw accounts top-up acme 10
   caddy gw accounts top-up acme -2.50 --reason "refund of a duplicate top-up"
   caddy gw usage --account acme --from 2026-03-01 --by day,model
@@ -75,14 +76,18 @@ func Setup(cmd *cobra.Command, extra ...*cobra.Command) {
 		accountFlags(leaf(&cobra.Command{Use: "update ID", Short: "Changes the settings given of an account", Args: cobra.ExactArgs(1)}, updateAccount), false),
 		topUpCommand(),
 	)
-	keys := &cobra.Command{Use: "keys", Short: "Creates, lists and revokes API keys", Args: cobra.NoArgs,
+	keys := &cobra.Command{Use: "keys", Short: "Creates, shows, lists, changes and revokes API keys", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() }}
-	create := leaf(&cobra.Command{Use: "create ID", Short: "Creates a key for an account and prints it, the only time it is shown", Args: cobra.ExactArgs(1)}, createKey)
+	create := keyCapFlags(leaf(&cobra.Command{Use: "create ID", Short: "Creates a key for an account and prints it, the only time it is shown", Args: cobra.ExactArgs(1)}, createKey), true)
 	create.Flags().String("name", DefaultKeyName, "The key's name")
 	create.Flags().StringSlice("models", nil, "The model ids the key may use, comma-separated (default: every model)")
 	create.Flags().String("expires", "", "When the key stops working, an RFC 3339 time (default: never)")
+	update := keyCapFlags(leaf(&cobra.Command{Use: "update KEY_ID", Short: "Changes the name or caps given of a key", Args: cobra.ExactArgs(1)}, updateKey), false)
+	update.Flags().String("name", "", "The key's new name")
 	keys.AddCommand(create,
-		leaf(&cobra.Command{Use: "list ID", Short: "Lists an account's keys (never their secrets)", Args: cobra.ExactArgs(1)}, listKeys),
+		leaf(&cobra.Command{Use: "show KEY_ID", Short: "Shows a key with its caps and what was spent with it", Args: cobra.ExactArgs(1)}, showKey),
+		update,
+		leaf(&cobra.Command{Use: "list ID", Short: "Lists an account's keys with their caps (never their secrets)", Args: cobra.ExactArgs(1)}, listKeys),
 		leaf(&cobra.Command{Use: "revoke KEY_ID", Short: "Revokes a key: it stops working at once, on every node", Args: cobra.ExactArgs(1)}, revokeKey),
 	)
 	journal := leaf(&cobra.Command{Use: "journal [ID | --check]", Short: "Lists an account's balance movements, or checks every account's journal",
@@ -306,20 +311,36 @@ func accountFlags(cmd *cobra.Command, create bool) *cobra.Command {
 	return cmd
 }
 
-// accountBody is the JSON of the account settings given as flags: a
-// money setting or the abilities given as "none" or "all" are null.
-func accountBody(fl *pflag.FlagSet) map[string]any {
-	body := map[string]any{}
-	for _, f := range []struct{ flag, field string }{{"plan", "plan"}, {"balance", "balance_usd"}, {"daily-cap", "daily_cap_usd"}, {"monthly-cap", "monthly_cap_usd"}} {
+// moneyFlag is a flag taking an amount of US dollars, and the field of
+// the admin API's JSON it sets.
+type moneyFlag struct{ flag, field string }
+
+// putMoney sets in body the field of each of flags given: the amount as
+// given, or null for "none".
+func putMoney(fl *pflag.FlagSet, body map[string]any, flags []moneyFlag) {
+	for _, f := range flags {
 		if fl.Changed(f.flag) {
 			v, _ := fl.GetString(f.flag)
-			if v == "none" && f.field != "plan" {
+			if v == "none" {
 				body[f.field] = nil
 			} else {
 				body[f.field] = v
 			}
 		}
 	}
+}
+
+// accountMoney are the money settings of an account.
+var accountMoney = []moneyFlag{{"balance", "balance_usd"}, {"daily-cap", "daily_cap_usd"}, {"monthly-cap", "monthly_cap_usd"}}
+
+// accountBody is the JSON of the account settings given as flags: a
+// money setting or the abilities given as "none" or "all" are null.
+func accountBody(fl *pflag.FlagSet) map[string]any {
+	body := map[string]any{}
+	if fl.Changed("plan") {
+		body["plan"], _ = fl.GetString("plan")
+	}
+	putMoney(fl, body, accountMoney)
 	for _, f := range []struct{ flag, field string }{{"cleared", "cleared"}, {"payg", "payg"}, {"lane-billing", "lane_billing"}} {
 		if fl.Changed(f.flag) {
 			body[f.field], _ = fl.GetBool(f.flag)
@@ -433,9 +454,30 @@ func topUp(c *cobra.Command, raw []string) error {
 	return e.printAccount(b)
 }
 
+// keyCaps are the caps of a key.
+var keyCaps = []moneyFlag{{"daily-cap", "daily_cap_usd"}, {"monthly-cap", "monthly_cap_usd"}, {"total-cap", "total_cap_usd"}}
+
+// keyCapFlags adds the caps of a key to cmd; create says whether it makes
+// the key (else "none" removes a cap).
+func keyCapFlags(cmd *cobra.Command, create bool) *cobra.Command {
+	money, dflt := "A decimal amount of US dollars", "; default: none"
+	if !create {
+		money, dflt = `A decimal amount of US dollars, or "none"`, ""
+	}
+	fl := cmd.Flags()
+	fl.String("daily-cap", "", money+" (what calls made with the key may spend in a UTC day"+dflt+")")
+	fl.String("monthly-cap", "", money+" (what calls made with the key may spend in a UTC month"+dflt+")")
+	fl.String("total-cap", "", money+" (what calls made with the key may spend in all"+dflt+")")
+	return cmd
+}
+
+// keyPath is the admin API's path of a key.
+func keyPath(id string) string { return "/gw/keys/" + url.PathEscape(id) }
+
 func createKey(e *env, args []string) error {
 	body := map[string]any{}
 	body["name"], _ = e.flags.GetString("name")
+	putMoney(e.flags, body, keyCaps)
 	if e.flags.Changed("models") {
 		models, _ := e.flags.GetStringSlice("models")
 		body["models"] = append([]string{}, models...)
@@ -457,6 +499,41 @@ func createKey(e *env, args []string) error {
 	return keyCreated(e.out, args[0], k)
 }
 
+func showKey(e *env, args []string) error {
+	b, err := e.call("key "+args[0], http.MethodGet, keyPath(args[0]), nil)
+	if err != nil {
+		return err
+	}
+	return e.printKey(b)
+}
+
+func updateKey(e *env, args []string) error {
+	body := map[string]any{}
+	if e.flags.Changed("name") {
+		body["name"], _ = e.flags.GetString("name")
+	}
+	putMoney(e.flags, body, keyCaps)
+	if len(body) == 0 {
+		return errors.New("nothing to change: give a setting (see --help)")
+	}
+	b, err := e.call("key "+args[0], http.MethodPatch, keyPath(args[0]), body)
+	if err != nil {
+		return err
+	}
+	return e.printKey(b)
+}
+
+func (e *env) printKey(b []byte) error {
+	if e.json {
+		return e.printJSON(b)
+	}
+	var k admin.Key
+	if err := decode(b, &k); err != nil {
+		return err
+	}
+	return keyCard(e.out, k)
+}
+
 func listKeys(e *env, args []string) error {
 	b, err := e.call("keys of account "+args[0], http.MethodGet, accountPath(args[0], "/keys"), nil)
 	if err != nil {
@@ -475,7 +552,7 @@ func listKeys(e *env, args []string) error {
 }
 
 func revokeKey(e *env, args []string) error {
-	if _, err := e.call("key "+args[0], http.MethodDelete, "/gw/keys/"+url.PathEscape(args[0]), nil); err != nil {
+	if _, err := e.call("key "+args[0], http.MethodDelete, keyPath(args[0]), nil); err != nil {
 		return err
 	}
 	if e.json {

@@ -55,6 +55,9 @@ func TestTablesEscape(t *testing.T) {
 			return checkReport(b, checkResult{Problems: []admin.Problem{{Account: evil, UnledgeredCharges: []string{evil}}}})
 		}, 2},
 		{"new key", func(b *bytes.Buffer) error { return keyCreated(b, evil, admin.Key{ID: evil, Name: evil, Key: evil}) }, 5},
+		{"key", func(b *bytes.Buffer) error {
+			return keyCard(b, admin.Key{ID: evil, Name: evil, Models: []string{evil}, CreatedAt: at, Spend: &admin.Spend{}})
+		}, 9},
 	} {
 		var b bytes.Buffer
 		if err := c.print(&b); err != nil {

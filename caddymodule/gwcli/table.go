@@ -112,8 +112,38 @@ func accountCard(w io.Writer, a admin.Account) error {
 
 func keyCreated(w io.Writer, accountID string, k admin.Key) error {
 	e := printable.Escape
-	_, err := fmt.Fprintf(w, "Key %s (%s) of account %s:\n\n  %s\n\nThis is the only time the key is shown: store it now.\n", e(k.ID), e(k.Name), e(accountID), e(k.Key))
+	capped := ""
+	if c := capsText(k); c != "" {
+		capped = ", capped at " + c
+	}
+	_, err := fmt.Fprintf(w, "Key %s (%s) of account %s%s:\n\n  %s\n\nThis is the only time the key is shown: store it now.\n", e(k.ID), e(k.Name), e(accountID), capped, e(k.Key))
 	return err
+}
+
+// capsText writes the caps a key has ("$5.00 a day and $20.00 in all"),
+// or "" when it has none.
+func capsText(k admin.Key) string {
+	var caps []string
+	for _, c := range []struct {
+		cap  *pricing.Money
+		span string
+	}{{k.DailyCap, "a day"}, {k.MonthlyCap, "a month"}, {k.TotalCap, "in all"}} {
+		if c.cap != nil {
+			caps = append(caps, usd(*c.cap)+" "+c.span)
+		}
+	}
+	if len(caps) < 2 {
+		return strings.Join(caps, "")
+	}
+	return strings.Join(caps[:len(caps)-1], ", ") + " and " + caps[len(caps)-1]
+}
+
+// expires writes when a key stops working, for people.
+func expires(k admin.Key) string {
+	if k.ExpiresAt == nil {
+		return "never"
+	}
+	return ago(*k.ExpiresAt)
 }
 
 func models(list []string) string {
@@ -132,13 +162,31 @@ func keyTable(w io.Writer, list []admin.Key) error {
 		return err
 	}
 	tw := table(w)
-	row(tw, "KEY", "NAME", "MODELS", "EXPIRES", "CREATED")
+	row(tw, "KEY", "NAME", "MODELS", "EXPIRES", "DAILY CAP", "MONTHLY CAP", "TOTAL CAP", "CREATED")
 	for _, k := range list {
-		expires := "never"
-		if k.ExpiresAt != nil {
-			expires = ago(*k.ExpiresAt)
-		}
-		row(tw, k.ID, k.Name, models(k.Models), expires, ago(k.CreatedAt))
+		row(tw, k.ID, k.Name, models(k.Models), expires(k),
+			usdOr(k.DailyCap, "none"), usdOr(k.MonthlyCap, "none"), usdOr(k.TotalCap, "none"), ago(k.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+// keyCard shows one key with its caps and, when read alone, its spend.
+func keyCard(w io.Writer, k admin.Key) error {
+	rows := [][2]string{
+		{"Key", k.ID},
+		{"Name", k.Name},
+		{"Models", models(k.Models)},
+		{"Expires", expires(k)},
+		{"Daily cap", usdOr(k.DailyCap, "none")},
+		{"Monthly cap", usdOr(k.MonthlyCap, "none")},
+		{"Total cap", usdOr(k.TotalCap, "none")},
+	}
+	if k.Spend != nil {
+		rows = append(rows, [2]string{"Spent", fmt.Sprintf("%s today, %s this month, %s in all", usd(k.Spend.Today), usd(k.Spend.Month), usd(k.Spend.Total))})
+	}
+	tw := table(w)
+	for _, r := range append(rows, [2]string{"Created", ago(k.CreatedAt)}) {
+		row(tw, r[0], r[1])
 	}
 	return tw.Flush()
 }
