@@ -361,7 +361,7 @@ func TestCLIUsageAndLedger(t *testing.T) {
 	if r.stdout != "No charges in these days.\n" {
 		t.Errorf("usage of days without charges: %q", r.stdout)
 	}
-	g.gw(t, "usage", "--by", "week").fails(t, "usage --by week", `usage: --by: "week" is not a grouping (known: day, model, account, key, comma-separated)`)
+	g.gw(t, "usage", "--by", "week").fails(t, "usage --by week", `usage: --by: "week" is not a grouping (known: day, model, account, key, org, comma-separated)`)
 	g.gw(t, "usage", "--from", "2026-13-01").fails(t, "usage --from", `usage: --from: "2026-13-01" is not a date of the form YYYY-MM-DD`)
 	g.gw(t, "usage", "--account", "nobody").fails(t, "usage of nobody", "usage: not found")
 
