@@ -23,7 +23,8 @@ package integration
 // process serves the bare sites, as in the first measurements; by
 // default a bin/caddy of their own does), GW_BENCH_ACCOUNTS (how many
 // fresh accounts carry the gateway's load of a scenario, 1),
-// GW_BENCH_CAPS (1: every key of the load has caps of its own),
+// GW_BENCH_CAPS (1: every key of the load has caps of its own, and every
+// account is in an organization with caps),
 // GW_BENCH_BATCH (requests per interleaved batch, 100), GW_BENCH_BUDGET
 // (the most time one scenario may take, 90s; a scenario cut short
 // reports what it measured), GW_BENCH_OUT (also write the table to this
@@ -115,9 +116,10 @@ type benchEnv struct {
 	// (GW_BENCH_ACCOUNTS); made counts the accounts made so far.
 	accounts int
 	made     int
-	// caps (GW_BENCH_CAPS=1) gives every key of the load caps of its own,
-	// far above what the load spends, so each call is checked and settled
-	// against them too.
+	// caps (GW_BENCH_CAPS=1) gives every key of the load caps of its own
+	// and puts every account in an organization with caps, all far above
+	// what the load spends, so each call is checked and settled against
+	// them too.
 	caps bool
 }
 
@@ -377,7 +379,9 @@ func (e *benchEnv) withFreshAccounts(tb testing.TB, t benchTarget) benchTarget {
 			t.keys = append(t.keys, e.g.newAccountKey(tb, map[string]any{"id": id, "plan": "paid", "cleared": true}))
 			continue
 		}
-		e.g.createAccount(tb, map[string]any{"id": id, "plan": "paid", "cleared": true})
+		org := "bench-org-" + id
+		e.g.adminJSON(tb, http.MethodPost, "/gw/orgs", map[string]any{"id": org, "daily_cap_usd": benchCap, "monthly_cap_usd": benchCap}, http.StatusCreated)
+		e.g.createAccount(tb, map[string]any{"id": id, "plan": "paid", "cleared": true, "org": org})
 		key, _ := e.g.createKey(tb, id, map[string]any{"name": "bench", "daily_cap_usd": benchCap, "monthly_cap_usd": benchCap, "total_cap_usd": benchCap})
 		t.keys = append(t.keys, key)
 	}
