@@ -5,7 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/caddy-gw/caddy-gw/integration/fake"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -19,21 +18,7 @@ import (
 // equals the ledger's entries made with it.
 func TestKeyCaps(t *testing.T) {
 	t.Parallel()
-	cost := listCost(t, "gpt-4.1-mini", shortfallUsage, false)
-	capUSD := cost*11/2 + 1
-	script := fake.Script{Text: "Foxes.", Usage: fakeUsage(false, shortfallUsage), CapOutput: true}
-	t.Run("one node", func(t *testing.T) {
-		t.Parallel()
-		e := newChatEnv(t, "")
-		e.OA.SetDefault(script)
-		keyCapsRun(t, []*gateway{e.gateway}, capUSD, cost)
-	})
-	t.Run("two nodes", func(t *testing.T) {
-		t.Parallel()
-		s := startSharedNodes(t, 2, 1000)
-		s.oa.SetDefault(script)
-		keyCapsRun(t, s.nodes, capUSD, cost)
-	})
+	overbilledNodes(t, keyCapsRun)
 }
 
 func keyCapsRun(t *testing.T, nodes []*gateway, capUSD, cost pricing.Money) {

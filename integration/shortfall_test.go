@@ -87,20 +87,28 @@ func TestShortfallRecorded(t *testing.T) {
 // shortfall metrics to its shortfalls; the journal checks.
 func TestShortfallConcurrent(t *testing.T) {
 	t.Parallel()
+	overbilledNodes(t, shortfallRun)
+}
+
+// overbilledNodes runs run on one node and on two sharing PostgreSQL and
+// Redis, each against a provider that bills every chat call three times
+// the gateway's count (cost at list prices), with limit: what 5.5 such
+// calls cost.
+func overbilledNodes(t *testing.T, run func(t *testing.T, nodes []*gateway, limit, cost pricing.Money)) {
 	cost := listCost(t, "gpt-4.1-mini", shortfallUsage, false)
-	balance := cost*11/2 + 1
+	limit := cost*11/2 + 1
 	script := fake.Script{Text: "Foxes.", Usage: fakeUsage(false, shortfallUsage), CapOutput: true}
 	t.Run("one node", func(t *testing.T) {
 		t.Parallel()
 		e := newChatEnv(t, "")
 		e.OA.SetDefault(script)
-		shortfallRun(t, []*gateway{e.gateway}, balance, cost)
+		run(t, []*gateway{e.gateway}, limit, cost)
 	})
 	t.Run("two nodes", func(t *testing.T) {
 		t.Parallel()
 		s := startSharedNodes(t, 2, 1000)
 		s.oa.SetDefault(script)
-		shortfallRun(t, s.nodes, balance, cost)
+		run(t, s.nodes, limit, cost)
 	})
 }
 

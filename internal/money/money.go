@@ -387,26 +387,22 @@ func (g *Gate) rules(st *payerState, kind Kind) (rs [maxRules]rule, n int) {
 	if limit, ok := g.ceiling(acc, sp, now); ok {
 		add(sp.Month, limit, gwerr.CodeMonthlyCap, "the account's monthly ceiling is reached; it rises with cleared spend and account age")
 	}
-	if k := st.key; k != nil {
-		addKey := func(used pricing.Money, limit *pricing.Money, code, msg string) {
-			if limit != nil {
-				rs[n] = rule{used: addSat(used, st.keyHeld), limit: *limit, code: code, msg: msg}
-				n++
-			}
+	// A cap of the key or the organization, when set, over its own spend
+	// and holds.
+	capped := func(used, held pricing.Money, limit *pricing.Money, code, msg string) {
+		if limit != nil {
+			rs[n] = rule{used: addSat(used, held), limit: *limit, code: code, msg: msg}
+			n++
 		}
-		addKey(st.keySpend.Today, k.DailyCap, gwerr.CodeKeyDailyCap, "the key's daily spend cap is reached")
-		addKey(st.keySpend.Month, k.MonthlyCap, gwerr.CodeKeyMonthlyCap, "the key's monthly spend cap is reached")
-		addKey(st.keySpend.Total, k.TotalCap, gwerr.CodeKeyTotalCap, "the key's total spend cap is reached")
+	}
+	if k := st.key; k != nil {
+		capped(st.keySpend.Today, st.keyHeld, k.DailyCap, gwerr.CodeKeyDailyCap, "the key's daily spend cap is reached")
+		capped(st.keySpend.Month, st.keyHeld, k.MonthlyCap, gwerr.CodeKeyMonthlyCap, "the key's monthly spend cap is reached")
+		capped(st.keySpend.Total, st.keyHeld, k.TotalCap, gwerr.CodeKeyTotalCap, "the key's total spend cap is reached")
 	}
 	if o := st.org; o != nil {
-		addOrg := func(used pricing.Money, limit *pricing.Money, code, msg string) {
-			if limit != nil {
-				rs[n] = rule{used: addSat(used, st.orgHeld), limit: *limit, code: code, msg: msg}
-				n++
-			}
-		}
-		addOrg(st.orgSpend.Today, o.DailyCap, gwerr.CodeOrgDailyCap, "the organization's daily spend cap is reached")
-		addOrg(st.orgSpend.Month, o.MonthlyCap, gwerr.CodeOrgMonthlyCap, "the organization's monthly spend cap is reached")
+		capped(st.orgSpend.Today, st.orgHeld, o.DailyCap, gwerr.CodeOrgDailyCap, "the organization's daily spend cap is reached")
+		capped(st.orgSpend.Month, st.orgHeld, o.MonthlyCap, gwerr.CodeOrgMonthlyCap, "the organization's monthly spend cap is reached")
 	}
 	return rs, n
 }
