@@ -27,9 +27,9 @@ import (
 
 // Long is the help text of `caddy gw`.
 const Long = `
-Manages the gateway's accounts, keys, balances and usage through the gw
-routes of Caddy's admin endpoint, running the admin API's own code. The
-gateway must be running.
+Manages the gateway's accounts, keys, organizations, balances and usage
+through the gw routes of Caddy's admin endpoint, running the admin API's
+own code. The gateway must be running.
 
 The admin endpoint is --address when given, else the admin address of the
 config that 'caddy reload' would load (--config and --adapter, or the
@@ -44,6 +44,8 @@ Examples:
   caddy gw accounts create acme --plan paid --cleared --balance 20
   caddy gw keys create acme --name laptop --daily-cap 5
   caddy gw keys update key_5f0c2a9e81d4b7f3a6c1e290 --daily-cap none --total-cap 100
+  caddy gw orgs create acme-group --name "Acme Group" --monthly-cap 500
+  caddy gw accounts update acme --org acme-group
   caddy gw accounts top-up acme 10
   caddy gw accounts top-up acme -2.50 --reason "refund of a duplicate top-up"
   caddy gw usage --account acme --from 2026-03-01 --by day,model
@@ -110,7 +112,7 @@ their total. Days are UTC dates (YYYY-MM-DD), --from and --to included;
 	usage.Flags().String("to", "", "The last day, YYYY-MM-DD (UTC)")
 	usage.Flags().String("by", "day", "What to sum per, comma-separated: day, model, account, key")
 
-	cmd.AddCommand(accounts, keys, journal, ledger, usage)
+	cmd.AddCommand(accounts, keys, orgsCommand(), journal, ledger, usage)
 	cmd.AddCommand(extra...)
 }
 
@@ -305,6 +307,11 @@ func accountFlags(cmd *cobra.Command, create bool) *cobra.Command {
 		abilities = `The abilities switched on, comma-separated, or "all"`
 	}
 	fl.String("abilities", "", abilities)
+	org := "The id of the organization it belongs to (default: none)"
+	if !create {
+		org = `The id of the organization it belongs to, or "none" to leave it`
+	}
+	fl.String("org", "", org)
 	if create {
 		_ = cmd.MarkFlagRequired("plan")
 	}
@@ -334,7 +341,8 @@ func putMoney(fl *pflag.FlagSet, body map[string]any, flags []moneyFlag) {
 var accountMoney = []moneyFlag{{"balance", "balance_usd"}, {"daily-cap", "daily_cap_usd"}, {"monthly-cap", "monthly_cap_usd"}}
 
 // accountBody is the JSON of the account settings given as flags: a
-// money setting or the abilities given as "none" or "all" are null.
+// money setting or the org given as "none", or the abilities given as
+// "all", are null.
 func accountBody(fl *pflag.FlagSet) map[string]any {
 	body := map[string]any{}
 	if fl.Changed("plan") {
@@ -344,6 +352,14 @@ func accountBody(fl *pflag.FlagSet) map[string]any {
 	for _, f := range []struct{ flag, field string }{{"cleared", "cleared"}, {"payg", "payg"}, {"lane-billing", "lane_billing"}} {
 		if fl.Changed(f.flag) {
 			body[f.field], _ = fl.GetBool(f.flag)
+		}
+	}
+	if fl.Changed("org") {
+		v, _ := fl.GetString("org")
+		if v == "none" {
+			body["org"] = nil
+		} else {
+			body["org"] = v
 		}
 	}
 	if fl.Changed("abilities") {

@@ -47,10 +47,12 @@ func TestTablesEscape(t *testing.T) {
 		{"journal", func(b *bytes.Buffer) error {
 			return journalTable(b, []admin.Movement{{Time: at, Kind: evil, Reason: evil}})
 		}, 2},
-		{"accounts", func(b *bytes.Buffer) error { return accountTable(b, []admin.Account{{ID: evil, CreatedAt: at}}) }, 2},
+		{"accounts", func(b *bytes.Buffer) error { return accountTable(b, []admin.Account{{ID: evil, Org: &s, CreatedAt: at}}) }, 2},
 		{"account", func(b *bytes.Buffer) error {
-			return accountCard(b, admin.Account{ID: evil, Abilities: []string{evil}, CreatedAt: at})
-		}, 9},
+			return accountCard(b, admin.Account{ID: evil, Abilities: []string{evil}, Org: &s, CreatedAt: at})
+		}, 10},
+		{"orgs", func(b *bytes.Buffer) error { return orgTable(b, []admin.Org{{ID: evil, Name: evil, CreatedAt: at}}) }, 2},
+		{"org", func(b *bytes.Buffer) error { return orgCard(b, admin.Org{ID: evil, Name: evil, CreatedAt: at}) }, 6},
 		{"check", func(b *bytes.Buffer) error {
 			return checkReport(b, checkResult{Problems: []admin.Problem{{Account: evil, UnledgeredCharges: []string{evil}}}})
 		}, 2},

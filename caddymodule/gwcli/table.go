@@ -76,9 +76,9 @@ func accountTable(w io.Writer, list []admin.Account) error {
 		return err
 	}
 	tw := table(w)
-	row(tw, "ACCOUNT", "PLAN", "BALANCE", "TODAY", "THIS MONTH", "IN ALL", "CREATED")
+	row(tw, "ACCOUNT", "PLAN", "ORG", "BALANCE", "TODAY", "THIS MONTH", "IN ALL", "CREATED")
 	for _, a := range list {
-		row(tw, a.ID, plan(a), usdOr(a.Balance, "billed after"),
+		row(tw, a.ID, plan(a), orgOf(a), usdOr(a.Balance, "billed after"),
 			usd(a.Spend.Today), usd(a.Spend.Month), usd(a.Spend.Total), ago(a.CreatedAt))
 	}
 	return tw.Flush()
@@ -97,6 +97,7 @@ func accountCard(w io.Writer, a admin.Account) error {
 	for _, r := range [][2]string{
 		{"Account", a.ID},
 		{"Plan", plan(a)},
+		{"Org", orgOf(a)},
 		{"Balance", usdOr(a.Balance, "none: billed afterwards")},
 		{"Daily cap", usdOr(a.DailyCap, "none")},
 		{"Monthly cap", usdOr(a.MonthlyCap, "none")},
@@ -104,6 +105,45 @@ func accountCard(w io.Writer, a admin.Account) error {
 		{"Billing", billing},
 		{"Spent", fmt.Sprintf("%s today, %s this month, %s in all", usd(a.Spend.Today), usd(a.Spend.Month), usd(a.Spend.Total))},
 		{"Created", ago(a.CreatedAt)},
+	} {
+		row(tw, r[0], r[1])
+	}
+	return tw.Flush()
+}
+
+// orgOf writes the organization an account belongs to, or none.
+func orgOf(a admin.Account) string {
+	if a.Org == nil {
+		return "none"
+	}
+	return *a.Org
+}
+
+func orgTable(w io.Writer, list []admin.Org) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "No organizations.")
+		return err
+	}
+	tw := table(w)
+	row(tw, "ORG", "NAME", "DAILY CAP", "MONTHLY CAP", "TODAY", "THIS MONTH", "IN ALL", "CREATED")
+	for _, o := range list {
+		row(tw, o.ID, o.Name, usdOr(o.DailyCap, "none"), usdOr(o.MonthlyCap, "none"),
+			usd(o.Spend.Today), usd(o.Spend.Month), usd(o.Spend.Total), ago(o.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+// orgCard shows one organization with its caps and what its accounts
+// spent while they belonged to it.
+func orgCard(w io.Writer, o admin.Org) error {
+	tw := table(w)
+	for _, r := range [][2]string{
+		{"Organization", o.ID},
+		{"Name", o.Name},
+		{"Daily cap", usdOr(o.DailyCap, "none")},
+		{"Monthly cap", usdOr(o.MonthlyCap, "none")},
+		{"Spent", fmt.Sprintf("%s today, %s this month, %s in all", usd(o.Spend.Today), usd(o.Spend.Month), usd(o.Spend.Total))},
+		{"Created", ago(o.CreatedAt)},
 	} {
 		row(tw, r[0], r[1])
 	}
