@@ -47,7 +47,9 @@ func TestTablesEscape(t *testing.T) {
 		{"journal", func(b *bytes.Buffer) error {
 			return journalTable(b, []admin.Movement{{Time: at, Kind: evil, Reason: evil}})
 		}, 2},
-		{"accounts", func(b *bytes.Buffer) error { return accountTable(b, []admin.Account{{ID: evil, Org: &s, CreatedAt: at}}) }, 2},
+		{"accounts", func(b *bytes.Buffer) error {
+			return accountTable(b, []admin.Account{{ID: evil, Org: &s, CreatedAt: at}})
+		}, 2},
 		{"account", func(b *bytes.Buffer) error {
 			return accountCard(b, admin.Account{ID: evil, Abilities: []string{evil}, Org: &s, CreatedAt: at})
 		}, 10},
