@@ -112,6 +112,7 @@ func TestCLIAccounts(t *testing.T) {
 	lines(t, "create", r.stdout,
 		`Account      acme`,
 		`Plan         paid, cleared`,
+		`Org          none`,
 		`Balance      \$20\.00`,
 		`Daily cap    \$5\.50`,
 		`Monthly cap  none`,
@@ -163,9 +164,9 @@ func TestCLIAccounts(t *testing.T) {
 	// Listing and showing.
 	r = g.gw(t, "accounts", "list").ok(t, "list")
 	lines(t, "list", r.stdout,
-		`ACCOUNT  PLAN                 BALANCE        TODAY  THIS MONTH  IN ALL  CREATED`,
-		`acme     paid, cleared        \$27\.500000001  \$0\.00  \$0\.00       \$0\.00   `+justNow,
-		`json-co  free, pay as you go  billed after   \$0\.00  \$0\.00       \$0\.00   `+justNow)
+		`ACCOUNT  PLAN                 ORG   BALANCE        TODAY  THIS MONTH  IN ALL  CREATED`,
+		`acme     paid, cleared        none  \$27\.500000001  \$0\.00  \$0\.00       \$0\.00   `+justNow,
+		`json-co  free, pay as you go  none  billed after   \$0\.00  \$0\.00       \$0\.00   `+justNow)
 	sameAsAdmin(t, g, g.gw(t, "accounts", "list", "--json").ok(t, "list --json"), "/gw/accounts")
 	sameAsAdmin(t, g, g.gw(t, "accounts", "show", "acme", "--json").ok(t, "show --json"), "/gw/accounts/acme")
 	g.gw(t, "accounts", "show", "nobody").fails(t, "show nobody", "account nobody: not found")
@@ -328,6 +329,114 @@ func TestCLIKeyCaps(t *testing.T) {
 	g.gw(t, "keys", "update", "key_nobody", "--daily-cap", "1").fails(t, "keys update of no key", "key key_nobody: not found")
 	g.gw(t, "keys", "create", "acme", "--total-cap", "1.0000000001").fails(t, "keys create with a cap past the nano-dollar",
 		"creating a key of account acme: total_cap_usd: amount must be a decimal number of US dollars with at most 9 decimals")
+}
+
+// TestCLIOrgs: `caddy gw orgs` creates an organization with a cap, shows
+// it with what its accounts spent, changes and removes its caps, and
+// deletes it only once no account belongs to it; `--org` on `accounts
+// create` and `accounts update` puts an account in it and takes it out
+// (`none`), and the account list and card name it.
+func TestCLIOrgs(t *testing.T) {
+	t.Parallel()
+	g, oa, _, _ := chatGateway(t)
+	oa.SetDefault(fake.Script{Text: "ok", Usage: fake.Usage{Input: 12345, Output: 1000}})
+	r := g.gw(t, "orgs", "create", "acme-group", "--name", "Acme Group", "--daily-cap", "0.006538").ok(t, "orgs create")
+	lines(t, "orgs create", r.stdout,
+		`Organization  acme-group`,
+		`Name          Acme Group`,
+		`Daily cap     \$0\.006538`,
+		`Monthly cap   none`,
+		`Spent         \$0\.00 today, \$0\.00 this month, \$0\.00 in all`,
+		`Created       `+justNow)
+	g.gw(t, "orgs", "create", "acme-group").fails(t, "orgs create again", `creating organization acme-group: organization "acme-group" already exists`)
+	g.gw(t, "orgs", "create", "other", "--monthly-cap", "ten").fails(t, "orgs create with a cap in words",
+		"creating organization other: monthly_cap_usd: amount must be a decimal number of US dollars with at most 9 decimals")
+
+	r = g.gw(t, "accounts", "create", "acme", "--plan", "paid", "--cleared", "--balance", "5", "--org", "acme-group").ok(t, "accounts create --org")
+	lines(t, "accounts create --org", r.stdout,
+		`Account      acme`,
+		`Plan         paid, cleared`,
+		`Org          acme-group`,
+		`Balance      \$5\.00`,
+		`Daily cap    none`,
+		`Monthly cap  none`,
+		`Abilities    .*`,
+		`Billing      list prices`,
+		`Spent        \$0\.00 today, \$0\.00 this month, \$0\.00 in all`,
+		`Created      `+justNow)
+	g.gw(t, "accounts", "create", "other", "--plan", "paid", "--org", "nobody").fails(t, "accounts create in no organization",
+		"creating account other: org: no such organization")
+	secret, _ := g.createKey(t, "acme", map[string]any{"name": "k"})
+	chat := func() response {
+		return g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(secret)...)
+	}
+	if resp := chat(); resp.Status != http.StatusOK || resp.Header.Get("X-Gw-Cost-Usd") != "0.006538" {
+		t.Fatalf("chat: %d %s %s", resp.Status, resp.Header.Get("X-Gw-Cost-Usd"), resp.Body)
+	}
+
+	r = g.gw(t, "orgs", "show", "acme-group").ok(t, "orgs show")
+	lines(t, "orgs show", r.stdout,
+		`Organization  acme-group`,
+		`Name          Acme Group`,
+		`Daily cap     \$0\.006538`,
+		`Monthly cap   none`,
+		`Spent         \$0\.006538 today, \$0\.006538 this month, \$0\.006538 in all`,
+		`Created       `+justNow)
+	sameAsAdmin(t, g, g.gw(t, "orgs", "show", "acme-group", "--json").ok(t, "orgs show --json"), "/gw/orgs/acme-group")
+	g.gw(t, "orgs", "show", "nobody").fails(t, "orgs show of no organization", "organization nobody: not found")
+	if resp := chat(); resp.Status != http.StatusPaymentRequired || resp.Header.Get("X-Gw-Hold-Reason") != "org_daily_cap" {
+		t.Fatalf("a call past the organization's daily cap: %d (%s) %s", resp.Status, resp.Header.Get("X-Gw-Hold-Reason"), resp.Body)
+	}
+
+	// Raised, the cap admits it; removed, it is none.
+	r = g.gw(t, "orgs", "update", "acme-group", "--daily-cap", "2.5", "--monthly-cap", "30", "--name", "Acme").ok(t, "orgs update")
+	lines(t, "orgs update", r.stdout,
+		`Organization  acme-group`,
+		`Name          Acme`,
+		`Daily cap     \$2\.50`,
+		`Monthly cap   \$30\.00`,
+		`Spent         \$0\.006538 today, \$0\.006538 this month, \$0\.006538 in all`,
+		`Created       `+justNow)
+	if resp := chat(); resp.Status != http.StatusOK {
+		t.Fatalf("a call within the raised cap: %d %s", resp.Status, resp.Body)
+	}
+	r = g.gw(t, "orgs", "update", "acme-group", "--daily-cap", "none", "--json").ok(t, "orgs update --daily-cap none")
+	sameAsAdmin(t, g, r, "/gw/orgs/acme-group")
+	o := decodeJSON(t, r.stdout).(map[string]any)
+	if o["daily_cap_usd"] != nil || o["monthly_cap_usd"] != "30.00" || o["name"] != "Acme" ||
+		!sameJSON(mustJSONText(t, o["spend"]), `{"today_usd":"0.013076","month_usd":"0.013076","total_usd":"0.013076"}`) {
+		t.Errorf("orgs update --daily-cap none --json: %s", r.stdout)
+	}
+	g.gw(t, "orgs", "update", "acme-group").fails(t, "orgs update of nothing", "nothing to change: give a setting (see --help)")
+	g.gw(t, "orgs", "update", "acme-group", "--daily-cap=-1").fails(t, "a negative cap", "organization acme-group: daily_cap_usd: must not be negative")
+	r = g.gw(t, "orgs", "list").ok(t, "orgs list")
+	lines(t, "orgs list", r.stdout,
+		`ORG +NAME +DAILY CAP +MONTHLY CAP +TODAY +THIS MONTH +IN ALL +CREATED`,
+		`acme-group +Acme +none +\$30\.00 +\$0\.013076 +\$0\.013076 +\$0\.013076 +`+justNow)
+	sameAsAdmin(t, g, g.gw(t, "orgs", "list", "--json").ok(t, "orgs list --json"), "/gw/orgs")
+	r = g.gw(t, "accounts", "list").ok(t, "accounts list")
+	lines(t, "accounts list", r.stdout,
+		`ACCOUNT +PLAN +ORG +BALANCE +TODAY +THIS MONTH +IN ALL +CREATED`,
+		`acme +paid, cleared +acme-group +\$4\.986924 +\$0\.013076 +\$0\.013076 +\$0\.013076 +`+justNow,
+		`default +paid, cleared +none +billed after +\$0\.00 +\$0\.00 +\$0\.00 +`+justNow)
+
+	// Deleted only once no account belongs to it.
+	g.gw(t, "orgs", "delete", "acme-group").fails(t, "orgs delete while an account belongs to it",
+		"organization acme-group still has accounts: move each out first (caddy gw accounts update ID --org none)")
+	r = g.gw(t, "accounts", "update", "acme", "--org", "none", "--json").ok(t, "accounts update --org none")
+	if a := decodeJSON(t, r.stdout).(map[string]any); a["org"] != nil {
+		t.Errorf("accounts update --org none: %s", r.stdout)
+	}
+	r = g.gw(t, "orgs", "delete", "acme-group").ok(t, "orgs delete")
+	if r.stdout != "Deleted organization acme-group.\n" {
+		t.Errorf("orgs delete: %q", r.stdout)
+	}
+	g.adminJSON(t, http.MethodGet, "/gw/orgs/acme-group", nil, http.StatusNotFound)
+	g.gw(t, "orgs", "delete", "acme-group").fails(t, "orgs delete again", "organization acme-group: not found")
+	r = g.gw(t, "orgs", "list").ok(t, "orgs list of none")
+	if r.stdout != "No organizations.\n" {
+		t.Errorf("orgs list of none: %q", r.stdout)
+	}
 }
 
 // TestCLIUsageAndLedger: `caddy gw usage` and `caddy gw ledger` show the
