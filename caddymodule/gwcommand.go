@@ -11,7 +11,7 @@ func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "gw",
 		Usage: "<command> [--address <admin address>] [--json]",
-		Short: "Manages the gateway's accounts, keys, balances and usage",
+		Short: "Manages the gateway's accounts, keys, organizations, balances and usage",
 		Long:  gwcli.Long,
 		CobraFunc: func(cmd *cobra.Command) {
 			gwcli.Setup(cmd, moveStoreCommand())

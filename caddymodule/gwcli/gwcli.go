@@ -1,7 +1,8 @@
-// Package gwcli is the `caddy gw` command line: accounts, keys, balances,
-// the journal, the ledger and usage figures, through the gw routes of
-// Caddy's admin endpoint (so the admin API's own code does the work), as a
-// table for people or, with --json, the admin API's JSON for scripts.
+// Package gwcli is the `caddy gw` command line: accounts, keys,
+// organizations, balances, the journal, the ledger and usage figures,
+// through the gw routes of Caddy's admin endpoint (so the admin API's own
+// code does the work), as a table for people or, with --json, the admin
+// API's JSON for scripts.
 package gwcli
 
 import (
