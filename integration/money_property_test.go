@@ -31,7 +31,8 @@ import (
 // streams the client leaves, answers without usage, streams that break,
 // images whole and streamed, transcriptions) and top-ups, drawn from a
 // seeded generator and run concurrently against prepaid, capped and free
-// accounts, one of them with a second key under its own daily cap.
+// accounts, one of them with a second key under its own daily cap, two
+// of them in an organization with a daily cap over both.
 // Whatever the interleaving, no balance goes below zero, every receipt is
 // exactly one ledger entry, nothing refused is charged, no cap (the key's
 // included) or free stop is passed, and the ledger, the spend and the
@@ -52,6 +53,10 @@ const (
 	// propFreeChatStop is the lifetime chat spend at which a free account
 	// stops.
 	propFreeChatStop = "1.00"
+	// propOrg is the organization two of the accounts are in, and
+	// propOrgDailyCap its daily cap over both.
+	propOrg         = "prop-org"
+	propOrgDailyCap = "0.45"
 )
 
 // propAccount is one account of the run and how it pays.
@@ -370,11 +375,11 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 
 	accounts := []*propAccount{
 		{id: "prop-prepaid-a", prepaid: true, initial: "0.12"},
-		{id: "prop-prepaid-b", prepaid: true, initial: "0.30"},
+		{id: "prop-prepaid-b", prepaid: true, initial: "0.30", fields: map[string]any{"org": propOrg}},
 		{id: "prop-prepaid-c", prepaid: true, initial: "0.05"},
 		{id: "prop-prepaid-payg", prepaid: true, initial: "0.20", fields: map[string]any{"payg": true}},
 		{id: "prop-capped-day", dailyCap: "0.60", monthlyCap: "5.00", keyDailyCap: "0.15"},
-		{id: "prop-capped-month", dailyCap: "2.00", monthlyCap: "0.50", fields: map[string]any{"payg": true}},
+		{id: "prop-capped-month", dailyCap: "2.00", monthlyCap: "0.50", fields: map[string]any{"payg": true, "org": propOrg}},
 		{id: "prop-free", free: true},
 	}
 	ops := propGenerate(r, nOps, accounts)
@@ -406,6 +411,7 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 	oa.Choose, an.Choose = choose, choose
 
 	g := nodes[0]
+	g.adminJSON(t, http.MethodPost, "/gw/orgs", map[string]any{"id": propOrg, "daily_cap_usd": propOrgDailyCap}, http.StatusCreated)
 	for _, a := range accounts {
 		body := map[string]any{"id": a.id, "plan": "paid", "cleared": true}
 		if a.free {
@@ -879,6 +885,22 @@ func propCheck(t *testing.T, g *gateway, accounts []*propAccount, ops []*propOp,
 		default:
 			t.Errorf("an answer served without its receipt: %s", o)
 		}
+	}
+
+	// The organization's accounts together: their ledgers add up to its
+	// spend, within its cap.
+	var orgSum pricing.Money
+	for _, a := range accounts {
+		if a.fields["org"] == propOrg {
+			for _, l := range ledgers[a.id] {
+				orgSum += usd("ledger cost", l.Cost)
+			}
+		}
+	}
+	org := g.adminJSON(t, http.MethodGet, "/gw/orgs/"+propOrg, nil, http.StatusOK).JSON(t)
+	orgSpend, _ := org["spend"].(map[string]any)
+	if today, _ := orgSpend["today_usd"].(string); today != orgSum.String() || orgSum > usd("org cap", propOrgDailyCap) {
+		t.Errorf("%s: its accounts' ledgers add up to %s, its spend today is %v, its cap %s", propOrg, orgSum, orgSpend["today_usd"], propOrgDailyCap)
 	}
 
 	// Per account: the ledger adds up to the spend; caps and the free stop
