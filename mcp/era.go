@@ -244,7 +244,7 @@ func UnknownMethod(method string) *RPCError {
 // that answers it with the request's id.
 func statelessRefusal(e *gwerr.Error) *RPCError {
 	status := gwerr.StatelessRPC.Status(e)
-	return Errf(status, gwerr.StatelessRPCBase-status, e.Message)
+	return Errf(status, gwerr.StatelessRPCCode(status), e.Message)
 }
 
 // Refuse renders a refusal the pipeline made before the server read the

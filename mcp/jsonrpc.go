@@ -123,7 +123,7 @@ func CheckOrigin(w http.ResponseWriter, r *http.Request, allowed []string) bool 
 	}
 	code := gwerr.RPCHeaderMismatch
 	if ModernHeader(r) {
-		code = gwerr.StatelessRPCBase - http.StatusForbidden
+		code = gwerr.StatelessRPCCode(http.StatusForbidden)
 	}
 	Reply(w, nil, nil, Errf(http.StatusForbidden, code, "the Host or Origin header names a host this server does not serve"), false)
 	return false

@@ -254,14 +254,25 @@ func abilities(raw json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
+// readID reads the id of a new account or organization from body,
+// answering 400 itself (and reporting false) when it is missing or not of
+// validID's shape.
+func readID(w http.ResponseWriter, body map[string]json.RawMessage) (string, bool) {
+	var id string
+	if err := json.Unmarshal(body["id"], &id); err != nil || !validID.MatchString(id) {
+		writeError(w, http.StatusBadRequest, "id: required, 1 to %d letters, digits, '.', '_' or '-'", MaxAccountID)
+		return "", false
+	}
+	return id, true
+}
+
 func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
 	body, ok := readObject(w, r, append([]string{"id"}, accountFields...))
 	if !ok {
 		return
 	}
-	var id string
-	if err := json.Unmarshal(body["id"], &id); err != nil || !validID.MatchString(id) {
-		writeError(w, http.StatusBadRequest, "id: required, 1 to %d letters, digits, '.', '_' or '-'", MaxAccountID)
+	id, ok := readID(w, body)
+	if !ok {
 		return
 	}
 	acc := store.Account{ID: id, Plan: store.PlanFree, CreatedAt: a.now()}

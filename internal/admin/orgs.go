@@ -102,9 +102,8 @@ func (a *API) createOrg(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var id string
-	if err := json.Unmarshal(body["id"], &id); err != nil || !validID.MatchString(id) {
-		writeError(w, http.StatusBadRequest, "id: required, 1 to %d letters, digits, '.', '_' or '-'", MaxAccountID)
+	id, ok := readID(w, body)
+	if !ok {
 		return
 	}
 	o := store.Org{ID: id, CreatedAt: a.now()}

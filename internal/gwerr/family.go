@@ -45,6 +45,10 @@ const (
 // the protocol keep for themselves.
 const StatelessRPCBase = -31000
 
+// StatelessRPCCode is the JSON-RPC code of a StatelessRPC refusal with
+// HTTP status.
+func StatelessRPCCode(status int) int { return StatelessRPCBase - status }
+
 // HeaderHoldReason carries a 402's refusal code on chat and messages.
 const HeaderHoldReason = "X-Gw-Hold-Reason"
 
@@ -314,7 +318,7 @@ func Render(w http.ResponseWriter, f Family, e *Error) {
 		// carry ToolObject instead.
 		body = map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": RPCCode(e), "message": msg}}
 	case StatelessRPC:
-		body = map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": StatelessRPCBase - r.status, "message": msg}}
+		body = map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": StatelessRPCCode(r.status), "message": msg}}
 	default: // Ability
 		body = map[string]any{"error": abilityObject(msg, r, e.Param)}
 	}
