@@ -125,7 +125,7 @@ func ScanKey(row Row) (Key, error) {
 
 // AccountCols are the columns of a backend's accounts table that
 // AccountArgs fills and ScanAccount reads, in their order.
-const AccountCols = `id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, org, created_at`
+const AccountCols = `id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, org, low_balance, created_at`
 
 // OrgCols are the columns of a backend's orgs table that orgArgs fills and
 // ScanOrg reads, in their order.
@@ -153,7 +153,7 @@ func AccountArgs(a *Account) ([]any, error) {
 		return nil, err
 	}
 	return []any{a.ID, string(a.Plan), a.Cleared, a.PAYG, a.LaneBilling,
-		moneyArg(a.Balance), moneyArg(a.DailyCap), moneyArg(a.MonthlyCap), abilities, orgArg(a.Org), created}, nil
+		moneyArg(a.Balance), moneyArg(a.DailyCap), moneyArg(a.MonthlyCap), abilities, orgArg(a.Org), moneyArg(a.LowBalance), created}, nil
 }
 
 // orgArg is an account's org column: NULL for none.
@@ -195,9 +195,10 @@ func ScanAccount(row Row) (Account, error) {
 		plan                    string
 		balance, daily, monthly *int64
 		abilities, org          *string
+		low                     *int64
 		created                 int64
 	)
-	if err := row.Scan(&a.ID, &plan, &a.Cleared, &a.PAYG, &a.LaneBilling, &balance, &daily, &monthly, &abilities, &org, &created); err != nil {
+	if err := row.Scan(&a.ID, &plan, &a.Cleared, &a.PAYG, &a.LaneBilling, &balance, &daily, &monthly, &abilities, &org, &low, &created); err != nil {
 		return Account{}, err
 	}
 	list, err := DecodeList(abilities)
@@ -205,7 +206,7 @@ func ScanAccount(row Row) (Account, error) {
 		return Account{}, fmt.Errorf("abilities: %w", err)
 	}
 	a.Plan = Plan(plan)
-	a.Balance, a.DailyCap, a.MonthlyCap = MoneyOf(balance), MoneyOf(daily), MoneyOf(monthly)
+	a.Balance, a.DailyCap, a.MonthlyCap, a.LowBalance = MoneyOf(balance), MoneyOf(daily), MoneyOf(monthly), MoneyOf(low)
 	a.Abilities = list
 	if org != nil {
 		a.Org = *org

@@ -70,8 +70,11 @@ type Account struct {
 	// Abilities switched on; nil means all.
 	Abilities []string
 	// Org is the organization the account belongs to; "" means none.
-	Org       string
-	CreatedAt time.Time
+	Org string
+	// LowBalance is the prepaid balance below which a charge raises a
+	// balance.low alert; nil means none.
+	LowBalance *pricing.Money
+	CreatedAt  time.Time
 }
 
 // Org is an organization: accounts that belong to it share its caps,
@@ -430,6 +433,7 @@ type LaterSettler interface {
 type Store interface {
 	Accounts
 	Ledger
+	Webhooks
 	// Ping reports whether the backend can answer.
 	Ping(ctx context.Context) error
 	// Close releases the backend.

@@ -646,7 +646,7 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, fn func(*store.Acc
 }
 
 func copyAccount(a store.Account) store.Account {
-	a.Balance, a.DailyCap, a.MonthlyCap = store.CopyMoney(a.Balance), store.CopyMoney(a.DailyCap), store.CopyMoney(a.MonthlyCap)
+	a.Balance, a.DailyCap, a.MonthlyCap, a.LowBalance = store.CopyMoney(a.Balance), store.CopyMoney(a.DailyCap), store.CopyMoney(a.MonthlyCap), store.CopyMoney(a.LowBalance)
 	a.Abilities = slices.Clone(a.Abilities)
 	return a
 }

@@ -175,6 +175,36 @@ ALTER TABLE usage_daily ADD COLUMN org TEXT NOT NULL DEFAULT '';
 ALTER TABLE usage_daily DROP CONSTRAINT usage_daily_pkey;
 ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model, org);
 CREATE INDEX usage_daily_org ON usage_daily(org, day);`,
+	// Version 9: accounts have a low-balance mark, and alert
+	// subscriptions an outbox of their events (a row per event and
+	// webhook, written in the transaction that raised the event, kept once
+	// delivered as the webhook's delivery log).
+	9: `
+ALTER TABLE accounts ADD COLUMN low_balance BIGINT;
+CREATE TABLE webhooks (
+	id         TEXT   PRIMARY KEY,
+	url        TEXT   NOT NULL,
+	secret     TEXT   NOT NULL,
+	events     TEXT   NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE webhook_outbox (
+	seq          BIGSERIAL PRIMARY KEY,
+	webhook_id   TEXT     NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE,
+	event_id     TEXT     NOT NULL,
+	type         TEXT     NOT NULL,
+	account_id   TEXT     NOT NULL,
+	body         TEXT     NOT NULL,
+	created_at   BIGINT   NOT NULL,
+	next_at      BIGINT   NOT NULL,
+	attempts     INTEGER  NOT NULL DEFAULT 0,
+	delivered_at BIGINT,
+	last_status  INTEGER  NOT NULL DEFAULT 0,
+	last_error   TEXT     NOT NULL DEFAULT '',
+	UNIQUE (webhook_id, event_id)
+);
+CREATE INDEX webhook_outbox_pending ON webhook_outbox(webhook_id, account_id, seq) WHERE delivered_at IS NULL;
+CREATE INDEX webhook_outbox_due ON webhook_outbox(next_at) WHERE delivered_at IS NULL;`,
 }
 
 // DB is the PostgreSQL store. It is safe for concurrent use by any number
@@ -397,15 +427,21 @@ func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
 	return keys, nil
 }
 
-// DeleteKey revokes a key for good; store.ErrNotFound if none or revoked
-// already.
+// DeleteKey revokes a key for good, raising its key.revoked alert in the
+// same transaction; store.ErrNotFound if none or revoked already. The
+// key's account is locked first, so its alerts keep the order of the
+// account's settlements.
 func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
-	tag, err := db.pool.Exec(ctx, `UPDATE keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, time.Now().UnixNano(), keyID)
+	err := db.write(ctx, func(c store.Conn) error {
+		var one int
+		err := c.QueryRow(ctx, `SELECT 1 FROM accounts WHERE id = (SELECT account_id FROM keys WHERE id = $1) FOR UPDATE`, keyID).Scan(&one)
+		if err != nil {
+			return classify(err)
+		}
+		return db.RevokeKey(ctx, c, keyID, time.Now())
+	})
 	if err != nil {
 		return fmt.Errorf("postgres: delete key %q: %w", keyID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: delete key %q: %w", keyID, store.ErrNotFound)
 	}
 	return nil
 }
@@ -437,7 +473,7 @@ func (db *DB) SettleBatch(ctx context.Context, entries []store.Entry) ([]bool, e
 			return err
 		}
 		for _, i := range order {
-			ok, err := settleTx(ctx, tx, &entries[i])
+			ok, err := db.settleTx(ctx, tx, &entries[i])
 			if err != nil {
 				return fmt.Errorf("settle %q: %w", entries[i].RequestID, err)
 			}
@@ -514,7 +550,8 @@ const readRoom = `SELECT a.balance, a.daily_cap, a.monthly_cap,
 	COALESCE((SELECT cost FROM key_spend WHERE key_id = k.id AND period = $5 AND start = $6), 0),
 	COALESCE(a.org, ''), o.daily_cap, o.monthly_cap,
 	COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = $3 AND start = $4), 0),
-	COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = $5 AND start = $6), 0)
+	COALESCE((SELECT cost FROM org_spend WHERE org_id = o.id AND period = $5 AND start = $6), 0),
+	a.low_balance
 	FROM accounts a LEFT JOIN keys k ON k.id = $7 LEFT JOIN orgs o ON o.id = a.org WHERE a.id = $1`
 
 // settleTx is one entry of SettleBatch inside tx: the row of the
@@ -528,7 +565,7 @@ const readRoom = `SELECT a.balance, a.daily_cap, a.monthly_cap,
 // the key's totals too; the organization's lock keeps the totals its
 // accounts share. When the account changed organization between the two
 // locks, the one it is in now is locked and the read made again.
-func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
+func (db *DB) settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 	at, _ := store.Nanos(e.Time)
 	day, _ := store.DayOf(e.Time)
 	month, _ := store.MonthOf(e.Time)
@@ -579,6 +616,8 @@ func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 		return false, nil // already settled
 	}
 	*e = settled
+	var alerts store.Alerts
+	alerts.Charge(e, &acc, sp, &r.key, r.ksp, &r.orgCaps, r.osp)
 	draw := sp.Charge(&acc, e.Cost, e.FreeMonthlyCredit)
 	// The running totals (the account's, the key's and the organization's) and the day's usage
 	// row, in one round trip.
@@ -598,17 +637,22 @@ func settleTx(ctx context.Context, tx pgx.Tx, e *store.Entry) (bool, error) {
 		e.KeyID, e.Model, e.InputTokens, e.OutputTokens, r.org); err != nil {
 		return false, err
 	}
-	if acc.Balance == nil {
-		return true, nil // billed afterwards: no balance to draw
+	if acc.Balance != nil {
+		var after int64
+		if err := tx.QueryRow(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 RETURNING balance`,
+			int64(draw), e.AccountID).Scan(&after); err != nil {
+			return false, err
+		}
+		if draw > 0 {
+			if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
+				Balance: pricing.Money(after), RequestID: e.RequestID}); err != nil {
+				return false, err
+			}
+			alerts.Balance(e.AccountID, e.RequestID, acc.LowBalance, pricing.Money(after)+draw, pricing.Money(after), e.Time)
+		}
 	}
-	var after int64
-	if err := tx.QueryRow(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 RETURNING balance`,
-		int64(draw), e.AccountID).Scan(&after); err != nil {
-		return false, err
-	}
-	if draw > 0 {
-		if err := journal(ctx, tx, e.AccountID, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge, Amount: -draw,
-			Balance: pricing.Money(after), RequestID: e.RequestID}); err != nil {
+	if len(alerts.Events) > 0 {
+		if err := db.Raise(ctx, conn{tx}, alerts.Events); err != nil {
 			return false, err
 		}
 	}
@@ -634,15 +678,16 @@ func scanRoom(row pgx.Row) (room, error) {
 		r                        room
 		balance, daily, mon      *int64
 		kDaily, kMonthly, kTotal *int64
-		oDaily, oMonthly         *int64
+		oDaily, oMonthly, low    *int64
 		total, today, spent      int64
 		kAll, kToday, kMonth     int64
 		oToday, oMonth           int64
 	)
 	if err := row.Scan(&balance, &daily, &mon, &total, &today, &spent, &kDaily, &kMonthly, &kTotal, &kAll, &kToday, &kMonth,
-		&r.org, &oDaily, &oMonthly, &oToday, &oMonth); err != nil {
+		&r.org, &oDaily, &oMonthly, &oToday, &oMonth, &low); err != nil {
 		return room{}, err
 	}
+	r.acc.Org, r.acc.LowBalance = r.org, store.MoneyOf(low)
 	r.acc.Balance, r.acc.DailyCap, r.acc.MonthlyCap = store.MoneyOf(balance), store.MoneyOf(daily), store.MoneyOf(mon)
 	r.key.DailyCap, r.key.MonthlyCap, r.key.TotalCap = store.MoneyOf(kDaily), store.MoneyOf(kMonthly), store.MoneyOf(kTotal)
 	r.orgCaps.DailyCap, r.orgCaps.MonthlyCap = store.MoneyOf(oDaily), store.MoneyOf(oMonthly)

@@ -391,7 +391,7 @@ func TestMigrateToUsage(t *testing.T) {
 	defer conn.Close(ctx)
 	d1 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	// Back to migration 4, with charges in its ledger.
-	if _, err := conn.Exec(ctx, `ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+	if _, err := conn.Exec(ctx, undoAlerts+`ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
 		ALTER TABLE ledger DROP COLUMN key_id, DROP COLUMN input_tokens, DROP COLUMN output_tokens, DROP COLUMN shortfall;
 		ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
 		DROP TABLE usage_daily; DROP TABLE key_spend; DELETE FROM schema_migrations WHERE version >= 5`); err != nil {
@@ -414,6 +414,10 @@ func TestMigrateToUsage(t *testing.T) {
 		t.Fatalf("usage after migration 5: %+v, %v; want %+v", rows, err, want)
 	}
 }
+
+
+// undoAlerts takes a database back from migration 9 to 8.
+const undoAlerts = `DROP TABLE webhook_outbox; DROP TABLE webhooks; ALTER TABLE accounts DROP COLUMN low_balance; `
 
 // A database of migration 6 gets keys without caps and the running totals
 // of each key's charges from migration 7, built from its ledger: they
@@ -457,7 +461,7 @@ func TestMigrateToKeyCaps(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	// Back to migration 6.
-	if _, err := conn.Exec(ctx, `ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+	if _, err := conn.Exec(ctx, undoAlerts+`ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
 		ALTER TABLE usage_daily DROP COLUMN org; ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model);
 		ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
 		DROP TABLE key_spend; DELETE FROM schema_migrations WHERE version >= 7`); err != nil {
@@ -503,7 +507,7 @@ func TestMigrateToOrgs(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	// Back to migration 7.
-	if _, err := conn.Exec(ctx, `ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+	if _, err := conn.Exec(ctx, undoAlerts+`ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
 		ALTER TABLE usage_daily DROP COLUMN org; ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model);
 		DELETE FROM schema_migrations WHERE version >= 8`); err != nil {
 		t.Fatal(err)

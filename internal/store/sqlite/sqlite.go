@@ -41,7 +41,7 @@ const FileName = "gw.db"
 const FileMode = 0o600
 
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 8
+const schemaVersion = 9
 
 const schema = `
 CREATE TABLE IF NOT EXISTS orgs (
@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS accounts (
 	monthly_cap  INTEGER,          -- nano-dollars; NULL: none
 	abilities    TEXT,             -- JSON array; NULL: all
 	created_at   INTEGER NOT NULL, -- Unix nanoseconds, UTC
-	org          TEXT REFERENCES orgs(id) -- NULL: none
+	org          TEXT REFERENCES orgs(id), -- NULL: none
+	low_balance  INTEGER           -- nano-dollars; NULL: no balance.low alert
 );
 
 CREATE TABLE IF NOT EXISTS keys (
@@ -152,7 +153,38 @@ CREATE TABLE IF NOT EXISTS org_spend (
 	cost   INTEGER NOT NULL,
 	PRIMARY KEY (org_id, period, start)
 ) WITHOUT ROWID;
+
+-- Alert subscriptions, and the outbox of their events: a row per event
+-- and webhook, written in the transaction that raised the event, kept
+-- once delivered as the webhook's delivery log.
+CREATE TABLE IF NOT EXISTS webhooks (
+	id         TEXT    PRIMARY KEY,
+	url        TEXT    NOT NULL,
+	secret     TEXT    NOT NULL,
+	events     TEXT    NOT NULL,   -- JSON array of event types
+	created_at INTEGER NOT NULL    -- Unix nanoseconds, UTC
+);
+CREATE TABLE IF NOT EXISTS webhook_outbox (` + outboxCols + `;
+CREATE INDEX IF NOT EXISTS webhook_outbox_pending ON webhook_outbox(webhook_id, account_id, seq) WHERE delivered_at IS NULL;
+CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox(next_at) WHERE delivered_at IS NULL;
 `
+
+// outboxCols are the columns of the webhook outbox.
+const outboxCols = `
+	seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+	webhook_id   TEXT    NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE,
+	event_id     TEXT    NOT NULL,
+	type         TEXT    NOT NULL,
+	account_id   TEXT    NOT NULL,
+	body         TEXT    NOT NULL,
+	created_at   INTEGER NOT NULL,  -- Unix nanoseconds, UTC
+	next_at      INTEGER NOT NULL,  -- next attempt, or the last claim's end
+	attempts     INTEGER NOT NULL DEFAULT 0,
+	delivered_at INTEGER,           -- NULL: pending
+	last_status  INTEGER NOT NULL DEFAULT 0,
+	last_error   TEXT    NOT NULL DEFAULT '',
+	UNIQUE (webhook_id, event_id)
+)`
 
 // usageDailyCols are the columns of the daily usage table.
 const usageDailyCols = `
@@ -262,7 +294,7 @@ func (db *DB) prepare() error {
 	}{
 		{&db.settle.ledger, ledgerInsert(1)},
 		{&db.settle.ledgerChunk, ledgerInsert(LedgerChunk)},
-		{&db.settle.room, `SELECT balance, daily_cap, monthly_cap, COALESCE(org, ''),
+		{&db.settle.room, `SELECT balance, daily_cap, monthly_cap, COALESCE(org, ''), low_balance,
 			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = 0), 0),
 			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = ?), 0),
 			COALESCE((SELECT cost FROM spend WHERE account_id = a.id AND period = ? AND start = ?), 0)
@@ -471,6 +503,13 @@ func migrate(db *sql.DB) error {
 			return err
 		}
 	}
+	if v < 9 {
+		// Version 9: accounts have a low-balance mark for alerts (the
+		// webhook tables are new, made by the schema above).
+		if err := addColumn(ctx, tx, "accounts", "low_balance INTEGER"); err != nil {
+			return err
+		}
+	}
 	if v < schemaVersion {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
 			return err
@@ -646,22 +685,10 @@ func (db *DB) Keys(ctx context.Context, accountID string) ([]store.Key, error) {
 }
 
 // DeleteKey revokes a key for good (its secret can never be issued
-// again); store.ErrNotFound if none or revoked already.
+// again), raising its key.revoked alert in the same transaction;
+// store.ErrNotFound if none or revoked already.
 func (db *DB) DeleteKey(ctx context.Context, keyID string) error {
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, time.Now().UnixNano(), keyID)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return store.ErrNotFound
-		}
-		return nil
-	})
+	err := db.write(ctx, func(c store.Conn) error { return db.RevokeKey(ctx, c, keyID, time.Now()) })
 	if err != nil {
 		return fmt.Errorf("sqlite: delete key %q: %w", keyID, err)
 	}
@@ -728,7 +755,10 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, entries []store.Entry, c
 		account    string
 		day, month int64
 	}
-	var groups []*settleGroup
+	var (
+		groups []*settleGroup
+		alerts store.Alerts
+	)
 	byKey := map[groupKey]*settleGroup{}
 	for i := range entries {
 		if !charged[i] {
@@ -747,11 +777,14 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, entries []store.Entry, c
 		g.entries = append(g.entries, e)
 	}
 	for _, g := range groups {
-		if err := db.settleGroup(ctx, tx, g); err != nil {
+		if err := db.settleGroup(ctx, tx, g, &alerts); err != nil {
 			return fmt.Errorf("settle %q: %w", g.entries[0].RequestID, err)
 		}
 	}
-	return nil
+	if len(alerts.Events) == 0 {
+		return nil
+	}
+	return db.Raise(ctx, conn{tx}, alerts.Events)
 }
 
 // errRepeat rolls back a batch whose chunked ledger insert met a request
@@ -807,23 +840,24 @@ func (db *DB) insertLedger(ctx context.Context, tx *sql.Tx, entries []store.Entr
 
 // settleGroup charges one group's entries at most what the account can
 // still pay (a ledger row whose charge that lowers is rewritten), moves
-// its running totals and balance, and journals its draws.
-func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error {
+// its running totals and balance, journals its draws, and adds the alerts
+// they raise to al.
+func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup, al *store.Alerts) error {
 	st := func(s *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, s) }
 	var (
-		acc                 store.Account
-		balance, daily, mon sql.NullInt64
-		total, today, month int64
+		acc                      store.Account
+		balance, daily, mon, low sql.NullInt64
+		total, today, month      int64
 	)
 	err := st(db.settle.room).QueryRowContext(ctx, store.PeriodTotal, store.PeriodDay, g.day.UnixNano(), store.PeriodMonth, g.month.UnixNano(), g.account).
-		Scan(&balance, &daily, &mon, &acc.Org, &total, &today, &month)
+		Scan(&balance, &daily, &mon, &acc.Org, &low, &total, &today, &month)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
 	if err != nil {
 		return classify(err)
 	}
-	acc.Balance, acc.DailyCap, acc.MonthlyCap = moneyPtr(balance), moneyPtr(daily), moneyPtr(mon)
+	acc.Balance, acc.DailyCap, acc.MonthlyCap, acc.LowBalance = moneyPtr(balance), moneyPtr(daily), moneyPtr(mon), moneyPtr(low)
 	sp := store.Spend{Today: pricing.Money(today), Month: pricing.Money(month), Total: pricing.Money(total)}
 	keys, err := db.keyRooms(ctx, tx, g)
 	if err != nil {
@@ -850,6 +884,7 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 				return err
 			}
 		}
+		al.Charge(e, &acc, sp, kr.caps(), kr.spend(), &org, osp)
 		draws[i] = sp.Charge(&acc, e.Cost, e.FreeMonthlyCredit)
 		if kr != nil {
 			kr.sp.Add(e.Cost)
@@ -894,6 +929,7 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup) error
 		if draws[i] <= 0 {
 			continue
 		}
+		al.Balance(g.account, e.RequestID, acc.LowBalance, left, left-draws[i], e.Time)
 		left -= draws[i]
 		if _, err := journal.ExecContext(ctx, store.JournalArgs(g.account, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge,
 			Amount: -draws[i], Balance: left, RequestID: e.RequestID})...); err != nil {
@@ -919,6 +955,22 @@ type keyRoom struct {
 type keyRooms struct {
 	order []*keyRoom
 	by    map[string]*keyRoom
+}
+
+// caps is the key with its caps; nil for no key.
+func (kr *keyRoom) caps() *store.Key {
+	if kr == nil {
+		return nil
+	}
+	return &kr.key
+}
+
+// spend is the key's running totals so far; none for no key.
+func (kr *keyRoom) spend() store.Spend {
+	if kr == nil {
+		return store.Spend{}
+	}
+	return kr.sp
 }
 
 // of is the keyRoom of id; nil for the empty id (no key).
