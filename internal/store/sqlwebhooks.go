@@ -204,11 +204,11 @@ func scanDeliveries(rows ClosingRows, withHook bool) ([]Delivery, error) {
 	out := []Delivery{}
 	for rows.Next() {
 		var (
-			d                      Delivery
-			body                   string
-			created, next          int64
-			delivered              *int64
-			url, secret            string
+			d             Delivery
+			body          string
+			created, next int64
+			delivered     *int64
+			url, secret   string
 		)
 		dest := []any{&d.Seq, &d.WebhookID, &d.EventID, &d.Type, &d.Account, &body, &created, &next, &d.Attempts,
 			&delivered, &d.LastStatus, &d.LastError}

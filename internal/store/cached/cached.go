@@ -403,6 +403,13 @@ func (s *Store) Entries(ctx context.Context, accountID string, limit int) ([]sto
 	return s.Backend.Entries(ctx, accountID, limit)
 }
 
+// Deliveries lists a webhook's deliveries once the backend holds every
+// answered charge (and so every alert they raised).
+func (s *Store) Deliveries(ctx context.Context, webhookID string, limit int) ([]store.Delivery, error) {
+	s.flush()
+	return s.Backend.Deliveries(ctx, webhookID, limit)
+}
+
 // Journal lists balance movements once the backend holds every answered
 // charge.
 func (s *Store) Journal(ctx context.Context, accountID string, limit int) ([]store.JournalEntry, error) {
@@ -467,8 +474,10 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 }
 
 // DeleteKey revokes the key in the backend and forgets it here before
-// returning: from then on no request can use it.
+// returning: from then on no request can use it. Answered charges reach
+// the backend first, so the key's revocation alert follows theirs.
 func (s *Store) DeleteKey(ctx context.Context, keyID string) error {
+	s.flush()
 	defer s.keysChanged(keyID)
 	return s.Backend.DeleteKey(ctx, keyID)
 }

@@ -126,6 +126,9 @@ func (s *Store) Key(ctx context.Context, id string) (store.Key, error) {
 // next charge made with it is held to the new caps. Charges settling
 // meanwhile wait for the change.
 func (s *Store) UpdateKey(ctx context.Context, id string, fn func(*store.Key) error) (store.Key, error) {
+	// Answered charges reach the backend under the caps they were
+	// floored by, so their alerts judge them by those.
+	s.flush()
 	k := s.keyEntry(id)
 	k.mu.Lock()
 	defer k.mu.Unlock()

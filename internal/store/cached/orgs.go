@@ -133,6 +133,9 @@ func (s *Store) CreateOrg(ctx context.Context, org store.Org) error {
 // memory: the next charge of its accounts is held to the new caps.
 // Charges settling meanwhile wait for the change.
 func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) error) (store.Org, error) {
+	// Answered charges reach the backend under the caps they were
+	// floored by, so their alerts judge them by those.
+	s.flush()
 	o := s.orgEntry(id)
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -415,7 +415,6 @@ func TestMigrateToUsage(t *testing.T) {
 	}
 }
 
-
 // undoAlerts takes a database back from migration 9 to 8.
 const undoAlerts = `DROP TABLE webhook_outbox; DROP TABLE webhooks; ALTER TABLE accounts DROP COLUMN low_balance; `
 

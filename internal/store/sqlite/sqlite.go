@@ -886,6 +886,9 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup, al *s
 		}
 		al.Charge(e, &acc, sp, kr.caps(), kr.spend(), &org, osp)
 		draws[i] = sp.Charge(&acc, e.Cost, e.FreeMonthlyCredit)
+		if acc.Balance != nil {
+			al.Balance(g.account, e.RequestID, acc.LowBalance, *acc.Balance+draws[i], *acc.Balance, e.Time)
+		}
 		if kr != nil {
 			kr.sp.Add(e.Cost)
 			kr.cost += e.Cost
@@ -929,7 +932,6 @@ func (db *DB) settleGroup(ctx context.Context, tx *sql.Tx, g *settleGroup, al *s
 		if draws[i] <= 0 {
 			continue
 		}
-		al.Balance(g.account, e.RequestID, acc.LowBalance, left, left-draws[i], e.Time)
 		left -= draws[i]
 		if _, err := journal.ExecContext(ctx, store.JournalArgs(g.account, store.JournalEntry{Time: e.Time, Kind: store.JournalCharge,
 			Amount: -draws[i], Balance: left, RequestID: e.RequestID})...); err != nil {
