@@ -115,7 +115,7 @@ func TestOrgCommandsSend(t *testing.T) {
 
 // accountAnswer is the admin API's answer for an account in an
 // organization.
-const accountAnswer = `{"id":"acme","plan":"paid","cleared":false,"payg":false,"lane_billing":false,"balance_usd":null,` +
+const accountAnswer = `{"id":"acme","plan":"paid","cleared":false,"payg":false,"lane_billing":false,"low_balance_usd":null,"balance_usd":null,` +
 	`"daily_cap_usd":null,"monthly_cap_usd":null,"abilities":[],"org":"acme-group","created_at":"2026-01-02T03:04:05Z",` +
 	`"spend":{"today_usd":"0","month_usd":"0","total_usd":"0"}}`
 

@@ -81,6 +81,11 @@ func New(st store.Store) *API {
 	m.HandleFunc("GET /gw/orgs/{id}", a.getOrg)
 	m.HandleFunc("PATCH /gw/orgs/{id}", a.patchOrg)
 	m.HandleFunc("DELETE /gw/orgs/{id}", a.deleteOrg)
+	m.HandleFunc("POST /gw/webhooks", a.createWebhook)
+	m.HandleFunc("GET /gw/webhooks", a.listWebhooks)
+	m.HandleFunc("GET /gw/webhooks/{id}", a.getWebhook)
+	m.HandleFunc("DELETE /gw/webhooks/{id}", a.deleteWebhook)
+	m.HandleFunc("GET /gw/webhooks/{id}/deliveries", a.deliveries)
 	a.mux = m
 	return a
 }
@@ -131,9 +136,12 @@ type Account struct {
 	MonthlyCap  *pricing.Money `json:"monthly_cap_usd"`
 	Abilities   []string       `json:"abilities"`
 	// Org is the organization the account belongs to; null for none.
-	Org       *string   `json:"org"`
-	CreatedAt time.Time `json:"created_at"`
-	Spend     Spend     `json:"spend"`
+	Org *string `json:"org"`
+	// LowBalance is the prepaid balance below which a charge raises a
+	// balance.low alert; null for none.
+	LowBalance *pricing.Money `json:"low_balance_usd"`
+	CreatedAt  time.Time      `json:"created_at"`
+	Spend      Spend          `json:"spend"`
 }
 
 // Spend is what an account spent today, this month and in all.
@@ -169,13 +177,13 @@ func (a *API) view(r *http.Request, acc store.Account) (Account, error) {
 	return Account{
 		ID: acc.ID, Plan: acc.Plan, Cleared: acc.Cleared, PAYG: acc.PAYG, LaneBilling: acc.LaneBilling,
 		Balance: acc.Balance, DailyCap: acc.DailyCap, MonthlyCap: acc.MonthlyCap, Abilities: abilities, Org: org,
-		CreatedAt: acc.CreatedAt, Spend: Spend{sp.Today, sp.Month, sp.Total},
+		LowBalance: acc.LowBalance, CreatedAt: acc.CreatedAt, Spend: Spend{sp.Today, sp.Month, sp.Total},
 	}, nil
 }
 
 // accountFields are the settable fields of an account, in the order their
 // errors are reported.
-var accountFields = []string{"plan", "cleared", "payg", "lane_billing", "balance_usd", "daily_cap_usd", "monthly_cap_usd", "abilities", "org"}
+var accountFields = []string{"plan", "cleared", "payg", "lane_billing", "balance_usd", "daily_cap_usd", "monthly_cap_usd", "abilities", "org", "low_balance_usd"}
 
 // apply sets the fields present in body on acc. A field sent as null
 // clears a money value (balance: billed afterwards; cap: none), switches
@@ -211,6 +219,8 @@ func apply(acc *store.Account, body map[string]json.RawMessage) error {
 			acc.Abilities, err = abilities(raw)
 		case "org":
 			acc.Org, err = orgOf(raw)
+		case "low_balance_usd":
+			acc.LowBalance, err = money(raw, false)
 		}
 		if err != nil {
 			return fieldError(f, err)

@@ -130,7 +130,7 @@ func account(id string, fields map[string]any) map[string]any {
 	m := map[string]any{
 		"id": id, "plan": "free", "cleared": false, "payg": false, "lane_billing": false,
 		"balance_usd": nil, "daily_cap_usd": nil, "monthly_cap_usd": nil,
-		"abilities": allAbilities, "org": nil, "created_at": nowJSON,
+		"abilities": allAbilities, "org": nil, "low_balance_usd": nil, "created_at": nowJSON,
 		"spend": map[string]any{"today_usd": "0.00", "month_usd": "0.00", "total_usd": "0.00"},
 	}
 	for k, v := range fields {
@@ -154,7 +154,7 @@ func TestCreateAccount(t *testing.T) {
 		want map[string]any
 	}{
 		{"minimal", `{"id":"min"}`, account("min", nil)},
-		{"every field", `{"id":"acme","plan":"paid","cleared":true,"payg":true,"lane_billing":true,
+		{"every field", `{"id":"acme","plan":"paid","cleared":true,"payg":true,"lane_billing":true,"low_balance_usd":null,
 			"balance_usd":"12.5","daily_cap_usd":5,"monthly_cap_usd":"100","abilities":["speech","images","speech"]}`,
 			account("acme", map[string]any{"plan": "paid", "cleared": true, "payg": true, "lane_billing": true,
 				"balance_usd": "12.50", "daily_cap_usd": "5.00", "monthly_cap_usd": "100.00", "abilities": []any{"speech", "images"}})},

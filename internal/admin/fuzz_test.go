@@ -22,7 +22,7 @@ import (
 func FuzzAdminAccountBody(f *testing.F) {
 	for _, seed := range []string{
 		``, `{}`, `null`, `[]`, `"x"`, `{`, `{"id":"a"}`, `{"id":"fz"}`,
-		`{"id":"b","plan":"paid","cleared":true,"payg":true,"lane_billing":true,"balance_usd":"12.50","daily_cap_usd":"1","monthly_cap_usd":2,"abilities":["speech"]}`,
+		`{"id":"b","plan":"paid","cleared":true,"payg":true,"lane_billing":true,"low_balance_usd":null,"balance_usd":"12.50","daily_cap_usd":"1","monthly_cap_usd":2,"abilities":["speech"]}`,
 		`{"id":"c","balance_usd":"9223372036.854775807"}`,
 		`{"id":"d","balance_usd":"-9223372036.854775808"}`,
 		`{"add_balance_usd":"9223372036.854775807"}`,
