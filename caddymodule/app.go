@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/handlers/decide"
 	"github.com/caddy-gw/caddy-gw/handlers/embeddings"
 	"github.com/caddy-gw/caddy-gw/internal/admin"
+	"github.com/caddy-gw/caddy-gw/internal/alerts"
 	"github.com/caddy-gw/caddy-gw/internal/answercache"
 	"github.com/caddy-gw/caddy-gw/internal/bodyrate"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
@@ -93,6 +94,8 @@ type App struct {
 	Money MoneyConfig `json:"money,omitzero"`
 	// Limits sets the configurable rate limits.
 	Limits LimitsConfig `json:"limits,omitzero"`
+	// Webhooks tunes the sending of alert events to webhooks.
+	Webhooks WebhooksConfig `json:"webhooks,omitzero"`
 	// Search configures web search (POST /v1/search): the provider and
 	// model that run it and its prices. Without it search answers 502
 	// capability_unavailable.
@@ -164,6 +167,7 @@ type App struct {
 	prev     *atomic.Pointer[App]
 	admin    *admin.API
 	apps     *tools.Apps
+	alerts   *alerts.Sender
 	storeKey string
 	redisKey string
 	lockKey  string
@@ -372,6 +376,9 @@ func (a *App) Start() error {
 		a.apps = toolSet.Apps
 	}
 	a.admin = admin.New(st)
+	a.alerts = &alerts.Sender{Store: st, Poll: time.Duration(a.Webhooks.Poll), Timeout: time.Duration(a.Webhooks.Timeout),
+		RetryMin: time.Duration(a.Webhooks.RetryMin), RetryMax: time.Duration(a.Webhooks.RetryMax), Log: a.logger.Named("webhooks")}
+	a.alerts.Start()
 	a.prev.Store(current.Swap(a))
 	// Tuned only once the config serves: a Start that fails leaves the
 	// runtime as the running config set it.
@@ -421,6 +428,9 @@ var current atomic.Pointer[App]
 // taken it; when Caddy stops this app because the reload that started it
 // failed, the app that served before gets it back.
 func (a *App) Stop() error {
+	if a.alerts != nil {
+		a.alerts.Stop()
+	}
 	current.CompareAndSwap(a, a.prev.Swap(nil))
 	untuneProcess(a)
 	return nil

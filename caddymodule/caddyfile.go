@@ -123,6 +123,12 @@ func init() {
 //			min_body_rate <bytes per second>
 //			body_grace <duration>
 //		}
+//		webhooks {                            # how alert deliveries are sent
+//			poll <duration>
+//			timeout <duration>
+//			retry_min <duration>
+//			retry_max <duration>
+//		}
 //		runtime {                             # tunes the whole process; off unless given
 //			gc_floor <size>
 //			min_procs <n>
@@ -424,10 +430,21 @@ func globalOptions(a *App) options {
 		"ability":     namedOption(&a.Abilities, "ability", func(ab *catalog.Ability) *string { return &ab.Alias }, abilityOptions),
 		"money":       blockOption("money", moneyOptions(&a.Money), nil),
 		"limits":      blockOption("limits", limitsOptions(&a.Limits), nil),
+		"webhooks":    blockOption("webhooks", webhooksOptions(&a.Webhooks), nil),
 		"runtime": func() option {
 			rc := &RuntimeConfig{}
 			return blockOption("runtime", runtimeOptions(rc), func(*caddyfile.Dispenser) error { a.Runtime = rc; return nil })
 		}(),
+	}
+}
+
+// webhooksOptions is the webhooks block's table.
+func webhooksOptions(w *WebhooksConfig) options {
+	return options{
+		"poll":      durationOption(&w.Poll),
+		"timeout":   durationOption(&w.Timeout),
+		"retry_min": durationOption(&w.RetryMin),
+		"retry_max": durationOption(&w.RetryMax),
 	}
 }
 

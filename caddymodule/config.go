@@ -37,6 +37,20 @@ type MoneyConfig struct {
 	Ceiling *CeilingConfig `json:"ceiling,omitempty"`
 }
 
+// WebhooksConfig tunes how alert events reach their webhooks.
+type WebhooksConfig struct {
+	// Poll is how often the outbox is read for deliveries due. Default:
+	// 1s.
+	Poll caddy.Duration `json:"poll,omitempty"`
+	// Timeout bounds one attempt: a receiver that has not answered by
+	// then is tried again later. Default: 10s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// RetryMin is the wait after a first failed attempt, doubled after
+	// each further one up to RetryMax. Defaults: 1s and 10m.
+	RetryMin caddy.Duration `json:"retry_min,omitempty"`
+	RetryMax caddy.Duration `json:"retry_max,omitempty"`
+}
+
 // CeilingConfig sets the account ceiling's rule:
 // base + per_month × months of age + spend_percent % of cleared spend, at
 // most max. A base of 0 switches the ceiling off.

@@ -32,6 +32,7 @@ func TestConfigurationDocsListEveryOption(t *testing.T) {
 		"images":     imagesOptions(new(ImagesConfig)),
 		"money":      moneyOptions(new(MoneyConfig)),
 		"limits":     limitsOptions(new(LimitsConfig)),
+		"webhooks":   webhooksOptions(new(WebhooksConfig)),
 		"runtime":    runtimeOptions(new(RuntimeConfig)),
 	}
 	parsed := map[string][]string{}
@@ -191,6 +192,7 @@ var jsonObjects = map[string]reflect.Type{
 	"audio":       reflect.TypeFor[AudioConfig](),
 	"images":      reflect.TypeFor[ImagesConfig](),
 	"runtime":     reflect.TypeFor[RuntimeConfig](),
+	"webhooks":    reflect.TypeFor[WebhooksConfig](),
 }
 
 // inlineObjects are objects documented in the type cell of their field's
