@@ -103,7 +103,7 @@ func fieldValue(held url.Values, field string, m *pricing.Money) string {
 	return m.String()
 }
 
-// capsBody is the admin API's body for the caps form holds, over the
+// capsBody is the admin API's body for what a caps form holds, over the
 // fields a caps form may have: an amount sets a cap, an empty field
 // removes it (null), a field the form lacks is left out.
 func capsBody(form url.Values, fields []string) map[string]any {

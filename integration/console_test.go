@@ -340,7 +340,7 @@ func TestConsoleOrgs(t *testing.T) {
 	}
 	// refused runs actions that end on a refusal's page: the browser
 	// reports its status as its one error, and the page shows why.
-	refused := func(what string, status string, why string, actions ...chromedp.Action[chromedp.Void]) {
+	refused := func(what, status, why string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, append(actions, chromedp.WaitVisible(css("p.error")))...); err != nil {
 			t.Fatalf("%s: %v", what, err)
@@ -353,8 +353,11 @@ func TestConsoleOrgs(t *testing.T) {
 		}
 	}
 
+	run(t, ctx, errs, "start page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("nav")))
+	if got, want := value(t, ctx, "navigation", chromedp.Evaluate[[]string](`[...document.querySelectorAll("nav a")].map(e => e.innerText)`)), []string{"Accounts", "Organizations", "Usage"}; !slices.Equal(got, want) {
+		t.Fatalf("the navigation reads %q, want %q", got, want)
+	}
 	run(t, ctx, errs, "organizations view",
-		chromedp.Navigate(base+"/"),
 		chromedp.Click(chromedp.Search(`//nav/a[normalize-space()="Organizations"]`)),
 		chromedp.WaitVisible(css("#orgs")))
 	if got := value(t, ctx, "organizations", chromedp.Text(css("#orgs tbody"))); !strings.Contains(got, "No organizations yet.") {
