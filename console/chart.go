@@ -135,19 +135,24 @@ var funcs = template.FuncMap{
 		}
 		return *s
 	},
-	// spendOf writes a key's spend, and its cap when it has one.
+	// spendOf writes a key's or an organization's spend, and its cap
+	// when it has one.
 	"spendOf": func(spend pricing.Money, limit *pricing.Money) string {
 		if limit == nil {
 			return dollars(spend)
 		}
 		return dollars(spend) + " of " + dollars(*limit)
 	},
-	"capValue": capValue,
-	"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-	// keyNameMax and reasonMax bound the forms' fields as the admin API
-	// does.
+	"capValue":    capValue,
+	"orgCapValue": orgCapValue,
+	"orgValue":    orgValue,
+	"when":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	// keyNameMax, reasonMax, idMax and orgNameMax bound the forms'
+	// fields as the admin API does.
 	"keyNameMax": func() int { return admin.MaxKeyName },
 	"reasonMax":  func() int { return admin.MaxReason },
+	"idMax":      func() int { return admin.MaxAccountID },
+	"orgNameMax": func() int { return admin.MaxOrgName },
 	"num":        func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
 	"join": func(s []string) string {
 		if s == nil {

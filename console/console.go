@@ -1,6 +1,6 @@
 // Package console is the operator console: server-rendered pages over the
 // admin API, run in process, showing accounts, their keys, balance
-// movements and usage. It guards itself against other origins, foreign
+// movements, organizations and usage. It guards itself against other origins, foreign
 // Host names and (unless authentication comes first) non-loopback clients.
 package console
 
@@ -62,6 +62,12 @@ func New(admin func() http.Handler) *Console {
 	m.HandleFunc("POST /accounts/{id}/keys/{key}/revoke", c.revokeKey)
 	m.HandleFunc("POST /accounts/{id}/keys/{key}/caps", c.setCaps)
 	m.HandleFunc("POST /accounts/{id}/balance", c.addBalance)
+	m.HandleFunc("POST /accounts/{id}/org", c.setOrg)
+	m.HandleFunc("GET /orgs", c.orgs)
+	m.HandleFunc("POST /orgs", c.createOrg)
+	m.HandleFunc("GET /orgs/{id}", c.org)
+	m.HandleFunc("POST /orgs/{id}/caps", c.setOrgCaps)
+	m.HandleFunc("POST /orgs/{id}/delete", c.deleteOrg)
 	m.HandleFunc("GET /usage", c.usage)
 	m.Handle("GET /assets/", http.FileServerFS(files))
 	c.mux = m

@@ -75,8 +75,9 @@ var keyCapFields = []string{"daily_cap_usd", "monthly_cap_usd", "total_cap_usd"}
 // capValue is what the caps form of key k holds in field: what a refused
 // form held, else the cap's decimal amount ("" for none).
 func capValue(v accountView, k admin.Key, field string) string {
-	if v.CapsKey == k.ID && v.Form != nil {
-		return v.Form.Get(field)
+	var held url.Values
+	if v.CapsKey == k.ID {
+		held = v.Form
 	}
 	var m *pricing.Money
 	switch field {
@@ -87,10 +88,42 @@ func capValue(v accountView, k admin.Key, field string) string {
 	case "total_cap_usd":
 		m = k.TotalCap
 	}
+	return fieldValue(held, field, m)
+}
+
+// fieldValue is what a caps form holds in field: what the refused form
+// held (when held is not nil), else m's decimal amount ("" for none).
+func fieldValue(held url.Values, field string, m *pricing.Money) string {
+	if held != nil {
+		return held.Get(field)
+	}
 	if m == nil {
 		return ""
 	}
 	return m.String()
+}
+
+// capsBody is the admin API's body for what a caps form holds, over the
+// fields a caps form may have: an amount sets a cap, an empty field
+// removes it (null), a field the form lacks is left out.
+func capsBody(form url.Values, fields []string) map[string]any {
+	body := map[string]any{}
+	for _, f := range fields {
+		if _, ok := form[f]; !ok {
+			continue
+		}
+		if v := strings.TrimSpace(form.Get(f)); v != "" {
+			body[f] = v
+		} else {
+			body[f] = nil
+		}
+	}
+	return body
+}
+
+// noCaps is the refusal of a caps form that holds none of fields.
+func noCaps(fields []string) string {
+	return "caps: the form holds none of " + strings.Join(fields, ", ")
 }
 
 // keyPath is the admin API's path of a key.
@@ -244,20 +277,10 @@ func (c *Console) setCaps(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, keyID := r.PathValue("id"), r.PathValue("key")
-	body := map[string]any{}
-	for _, f := range keyCapFields {
-		if _, ok := r.PostForm[f]; !ok {
-			continue
-		}
-		if v := strings.TrimSpace(r.PostForm.Get(f)); v != "" {
-			body[f] = v
-		} else {
-			body[f] = nil
-		}
-	}
+	body := capsBody(r.PostForm, keyCapFields)
 	keep := func(v *accountView) { v.Form, v.CapsKey = r.PostForm, keyID }
 	if len(body) == 0 {
-		c.showAccount(w, r, http.StatusBadRequest, "caps: the form holds none of "+strings.Join(keyCapFields, ", "), keep)
+		c.showAccount(w, r, http.StatusBadRequest, noCaps(keyCapFields), keep)
 		return
 	}
 	// Only a key of this account is changed from its page.
@@ -266,6 +289,40 @@ func (c *Console) setCaps(w http.ResponseWriter, r *http.Request) {
 	}
 	if status, msg := c.call(r, "PATCH", keyPath(keyID), body, nil); msg != "" {
 		c.showAccount(w, r, status, msg, keep)
+		return
+	}
+	http.Redirect(w, r, "/accounts/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// orgValue is what the organization form of an account's page holds:
+// what a refused one held, else the account's organization ("" for none).
+func orgValue(v accountView) string {
+	if v.Form.Has("org") {
+		return v.Form.Get("org")
+	}
+	if v.Account.Org == nil {
+		return ""
+	}
+	return *v.Account.Org
+}
+
+// setOrg puts the account in the organization its form names, or takes it
+// out of its organization when the form names none.
+func (c *Console) setOrg(w http.ResponseWriter, r *http.Request) {
+	if !readForm(w, r) {
+		return
+	}
+	if !r.PostForm.Has("org") {
+		c.showAccount(w, r, http.StatusBadRequest, "org: the form lacks it", nil)
+		return
+	}
+	var org any
+	if o := strings.TrimSpace(r.PostForm.Get("org")); o != "" {
+		org = o
+	}
+	id := r.PathValue("id")
+	if status, msg := c.call(r, "PATCH", "/gw/accounts/"+url.PathEscape(id), map[string]any{"org": org}, nil); msg != "" {
+		c.showAccount(w, r, status, msg, refused(r.PostForm))
 		return
 	}
 	http.Redirect(w, r, "/accounts/"+url.PathEscape(id), http.StatusSeeOther)

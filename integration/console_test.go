@@ -318,6 +318,160 @@ func TestConsoleKeyCaps(t *testing.T) {
 	}
 }
 
+// TestConsoleOrgs drives organizations in headless Chromium: the
+// navigation leads to them, the creation form makes one, its caps form
+// sets caps the admin API then holds, an account's page refuses an
+// unknown organization with the admin API's reason and puts the account
+// in this one, a call's cost shows as the organization's spend of its
+// caps on its page, in the list and in its accounts table, a cap set
+// below that spend refuses the next call, deleting it while the account
+// belongs to it shows the refusal, and once the account left it is
+// deleted.
+func TestConsoleOrgs(t *testing.T) {
+	g, oa := startWithFakes(t, exampleCaddyfile(t))
+	g.createAccount(t, map[string]any{"id": "acme", "plan": "paid", "cleared": true, "balance_usd": "20.00"})
+	secret, _ := g.createKey(t, "acme", map[string]any{"name": "k"})
+	ctx, errs := startBrowser(t)
+	base := g.ConsoleURL
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	fact := func(id string) string {
+		t.Helper()
+		return strings.TrimSpace(value(t, ctx, id, chromedp.Text(css("#"+id))))
+	}
+	// refused runs actions that end on a refusal's page: the browser
+	// reports its status as its one error, and the page shows why.
+	refused := func(what, status, why string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, append(actions, chromedp.WaitVisible(css("p.error")))...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := errs.take(); len(got) != 1 || !strings.Contains(got[0], "status of "+status) {
+			t.Errorf("%s: the page reported %q, want its %s alone", what, got, status)
+		}
+		if got := value(t, ctx, "error", chromedp.Text(css("p.error"))); got != why {
+			t.Errorf("%s: the refusal reads %q, want %q", what, got, why)
+		}
+	}
+
+	run(t, ctx, errs, "start page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("nav")))
+	if got, want := value(t, ctx, "navigation", chromedp.Evaluate[[]string](`[...document.querySelectorAll("nav a")].map(e => e.innerText)`)), []string{"Accounts", "Organizations", "Usage"}; !slices.Equal(got, want) {
+		t.Fatalf("the navigation reads %q, want %q", got, want)
+	}
+	run(t, ctx, errs, "organizations view",
+		chromedp.Click(chromedp.Search(`//nav/a[normalize-space()="Organizations"]`)),
+		chromedp.WaitVisible(css("#orgs")))
+	if got := value(t, ctx, "organizations", chromedp.Text(css("#orgs tbody"))); !strings.Contains(got, "No organizations yet.") {
+		t.Errorf("the organizations table reads %q before any was made", got)
+	}
+	run(t, ctx, errs, "create an organization",
+		chromedp.SendKeys(css("#new-org-id"), "acme-group"),
+		chromedp.SendKeys(css("#new-org-name"), "Acme Group"),
+		chromedp.SendKeys(css("#new-org-daily"), "5"),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Create organization"]`)),
+		chromedp.WaitVisible(css("#org-today")))
+	if got := fact("org-name") + "|" + fact("org-today") + "|" + fact("org-month"); got != "Acme Group|$0.00 of $5.00|$0.00" {
+		t.Errorf("the new organization's facts read %q", got)
+	}
+
+	// Its caps form sets a daily and a monthly cap.
+	run(t, ctx, errs, "set the caps",
+		chromedp.Clear(css("#org-daily")),
+		chromedp.SendKeys(css("#org-daily"), "2"),
+		chromedp.SendKeys(css("#org-monthly"), "30"),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Set caps"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//dd[@id="org-month" and normalize-space()="$0.00 of $30.00"]`)))
+	o := g.adminJSON(t, http.MethodGet, "/gw/orgs/acme-group", nil, http.StatusOK).JSON(t)
+	if o["name"] != "Acme Group" || o["daily_cap_usd"] != "2.00" || o["monthly_cap_usd"] != "30.00" {
+		t.Errorf("the admin API holds %v, %v, %v; want Acme Group, 2.00, 30.00", o["name"], o["daily_cap_usd"], o["monthly_cap_usd"])
+	}
+
+	// An account's page refuses an unknown organization, then joins this
+	// one and links to it.
+	refused("an unknown organization", "400", "org: no such organization",
+		chromedp.Navigate(base+"/accounts/acme"),
+		chromedp.SendKeys(css("#org"), "nobody"),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Set organization"]`)))
+	if got := value(t, ctx, "org field", chromedp.Value(css("#org"))); got != "nobody" {
+		t.Errorf("the refused form's field holds %q, want what was typed", got)
+	}
+	if got := g.getAccount(t, "acme")["org"]; got != nil {
+		t.Errorf("a refused form put acme in %v", got)
+	}
+	run(t, ctx, errs, "join the organization",
+		chromedp.Clear(css("#org")),
+		chromedp.SendKeys(css("#org"), "acme-group"),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Set organization"]`)),
+		chromedp.WaitVisible(css(`#account-org a[href="/orgs/acme-group"]`)))
+	if got := g.getAccount(t, "acme")["org"]; got != "acme-group" {
+		t.Errorf("the admin API puts acme in %v, want acme-group", got)
+	}
+
+	// A call's cost is the organization's spend, of its caps.
+	oa.Push(fake.Script{Text: "hello", Usage: fake.Usage{Input: 1200, Output: 300}})
+	r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(secret)...)
+	if r.Status != http.StatusOK {
+		t.Fatalf("chat of an account in the organization: %d %s", r.Status, r.Body)
+	}
+	cost := r.Header.Get("X-Gw-Cost-Usd")
+	spend := g.adminJSON(t, http.MethodGet, "/gw/orgs/acme-group", nil, http.StatusOK).JSON(t)["spend"].(map[string]any)
+	if cost != "0.00096" || spend["today_usd"] != cost || spend["month_usd"] != cost || spend["total_usd"] != cost {
+		t.Fatalf("the call cost %q and the organization spent %v; want 0.00096 each", cost, spend)
+	}
+	run(t, ctx, errs, "the organization's page",
+		chromedp.Click(css(`#account-org a`)),
+		chromedp.WaitVisible(css("#members")))
+	if got, want := fact("org-today")+"|"+fact("org-month")+"|"+fact("org-total"), "$0.00096 of $2.00|$0.00096 of $30.00|$0.00096"; got != want {
+		t.Errorf("the organization's spend reads %q, want %q", got, want)
+	}
+	members := value(t, ctx, "members", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#members tbody tr")].map(e => e.innerText)`))
+	if want := []string{"acme\tpaid\t$19.99904\t$0.00096\t$0.00096\t$0.00096"}; !slices.Equal(members, want) {
+		t.Errorf("the organization's accounts read %q, want %q", members, want)
+	}
+	run(t, ctx, errs, "a member's page", chromedp.Click(css(`#members a[href="/accounts/acme"]`)), chromedp.WaitVisible(css("#keys")))
+	run(t, ctx, errs, "organizations list", chromedp.Navigate(base+"/orgs"), chromedp.WaitVisible(css("#orgs")))
+	row := value(t, ctx, "list row", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#orgs tbody td")].map(e => e.innerText)`))
+	if want := []string{"Acme Group", "$0.00096 of $2.00", "$0.00096 of $30.00", "$0.00096"}; !slices.Equal(row, want) {
+		t.Errorf("the organizations list reads %q, want %q", row, want)
+	}
+
+	// A daily cap set below today's spend refuses the next call.
+	run(t, ctx, errs, "lower the daily cap",
+		chromedp.Click(chromedp.Search(`//table[@id="orgs"]//a[normalize-space()="acme-group"]`)),
+		chromedp.WaitVisible(css("#org-daily")),
+		chromedp.Clear(css("#org-daily")),
+		chromedp.SendKeys(css("#org-daily"), "0.0005"),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Set caps"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//dd[@id="org-today" and normalize-space()="$0.00096 of $0.0005"]`)))
+	if r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(secret)...); r.Status != http.StatusPaymentRequired || r.Header.Get("X-Gw-Hold-Reason") != "org_daily_cap" {
+		t.Errorf("a call past the organization's new daily cap: %d (%s) %s, want 402 org_daily_cap", r.Status, r.Header.Get("X-Gw-Hold-Reason"), r.Body)
+	}
+
+	// On a phone's width its pages do not scroll sideways.
+	run(t, ctx, errs, "narrow screen", chromedp.EmulateViewport(360, 740))
+	for _, path := range []string{"/orgs", "/orgs/acme-group"} {
+		run(t, ctx, errs, "narrow "+path, chromedp.Navigate(base+path), chromedp.WaitVisible(css("main")))
+		if w := value(t, ctx, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 360 {
+			t.Errorf("%s is %d px wide on a 360 px screen", path, w)
+		}
+	}
+
+	// While the account belongs to it, it is not deleted; once the
+	// account left, it is.
+	refused("delete with an account", "409", `organization "acme-group" still has accounts; move them out first`,
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Delete organization"]`)))
+	g.adminJSON(t, http.MethodGet, "/gw/orgs/acme-group", nil, http.StatusOK)
+	run(t, ctx, errs, "leave the organization",
+		chromedp.Navigate(base+"/accounts/acme"),
+		chromedp.Clear(css("#org")),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Set organization"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//dd[@id="account-org" and normalize-space()="none"]`)))
+	run(t, ctx, errs, "delete the organization",
+		chromedp.Navigate(base+"/orgs/acme-group"),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Delete organization"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//table[@id="orgs"]//td[normalize-space()="No organizations yet."]`)))
+	g.adminJSON(t, http.MethodGet, "/gw/orgs/acme-group", nil, http.StatusNotFound)
+}
+
 // consolePost sends a form to the console with the given headers.
 func consolePost(t *testing.T, g *gateway, path, form string, header ...string) response {
 	t.Helper()

@@ -1,9 +1,13 @@
 package admin
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
 )
 
 // orgJSON is the expected JSON of an organization: no name, no caps,
@@ -135,4 +139,38 @@ func TestUsageByOrg(t *testing.T) {
 		"total": map[string]any{"requests": 0, "cost_usd": "0.00"}})
 	e.expectError(e.do("GET", "/gw/usage?org=nobody", ""), http.StatusNotFound, "not found")
 	e.expectError(e.do("GET", "/gw/usage?org=", ""), http.StatusBadRequest, "org: empty; leave it out for every organization")
+}
+
+// GET /gw/accounts?org= lists only the organization's accounts, a page at
+// a time: found past a whole store page of other accounts, with has_more
+// and after as without the filter; an unknown organization is a 404.
+func TestListAccountsOfOrg(t *testing.T) {
+	e := newEnv(t)
+	e.expect(e.do("POST", "/gw/orgs", `{"id":"acme"}`), http.StatusCreated, orgJSON("acme", nil))
+	e.expect(e.do("POST", "/gw/orgs", `{"id":"empty"}`), http.StatusCreated, orgJSON("empty", nil))
+	e.create(`{"id":"a1","org":"acme"}`)
+	e.create(`{"id":"a2","org":"acme"}`)
+	// More accounts outside it than one store read holds, between its
+	// accounts in the order of ids.
+	ctx := context.Background()
+	for i := range orgScanPage + 2 {
+		if err := e.st.CreateAccount(ctx, store.Account{ID: fmt.Sprintf("m%04d", i), Plan: store.PlanFree, CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.create(`{"id":"z1","org":"acme"}`)
+	member := func(id string) map[string]any { return account(id, map[string]any{"org": "acme"}) }
+	page := func(more bool, rows ...any) map[string]any {
+		if rows == nil {
+			rows = []any{}
+		}
+		return map[string]any{"object": "list", "has_more": more, "data": rows}
+	}
+	e.expect(e.do("GET", "/gw/accounts?org=acme", ""), http.StatusOK, page(false, member("a1"), member("a2"), member("z1")))
+	e.expect(e.do("GET", "/gw/accounts?org=acme&limit=2", ""), http.StatusOK, page(true, member("a1"), member("a2")))
+	e.expect(e.do("GET", "/gw/accounts?org=acme&limit=2&after=a2", ""), http.StatusOK, page(false, member("z1")))
+	e.expect(e.do("GET", "/gw/accounts?org=acme&after=z1", ""), http.StatusOK, page(false))
+	e.expect(e.do("GET", "/gw/accounts?org=empty", ""), http.StatusOK, page(false))
+	e.expectError(e.do("GET", "/gw/accounts?org=nobody", ""), http.StatusNotFound, "not found")
+	e.expectError(e.do("GET", "/gw/accounts?org=", ""), http.StatusBadRequest, "org: empty; leave it out for every account")
 }

@@ -1,10 +1,12 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
 
+	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/usage"
 )
 
@@ -50,12 +52,14 @@ const (
 
 // listAccounts answers GET /gw/accounts: accounts in the order of their
 // ids, each as GET /gw/accounts/{id} shows it, a page of ?limit= at a time
-// after the id ?after= names; has_more says whether more follow.
+// after the id ?after= names, only those of the organization ?org= names
+// when it is given (404 when it does not exist); has_more says whether
+// more follow.
 func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	for name := range v {
-		if name != "limit" && name != "after" {
-			writeError(w, http.StatusBadRequest, "%s: unknown parameter (known: limit, after)", name)
+		if name != "limit" && name != "after" && name != "org" {
+			writeError(w, http.StatusBadRequest, "%s: unknown parameter (known: limit, after, org)", name)
 			return
 		}
 	}
@@ -68,7 +72,18 @@ func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	accounts, err := a.Store.ListAccounts(r.Context(), v.Get("after"), limit+1)
+	org := v.Get("org")
+	if v.Has("org") {
+		if org == "" {
+			writeError(w, http.StatusBadRequest, "org: empty; leave it out for every account")
+			return
+		}
+		if _, err := a.Store.Org(r.Context(), org); err != nil {
+			storeError(w, err)
+			return
+		}
+	}
+	accounts, err := a.accountsAfter(r.Context(), v.Get("after"), limit+1, org)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -87,4 +102,38 @@ func (a *API) listAccounts(w http.ResponseWriter, r *http.Request) {
 		out = append(out, j)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out, "has_more": more})
+}
+
+// orgScanPage is how many accounts GET /gw/accounts?org= reads from the
+// store at a time while it looks for an organization's accounts.
+const orgScanPage = MaxAccountsLimit
+
+// accountsAfter returns at most n accounts whose ids sort after after, in
+// that order, only those of organization org when it is not empty. The
+// store keeps no index of accounts by organization, so those are found by
+// reading every account after after, orgScanPage at a time, until n are
+// found.
+func (a *API) accountsAfter(ctx context.Context, after string, n int, org string) ([]store.Account, error) {
+	if org == "" {
+		return a.Store.ListAccounts(ctx, after, n)
+	}
+	var out []store.Account
+	for {
+		batch, err := a.Store.ListAccounts(ctx, after, orgScanPage)
+		if err != nil {
+			return nil, err
+		}
+		for _, acc := range batch {
+			if acc.Org != org {
+				continue
+			}
+			if out = append(out, acc); len(out) == n {
+				return out, nil
+			}
+		}
+		if len(batch) < orgScanPage {
+			return out, nil
+		}
+		after = batch[len(batch)-1].ID
+	}
 }

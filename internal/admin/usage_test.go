@@ -81,7 +81,7 @@ func TestListAccounts(t *testing.T) {
 	e.expect(e.do("GET", "/gw/accounts?limit=2&after=b", ""), http.StatusOK, map[string]any{"object": "list", "has_more": false,
 		"data": []any{withMoney("c", "2.00", "0.00")}})
 	e.expectError(e.do("GET", "/gw/accounts?limit=0", ""), http.StatusBadRequest, "limit: must be a whole number from 1 to 1000")
-	e.expectError(e.do("GET", "/gw/accounts?page=2", ""), http.StatusBadRequest, "page: unknown parameter (known: limit, after)")
+	e.expectError(e.do("GET", "/gw/accounts?page=2", ""), http.StatusBadRequest, "page: unknown parameter (known: limit, after, org)")
 }
 
 // FuzzAdminUsageQuery sends arbitrary query strings to GET /gw/usage and
