@@ -234,6 +234,10 @@ func (s *Sender) attempt(ctx context.Context, d store.Delivery) {
 		s.Log.Warn("webhook delivery unrecorded; it will be sent again", zap.String("event", d.EventID), zap.Error(err))
 		return
 	}
+	if next.IsZero() {
+		s.Log.Info("webhook delivered", zap.String("webhook", d.WebhookID), zap.String("event", d.EventID),
+			zap.String("type", d.Type), zap.Int("attempt", d.Attempts))
+	}
 	if s.OnAttempt != nil {
 		d.LastStatus, d.LastError = status, msg
 		if next.IsZero() {
