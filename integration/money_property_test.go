@@ -23,6 +23,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
 	"github.com/caddy-gw/caddy-gw/internal/pdfpages/pdftest"
+	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -57,6 +58,10 @@ const (
 	// propOrgDailyCap its daily cap over both.
 	propOrg         = "prop-org"
 	propOrgDailyCap = "0.45"
+	// propLowBalance is prop-prepaid-a's low-balance mark, and
+	// propHookSecret the secret of the webhook that hears every alert.
+	propLowBalance = "0.06"
+	propHookSecret = "property-run-webhook-secret"
 )
 
 // propAccount is one account of the run and how it pays.
@@ -374,7 +379,7 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
 	accounts := []*propAccount{
-		{id: "prop-prepaid-a", prepaid: true, initial: "0.12"},
+		{id: "prop-prepaid-a", prepaid: true, initial: "0.12", fields: map[string]any{"low_balance_usd": propLowBalance}},
 		{id: "prop-prepaid-b", prepaid: true, initial: "0.30", fields: map[string]any{"org": propOrg}},
 		{id: "prop-prepaid-c", prepaid: true, initial: "0.05"},
 		{id: "prop-prepaid-payg", prepaid: true, initial: "0.20", fields: map[string]any{"payg": true}},
@@ -411,6 +416,9 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 	oa.Choose, an.Choose = choose, choose
 
 	g := nodes[0]
+	hooks := newHookReceiver(t, propHookSecret, nil)
+	hook := g.adminJSON(t, http.MethodPost, "/gw/webhooks", map[string]any{"url": hooks.url(), "secret": propHookSecret,
+		"events": []string{"cap.threshold", "balance.low"}}, http.StatusCreated).JSON(t)
 	g.adminJSON(t, http.MethodPost, "/gw/orgs", map[string]any{"id": propOrg, "daily_cap_usd": propOrgDailyCap}, http.StatusCreated)
 	for _, a := range accounts {
 		body := map[string]any{"id": a.id, "plan": "paid", "cleared": true}
@@ -473,7 +481,104 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 	ledgers := propSettle(t, nodes, accounts, ops)
 	propCheck(t, g, accounts, ops, ledgers)
 	propShortfalls(t, nodes, accounts, ops, ledgers)
+	propAlerts(t, nodes, accounts, ledgers, hooks, hook["id"].(string))
 	propStats(t, ops)
+}
+
+// propAlerts checks the alerts of the run: each threshold of each cap
+// that the final spend reached (the accounts', the capped key's and the
+// organization's), and each fall of the low-balance account's balance
+// below its mark in its journal, was raised once and delivered once,
+// signed, and nothing else was.
+func propAlerts(t *testing.T, nodes []*gateway, accounts []*propAccount, ledgers map[string][]ledgerEntry, hooks *hookReceiver, hookID string) {
+	t.Helper()
+	g := nodes[0]
+	want := map[string]int{}
+	reached := func(capName, who, limit string, spent pricing.Money) {
+		cap := mustUSD(t, limit)
+		for _, pct := range store.Thresholds {
+			if spent >= store.ThresholdAt(cap, pct) {
+				want[fmt.Sprintf("%s %s %d", capName, who, pct)]++
+			}
+		}
+	}
+	var orgSpent pricing.Money
+	for _, a := range accounts {
+		var spent pricing.Money
+		for _, l := range ledgers[a.id] {
+			spent += mustUSD(t, l.Cost)
+		}
+		if a.dailyCap != "" {
+			reached("daily_cap", a.id, a.dailyCap, spent)
+		}
+		if a.monthlyCap != "" {
+			reached("monthly_cap", a.id, a.monthlyCap, spent)
+		}
+		if a.fields["org"] == propOrg {
+			orgSpent += spent
+		}
+		if a.keyDailyCap != "" {
+			k := g.adminJSON(t, http.MethodGet, "/gw/keys/"+a.cappedKeyID, nil, http.StatusOK).JSON(t)
+			today, _ := k["spend"].(map[string]any)["today_usd"].(string)
+			reached("key_daily_cap", a.cappedKeyID, a.keyDailyCap, mustUSD(t, today))
+		}
+		if low, ok := a.fields["low_balance_usd"].(string); ok {
+			mark := mustUSD(t, low)
+			journal := g.adminJSON(t, http.MethodGet, "/gw/accounts/"+a.id+"/journal?limit=1000", nil, http.StatusOK)
+			var j struct {
+				Data []struct {
+					Kind    string `json:"kind"`
+					Amount  string `json:"amount_usd"`
+					Balance string `json:"balance_usd"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(journal.Body, &j); err != nil {
+				t.Fatal(err)
+			}
+			for i := len(j.Data) - 1; i >= 0; i-- { // oldest first
+				after := mustUSD(t, j.Data[i].Balance)
+				if j.Data[i].Kind == "charge" && after < mark && after-mustUSD(t, j.Data[i].Amount) >= mark {
+					want["balance.low "+a.id]++
+				}
+			}
+		}
+	}
+	reached("org_daily_cap", propOrg, propOrgDailyCap, orgSpent)
+
+	name := func(ev hookEvent) string {
+		switch {
+		case ev.Type == "balance.low":
+			return "balance.low " + ev.Account
+		case ev.Org != "":
+			return fmt.Sprintf("%s %s %d", ev.Cap, ev.Org, ev.Threshold)
+		case ev.KeyID != "":
+			return fmt.Sprintf("%s %s %d", ev.Cap, ev.KeyID, ev.Threshold)
+		}
+		return fmt.Sprintf("%s %s %d", ev.Cap, ev.Account, ev.Threshold)
+	}
+	count := func(evs []hookEvent) map[string]int {
+		m := map[string]int{}
+		for _, ev := range evs {
+			m[name(ev)]++
+		}
+		return m
+	}
+	n := 0
+	for _, c := range want {
+		n += c
+	}
+	var raised []hookEvent
+	for _, d := range g.deliveries(t, hookID) {
+		raised = append(raised, d.Event)
+	}
+	if got := count(raised); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("alerts raised %v, want %v", got, want)
+	}
+	delivered := hooks.waitAccepted(t, n)
+	if got := count(delivered); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("alerts delivered %v, want %v", got, want)
+	}
+	t.Logf("%d alerts raised and delivered: %v", n, want)
 }
 
 // propShortfalls checks what the accounts could not pay: no entry is below
