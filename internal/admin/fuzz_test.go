@@ -15,8 +15,8 @@ import (
 
 // FuzzAdminAccountBody sends arbitrary bodies to POST /gw/accounts, PATCH
 // /gw/accounts/{id} (a prepaid and a postpaid account), POST
-// /gw/accounts/{id}/keys, PATCH /gw/keys/{key_id}, POST /gw/orgs and
-// PATCH /gw/orgs/{id}: the API never
+// /gw/accounts/{id}/keys, PATCH /gw/keys/{key_id}, POST /gw/orgs,
+// PATCH /gw/orgs/{id} and POST /gw/webhooks: the API never
 // panics, never answers 5xx, always answers JSON, and what it answers on
 // success is what it stored.
 func FuzzAdminAccountBody(f *testing.F) {
@@ -41,6 +41,9 @@ func FuzzAdminAccountBody(f *testing.F) {
 		`{"org":"fzo"}`, `{"org":null}`, `{"org":"nobody"}`, `{"org":""}`, `{"org":7}`, `{"id":"g","org":"fzo","balance_usd":"1"}`,
 		`{"id":"o2","name":"Org","daily_cap_usd":"1","monthly_cap_usd":"2"}`, `{"name":null}`, `{"name":"o\u0000"}`,
 		`{"id":"o3","monthly_cap_usd":null}`,
+		`{"url":"https://h.test/x","events":["cap.threshold"]}`, `{"url":"http://127.0.0.1:1/","secret":"0123456789abcdef","events":["key.revoked","balance.low"]}`,
+		`{"url":"https://h.test/","events":["nope"]}`, `{"url":"https://u:p@h.test/","events":["key.revoked"]}`,
+		`{"url":"https://h.test/","secret":"\u0000123456789abcdef","events":["key.revoked"]}`, `{"url":"javascript:x","events":["key.revoked"]}`,
 	} {
 		f.Add(seed)
 	}
@@ -140,6 +143,25 @@ func FuzzAdminAccountBody(f *testing.F) {
 			id, _ := got["id"].(string)
 			if _, again := serve(t, "GET", "/gw/orgs/"+id, ""); !jsonEqual(got, again) {
 				t.Fatalf("POST of an org answered %v, GET %v", got, again)
+			}
+		}
+		// POST /gw/webhooks: a 201 shows its secret once, and then is
+		// listed as it was made, without it; what is stored prints as
+		// itself.
+		if status, got := serve(t, "POST", "/gw/webhooks", body); status == http.StatusCreated {
+			id, _ := got["id"].(string)
+			secret, _ := got["secret"].(string)
+			delete(got, "secret")
+			if _, again := serve(t, "GET", "/gw/webhooks/"+id, ""); !jsonEqual(got, again) {
+				t.Fatalf("POST of a webhook answered %v, GET %v", got, again)
+			}
+			if len(secret) < MinWebhookSecret || printable.Check(secret, MaxWebhookSecret) != nil {
+				t.Fatalf("stored secret %q", secret)
+			}
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, httptest.NewRequest("DELETE", "/gw/webhooks/"+id, nil))
+			if rec.Code != http.StatusNoContent {
+				t.Fatalf("DELETE of a webhook: %d %s", rec.Code, rec.Body)
 			}
 		}
 		// PATCH of an org: a 200 shows what GET then shows; a refusal

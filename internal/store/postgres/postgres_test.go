@@ -537,3 +537,43 @@ func TestMigrateToOrgs(t *testing.T) {
 		t.Fatalf("usage by organization: %+v, %v; want %+v", rows, err, want)
 	}
 }
+
+// A database of migration 8 gets migration 9: its accounts have no
+// low-balance mark, and its first webhook hears the alerts of charges
+// from then on.
+func TestMigrateToAlerts(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	url := pg.NewDatabase(t)
+	ctx := context.Background()
+	db := open(t, url)
+	balance := pricing.Money(1000)
+	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Balance: &balance}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, undoAlerts+`DELETE FROM schema_migrations WHERE version >= 9`); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, url)
+	if a, err := db.Account(ctx, "a"); err != nil || a.LowBalance != nil || a.Balance == nil || *a.Balance != 1000 {
+		t.Fatalf("a after migration 9: %+v, %v", a, err)
+	}
+	if err := db.CreateWebhook(ctx, store.Webhook{ID: "wh", URL: "http://127.0.0.1:1/", Secret: "s", Events: store.EventTypes}); err != nil {
+		t.Fatal(err)
+	}
+	low := pricing.Money(500)
+	if _, err := db.UpdateAccount(ctx, "a", func(a *store.Account) error { a.LowBalance = &low; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Settle(ctx, &store.Entry{RequestID: "r", AccountID: "a", Cost: 600}); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := db.Deliveries(ctx, "wh", 10); err != nil || len(ds) != 1 || ds[0].Type != store.EventBalanceLow {
+		t.Fatalf("deliveries after migration 9: %+v, %v", ds, err)
+	}
+}

@@ -272,3 +272,48 @@ func TestMigrateVersion6(t *testing.T) {
 		t.Fatalf("user_version %d, %v", v, err)
 	}
 }
+
+// A version-8 store upgrades in place: its accounts have no low-balance
+// mark, and its first webhook hears the alerts of charges from then on.
+func TestMigrateVersion8(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Balance: ptrMoney(1000)}); err != nil {
+		t.Fatal(err)
+	}
+	// Back to version 8: no low-balance mark, no webhooks.
+	if _, err := db.w.Exec(`DROP TABLE webhook_outbox; DROP TABLE webhooks; ALTER TABLE accounts DROP COLUMN low_balance; PRAGMA user_version = 8`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a, err := db.Account(ctx, "a")
+	if err != nil || a.LowBalance != nil || a.Balance == nil || *a.Balance != 1000 {
+		t.Fatalf("a after the upgrade: %+v, %v", a, err)
+	}
+	if err := db.CreateWebhook(ctx, store.Webhook{ID: "wh", URL: "http://127.0.0.1:1/", Secret: "s", Events: store.EventTypes}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.UpdateAccount(ctx, "a", func(a *store.Account) error { a.LowBalance = ptrMoney(500); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Settle(ctx, &store.Entry{RequestID: "r", AccountID: "a", Cost: 600}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := db.Deliveries(ctx, "wh", 10)
+	if err != nil || len(ds) != 1 || ds[0].Type != store.EventBalanceLow {
+		t.Fatalf("deliveries after the upgrade: %+v, %v", ds, err)
+	}
+	var v int
+	if err := db.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("user_version %d, %v", v, err)
+	}
+}
