@@ -3,8 +3,9 @@
 // Organizations, accounts, keys (revoked ones too, so a revoked secret
 // stays revoked) with their caps, the ledger, the running totals of
 // accounts, keys and organizations, the daily
-// usage sums, the balance journal and nothing else (rate budgets,
-// sessions and caches start empty).
+// usage sums, the balance journal, the webhooks with their outbox (pending
+// alerts and the delivery log, in their order) and nothing else (rate
+// budgets, sessions and caches start empty).
 package move
 
 import (
@@ -27,7 +28,7 @@ import (
 // them alike).
 var tables = []struct{ name, cols string }{
 	{"orgs", "id, name, daily_cap, monthly_cap, created_at"},
-	{"accounts", "id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, org, created_at"},
+	{"accounts", "id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, org, low_balance, created_at"},
 	{"keys", "id, account_id, name, hash, models, expires_at, created_at, revoked_at, daily_cap, monthly_cap, total_cap"},
 	{"ledger", "request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall"},
 	{"spend", "account_id, period, start, cost"},
@@ -35,10 +36,13 @@ var tables = []struct{ name, cols string }{
 	{"org_spend", "org_id, period, start, cost"},
 	{"usage_daily", "account_id, day, key_id, model, requests, input_tokens, output_tokens, cost, org"},
 	{"journal", "account_id, time, kind, amount, balance, request_id, reason"},
+	{"webhooks", "id, url, secret, events, created_at"},
+	{"webhook_outbox", "webhook_id, event_id, type, account_id, body, created_at, next_at, attempts, delivered_at, last_status, last_error"},
 }
 
 // order keeps each table's rows in the order they were made.
-var order = map[string]string{"keys": "rowid", "ledger": "rowid", "journal": "seq", "accounts": "rowid", "spend": "account_id, period, start", "key_spend": "key_id, period, start", "org_spend": "org_id, period, start", "orgs": "id", "usage_daily": "account_id, day, key_id, model, org"}
+var order = map[string]string{"keys": "rowid", "ledger": "rowid", "journal": "seq", "accounts": "rowid", "spend": "account_id, period, start", "key_spend": "key_id, period, start", "org_spend": "org_id, period, start", "orgs": "id", "usage_daily": "account_id, day, key_id, model, org",
+	"webhooks": "created_at, id", "webhook_outbox": "seq"}
 
 // Counts is how many rows of each table were copied.
 type Counts map[string]int

@@ -52,7 +52,8 @@ func TestCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	accts := []store.Account{
-		{ID: "pre", Plan: store.PlanPaid, Cleared: true, PAYG: true, Balance: ptr(usd("10")), DailyCap: ptr(usd("3")), Abilities: []string{"images"}, Org: "acme", CreatedAt: created},
+		{ID: "pre", Plan: store.PlanPaid, Cleared: true, PAYG: true, Balance: ptr(usd("10")), DailyCap: ptr(usd("3")), Abilities: []string{"images"}, Org: "acme",
+			LowBalance: ptr(usd("14")), CreatedAt: created},
 		{ID: "post", Plan: store.PlanFree, LaneBilling: true, MonthlyCap: ptr(usd("50")), CreatedAt: created},
 	}
 	for _, a := range accts {
@@ -70,6 +71,10 @@ func TestCopy(t *testing.T) {
 		if err := st.CreateKey(ctx, k); err != nil {
 			t.Fatal(err)
 		}
+	}
+	hook := store.Webhook{ID: "wh", URL: "https://hooks.test/gw", Secret: "0123456789abcdef", Events: store.EventTypes, CreatedAt: created}
+	if err := st.CreateWebhook(ctx, hook); err != nil {
+		t.Fatal(err)
 	}
 	if err := st.DeleteKey(ctx, "k2"); err != nil {
 		t.Fatal(err)
@@ -94,7 +99,7 @@ func TestCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts["accounts"] != 2 || counts["keys"] != 3 || counts["ledger"] != 20 {
+	if counts["accounts"] != 2 || counts["keys"] != 3 || counts["ledger"] != 20 || counts["webhooks"] != 1 || counts["webhook_outbox"] < 3 {
 		t.Fatalf("counts %v", counts)
 	}
 	src, err := sqlite.Open(dir)
@@ -173,6 +178,24 @@ func TestCopy(t *testing.T) {
 	}
 	if p, err := pg.CheckJournal(ctx); err != nil || len(p) != 0 {
 		t.Errorf("journal check %v %v", p, err)
+	}
+	// The webhook, and its outbox in order: the key's revocation, the
+	// daily cap's thresholds, the balance below 14.
+	if hooks, err := pg.ListWebhooks(ctx); err != nil || len(hooks) != 1 || fmt.Sprint(hooks[0]) != fmt.Sprint(hook) {
+		t.Errorf("webhooks: %+v, copied %+v (%v)", hook, hooks, err)
+	}
+	da, _ := src.Deliveries(ctx, "wh", 100)
+	db2, err := pg.Deliveries(ctx, "wh", 100)
+	if err != nil || len(da) != counts["webhook_outbox"] || len(da) != len(db2) {
+		t.Fatalf("deliveries %d, copied %d (%v)", len(da), len(db2), err)
+	}
+	for i := range da {
+		if da[i].EventID != db2[i].EventID || string(da[i].Body) != string(db2[i].Body) || !da[i].NextAt.Equal(db2[i].NextAt) {
+			t.Errorf("delivery %d: %+v, copied %+v", i, da[i], db2[i])
+		}
+	}
+	if last := da[len(da)-1]; last.Type != store.EventKeyRevoked {
+		t.Errorf("the oldest delivery is %s, want the revocation", last.Type)
 	}
 	// The charges continue on PostgreSQL.
 	if ok, err := pg.Settle(ctx, &store.Entry{RequestID: "after", AccountID: "pre", Cost: usd("1"), Time: time.Now()}); !ok || err != nil {
