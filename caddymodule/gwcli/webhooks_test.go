@@ -334,3 +334,23 @@ func TestWebhooksAgainstAdminAPI(t *testing.T) {
 		t.Errorf("webhooks list of none: %q, %v", out, err)
 	}
 }
+
+// Whatever a delivery's event holds, its row is one line of text.
+func FuzzDeliveryTable(f *testing.F) {
+	f.Add("cap.threshold", `{"cap":"daily_cap","threshold":50}`, "HTTP 500: nope")
+	f.Add("balance.low", `{"balance_usd":"8.40"}`, "")
+	f.Add("key.revoked", `{"key_id":"key_1\u001b[2J"}`, "\x1b[2J\n")
+	f.Add("x", `{"balance_usd":"not money","cap":7}`, "\xff")
+	f.Add("x", `not json`, "")
+	f.Fuzz(func(t *testing.T, typ, event, lastError string) {
+		status := 500
+		var b bytes.Buffer
+		if err := deliveryTable(&b, []admin.Delivery{{Type: typ, Account: typ, Status: typ, Attempts: 1, LastStatus: &status, LastError: &lastError,
+			CreatedAt: time.Now(), Event: json.RawMessage(event)}}); err != nil {
+			t.Fatal(err)
+		}
+		if out := b.String(); strings.Count(out, "\n") != 2 || strings.ContainsAny(strings.ReplaceAll(out, "\n", ""), "\x1b\x7f\u202e\r\t") {
+			t.Errorf("delivery table of %q, %q, %q:\n%q", typ, event, lastError, out)
+		}
+	})
+}
