@@ -2,13 +2,19 @@ package integration
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
@@ -114,6 +120,7 @@ func TestCLIAccounts(t *testing.T) {
 		`Plan         paid, cleared`,
 		`Org          none`,
 		`Balance      \$20\.00`,
+		`Low balance  none`,
 		`Daily cap    \$5\.50`,
 		`Monthly cap  none`,
 		`Abilities    speech, images`,
@@ -358,6 +365,7 @@ func TestCLIOrgs(t *testing.T) {
 		`Plan         paid, cleared`,
 		`Org          acme-group`,
 		`Balance      \$5\.00`,
+		`Low balance  none`,
 		`Daily cap    none`,
 		`Monthly cap  none`,
 		`Abilities    .*`,
@@ -436,6 +444,168 @@ func TestCLIOrgs(t *testing.T) {
 	r = g.gw(t, "orgs", "list").ok(t, "orgs list of none")
 	if r.stdout != "No organizations.\n" {
 		t.Errorf("orgs list of none: %q", r.stdout)
+	}
+}
+
+// cliHookReceiver is a webhook receiver on loopback: it answers every
+// delivery with status and answer, and keeps what it was sent.
+type cliHookReceiver struct {
+	URL string
+	mu  sync.Mutex
+	got []cliHookDelivery
+}
+
+// cliHookDelivery is one POST a receiver was sent.
+type cliHookDelivery struct {
+	Signature, Event string
+	Body             []byte
+}
+
+func newCLIHookReceiver(t testing.TB, status int, answer string) *cliHookReceiver {
+	t.Helper()
+	h := &cliHookReceiver{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.got = append(h.got, cliHookDelivery{Signature: r.Header.Get("X-Gw-Signature"), Event: r.Header.Get("X-Gw-Event"), Body: b})
+		h.mu.Unlock()
+		w.WriteHeader(status)
+		io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	h.URL = srv.URL + "/hook"
+	return h
+}
+
+// received is what the receiver was sent so far.
+func (h *cliHookReceiver) received() []cliHookDelivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]cliHookDelivery{}, h.got...)
+}
+
+// TestCLIWebhooks: `caddy gw webhooks` creates a webhook and prints its
+// secret once (the one its deliveries are signed with), refuses an
+// unknown event type naming the flag, lists and shows webhooks, and
+// shows the delivery log of a charge that crosses half of a daily cap
+// and the account's low-balance mark (set with `accounts create
+// --low-balance`): delivered to a receiver that takes them, pending with
+// the receiver's answer at one that refuses; then deletes them.
+func TestCLIWebhooks(t *testing.T) {
+	t.Parallel()
+	g, oa, _, _ := chatGateway(t)
+	oa.SetDefault(fake.Script{Text: "ok", Usage: fake.Usage{Input: 12345, Output: 1000}})
+	ok, refusing := newCLIHookReceiver(t, http.StatusNoContent, ""), newCLIHookReceiver(t, http.StatusInternalServerError, "nope")
+
+	r := g.gw(t, "accounts", "create", "acme", "--plan", "paid", "--cleared", "--balance", "1", "--daily-cap", "0.01", "--low-balance", "0.995").ok(t, "accounts create --low-balance")
+	lines(t, "accounts create --low-balance", r.stdout,
+		`Account      acme`,
+		`Plan         paid, cleared`,
+		`Org          none`,
+		`Balance      \$1\.00`,
+		`Low balance  \$0\.995`,
+		`Daily cap    \$0\.01`,
+		`Monthly cap  none`,
+		`Abilities    .*`,
+		`Billing      list prices`,
+		`Spent        \$0\.00 today, \$0\.00 this month, \$0\.00 in all`,
+		`Created      `+justNow)
+
+	r = g.gw(t, "webhooks", "create", "--url", ok.URL, "--events", "cap.threshold,balance.low").ok(t, "webhooks create")
+	lines(t, "webhooks create", r.stdout,
+		`Webhook wh_[0-9a-f]{24} sends cap\.threshold, balance\.low to `+regexp.QuoteMeta(ok.URL)+`, signed with the secret:`,
+		``,
+		`  whsec_[A-Za-z0-9_-]{43}`,
+		``,
+		`This is the only time the secret is shown: store it now\. Each delivery's X-Gw-Signature`,
+		`header is "sha256=" and the hex HMAC-SHA256 of the body keyed with it\.`)
+	m := regexp.MustCompile(`^Webhook (wh_[0-9a-f]{24}) .*\n\n  (whsec_\S+)\n`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("webhooks create: %q", r.stdout)
+	}
+	id, secret := m[1], m[2]
+	r = g.gw(t, "webhooks", "create", "--url", refusing.URL, "--events", "balance.low", "--secret", "0123456789abcdef", "--json").ok(t, "webhooks create --json")
+	other := decodeJSON(t, r.stdout).(map[string]any)
+	otherID, _ := other["id"].(string)
+	if other["secret"] != "0123456789abcdef" || other["url"] != refusing.URL {
+		t.Fatalf("webhooks create --json: %s", r.stdout)
+	}
+	g.gw(t, "webhooks", "create", "--url", ok.URL, "--events", "cap.threshold,cap.reached").fails(t, "webhooks create of an unknown event type",
+		`creating a webhook: --events: "cap.reached" is not an event type (known: cap.threshold, balance.low, key.revoked)`)
+	g.gw(t, "webhooks", "create", "--url", ok.URL).fails(t, "webhooks create without events", `required flag(s) "events" not set`)
+
+	r = g.gw(t, "webhooks", "list").ok(t, "webhooks list")
+	lines(t, "webhooks list", r.stdout,
+		`WEBHOOK +URL +EVENTS +CREATED`,
+		id+` +`+regexp.QuoteMeta(ok.URL)+` +cap\.threshold, balance\.low +`+justNow,
+		otherID+` +`+regexp.QuoteMeta(refusing.URL)+` +balance\.low +`+justNow)
+	sameAsAdmin(t, g, g.gw(t, "webhooks", "list", "--json").ok(t, "webhooks list --json"), "/gw/webhooks")
+	r = g.gw(t, "webhooks", "show", id).ok(t, "webhooks show")
+	lines(t, "webhooks show", r.stdout,
+		`Webhook  `+id,
+		`URL      `+regexp.QuoteMeta(ok.URL),
+		`Events   cap\.threshold, balance\.low`,
+		`Created  `+justNow)
+	if r := g.gw(t, "webhooks", "deliveries", id).ok(t, "webhooks deliveries of none"); r.stdout != "No deliveries.\n" {
+		t.Errorf("webhooks deliveries of none: %q", r.stdout)
+	}
+
+	// $0.006538 of a $0.01 daily cap (past half of it), and the balance
+	// from $1.00 to $0.993462, below its $0.995 mark.
+	secretKey, _ := g.createKey(t, "acme", map[string]any{"name": "k"})
+	resp := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`, bearer(secretKey)...)
+	if resp.Status != http.StatusOK || resp.Header.Get("X-Gw-Cost-Usd") != "0.006538" {
+		t.Fatalf("chat: %d %s %s", resp.Status, resp.Header.Get("X-Gw-Cost-Usd"), resp.Body)
+	}
+	waitLogged(t, g, "webhook delivered", id, 2)
+	waitLogged(t, g, "webhook delivery failed", otherID, 1)
+
+	r = g.gw(t, "webhooks", "deliveries", id).ok(t, "webhooks deliveries")
+	lines(t, "webhooks deliveries", r.stdout,
+		`WHEN +EVENT +ACCOUNT +STATUS +ATTEMPTS +LAST ANSWER +NEXT ATTEMPT`,
+		justNow+` +balance\.low \(\$0\.993462 left\) +acme +delivered +1 +HTTP 204 +none`,
+		justNow+` +cap\.threshold \(50% of daily_cap\) +acme +delivered +1 +HTTP 204 +none`)
+	sameAsAdmin(t, g, g.gw(t, "webhooks", "deliveries", id, "--json").ok(t, "webhooks deliveries --json"), "/gw/webhooks/"+id+"/deliveries")
+	r = g.gw(t, "webhooks", "deliveries", id, "--limit", "1").ok(t, "webhooks deliveries --limit 1")
+	lines(t, "webhooks deliveries --limit 1", r.stdout,
+		`WHEN +EVENT +ACCOUNT +STATUS +ATTEMPTS +LAST ANSWER +NEXT ATTEMPT`,
+		justNow+` +balance\.low \(\$0\.993462 left\) +acme +delivered +1 +HTTP 204 +none`)
+	r = g.gw(t, "webhooks", "deliveries", otherID).ok(t, "webhooks deliveries refused")
+	lines(t, "webhooks deliveries refused", r.stdout,
+		`WHEN +EVENT +ACCOUNT +STATUS +ATTEMPTS +LAST ANSWER +NEXT ATTEMPT`,
+		justNow+` +balance\.low \(\$0\.993462 left\) +acme +pending +[1-9]\d* +HTTP 500: nope +(now|\d+ seconds? from now)`)
+
+	// What the receiver got is signed with the secret the command printed.
+	got := ok.received()
+	if len(got) != 2 || got[0].Event != "cap.threshold" || got[1].Event != "balance.low" {
+		t.Fatalf("the receiver got %d deliveries: %+v", len(got), got)
+	}
+	for _, d := range got {
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(d.Body)
+		if want := "sha256=" + hex.EncodeToString(mac.Sum(nil)); d.Signature != want {
+			t.Errorf("%s delivery signed %q, want %q with the printed secret", d.Event, d.Signature, want)
+		}
+	}
+
+	// The mark removed, the card says none.
+	r = g.gw(t, "accounts", "update", "acme", "--low-balance", "none").ok(t, "accounts update --low-balance none")
+	if !strings.Contains(r.stdout, "Balance      $0.993462\nLow balance  none\n") {
+		t.Errorf("accounts update --low-balance none:\n%s", r.stdout)
+	}
+
+	r = g.gw(t, "webhooks", "delete", id).ok(t, "webhooks delete")
+	if r.stdout != "Deleted webhook "+id+": its pending deliveries will not be sent.\n" {
+		t.Errorf("webhooks delete: %q", r.stdout)
+	}
+	g.gw(t, "webhooks", "delete", id).fails(t, "webhooks delete again", "webhook "+id+": not found")
+	g.gw(t, "webhooks", "deliveries", id).fails(t, "deliveries of a deleted webhook", "deliveries of webhook "+id+": not found")
+	r = g.gw(t, "webhooks", "delete", otherID, "--json").ok(t, "webhooks delete --json")
+	if !sameJSON(r.stdout, `{"deleted":true,"id":"`+otherID+`"}`) {
+		t.Errorf("webhooks delete --json: %s", r.stdout)
+	}
+	if r := g.gw(t, "webhooks", "list").ok(t, "webhooks list of none"); r.stdout != "No webhooks.\n" {
+		t.Errorf("webhooks list of none: %q", r.stdout)
 	}
 }
 

@@ -1,8 +1,8 @@
 // Package gwcli is the `caddy gw` command line: accounts, keys,
-// organizations, balances, the journal, the ledger and usage figures,
-// through the gw routes of Caddy's admin endpoint (so the admin API's own
-// code does the work), as a table for people or, with --json, the admin
-// API's JSON for scripts.
+// organizations, alert webhooks, balances, the journal, the ledger and
+// usage figures, through the gw routes of Caddy's admin endpoint (so the
+// admin API's own code does the work), as a table for people or, with
+// --json, the admin API's JSON for scripts.
 package gwcli
 
 import (
@@ -28,9 +28,9 @@ import (
 
 // Long is the help text of `caddy gw`.
 const Long = `
-Manages the gateway's accounts, keys, organizations, balances and usage
-through the gw routes of Caddy's admin endpoint, running the admin API's
-own code. The gateway must be running.
+Manages the gateway's accounts, keys, organizations, alert webhooks,
+balances and usage through the gw routes of Caddy's admin endpoint,
+running the admin API's own code. The gateway must be running.
 
 The admin endpoint is --address when given, else the admin address of the
 config that 'caddy reload' would load (--config and --adapter, or the
@@ -46,7 +46,8 @@ Examples:
   caddy gw keys create acme --name laptop --daily-cap 5
   caddy gw keys update key_5f0c2a9e81d4b7f3a6c1e290 --daily-cap none --total-cap 100
   caddy gw orgs create acme-group --name "Acme Group" --monthly-cap 500
-  caddy gw accounts update acme --org acme-group
+  caddy gw accounts update acme --org acme-group --low-balance 5
+  caddy gw webhooks create --url https://ops.example.com/gw --events cap.threshold,balance.low
   caddy gw accounts top-up acme 10
   caddy gw accounts top-up acme -2.50 --reason "refund of a duplicate top-up"
   caddy gw usage --account acme --from 2026-03-01 --by day,model
@@ -113,7 +114,7 @@ their total. Days are UTC dates (YYYY-MM-DD), --from and --to included;
 	usage.Flags().String("to", "", "The last day, YYYY-MM-DD (UTC)")
 	usage.Flags().String("by", "day", "What to sum per, comma-separated: day, model, account, key")
 
-	cmd.AddCommand(accounts, keys, orgsCommand(), journal, ledger, usage)
+	cmd.AddCommand(accounts, keys, orgsCommand(), webhooksCommand(), journal, ledger, usage)
 	cmd.AddCommand(extra...)
 }
 
@@ -303,6 +304,7 @@ func accountFlags(cmd *cobra.Command, create bool) *cobra.Command {
 	fl.String("balance", "", money+" (prepaid balance; default: billed afterwards)")
 	fl.String("daily-cap", "", money+" (default: none)")
 	fl.String("monthly-cap", "", money+" (default: none)")
+	fl.String("low-balance", "", money+" (a charge that takes the prepaid balance below it raises a balance.low alert; default: none)")
 	abilities := "The abilities switched on, comma-separated (default: all)"
 	if !create {
 		abilities = `The abilities switched on, comma-separated, or "all"`
@@ -339,7 +341,8 @@ func putMoney(fl *pflag.FlagSet, body map[string]any, flags []moneyFlag) {
 }
 
 // accountMoney are the money settings of an account.
-var accountMoney = []moneyFlag{{"balance", "balance_usd"}, {"daily-cap", "daily_cap_usd"}, {"monthly-cap", "monthly_cap_usd"}}
+var accountMoney = []moneyFlag{{"balance", "balance_usd"}, {"daily-cap", "daily_cap_usd"}, {"monthly-cap", "monthly_cap_usd"},
+	{"low-balance", "low_balance_usd"}}
 
 // accountBody is the JSON of the account settings given as flags: a
 // money setting or the org given as "none", or the abilities given as
@@ -645,6 +648,22 @@ func showLedger(e *env, args []string) error {
 	return ledgerTable(e.out, list.Data)
 }
 
+// usageParams pairs each parameter of GET /gw/usage with the flag that
+// sets it.
+var usageParams = [][2]string{{"group_by", "--by"}, {"from", "--from"}, {"to", "--to"}, {"account", "--account"}}
+
+// inFlagTerms is msg, a refusal of the admin endpoint that starts by
+// naming a field or parameter ("group_by: ..."), starting instead with
+// the flag that sets it ("--by: "); names pairs each field with its flag.
+func inFlagTerms(msg string, names [][2]string) string {
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(msg, n[0]+": "); ok {
+			return n[1] + ": " + rest
+		}
+	}
+	return msg
+}
+
 func showUsage(e *env, _ []string) error {
 	q := url.Values{}
 	for _, f := range []struct{ flag, param string }{{"account", "account"}, {"from", "from"}, {"to", "to"}, {"by", "group_by"}} {
@@ -659,15 +678,7 @@ func showUsage(e *env, _ []string) error {
 	b, err := e.api.call(e.ctx, http.MethodGet, path, nil)
 	var ae *apiError
 	if errors.As(err, &ae) {
-		// The endpoint names its parameters; say the flags' names.
-		msg := ae.Message
-		for _, f := range [][2]string{{"group_by: ", "--by: "}, {"from: ", "--from: "}, {"to: ", "--to: "}, {"account: ", "--account: "}} {
-			if strings.HasPrefix(msg, f[0]) {
-				msg = f[1] + strings.TrimPrefix(msg, f[0])
-				break
-			}
-		}
-		return fmt.Errorf("usage: %s", msg)
+		return fmt.Errorf("usage: %s", inFlagTerms(ae.Message, usageParams))
 	}
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,21 @@ func TestTablesEscape(t *testing.T) {
 		}, 2},
 		{"account", func(b *bytes.Buffer) error {
 			return accountCard(b, admin.Account{ID: evil, Abilities: []string{evil}, Org: &s, CreatedAt: at})
-		}, 10},
+		}, 11},
+		{"webhooks", func(b *bytes.Buffer) error {
+			return webhookTable(b, []admin.Webhook{{ID: evil, URL: evil, Events: []string{evil}, CreatedAt: at}})
+		}, 2},
+		{"webhook", func(b *bytes.Buffer) error {
+			return webhookCard(b, admin.Webhook{ID: evil, URL: evil, Events: []string{evil}, CreatedAt: at})
+		}, 4},
+		{"new webhook", func(b *bytes.Buffer) error {
+			return webhookCreated(b, admin.Webhook{ID: evil, URL: evil, Events: []string{evil}, Secret: evil})
+		}, 6},
+		{"deliveries", func(b *bytes.Buffer) error {
+			status := 500
+			return deliveryTable(b, []admin.Delivery{{Type: evil, Account: evil, Status: evil, Attempts: 1, LastStatus: &status, LastError: &s, CreatedAt: at,
+				Event: json.RawMessage(`{"key_id":` + strconv.Quote(evil) + `}`)}})
+		}, 2},
 		{"orgs", func(b *bytes.Buffer) error { return orgTable(b, []admin.Org{{ID: evil, Name: evil, CreatedAt: at}}) }, 2},
 		{"org", func(b *bytes.Buffer) error { return orgCard(b, admin.Org{ID: evil, Name: evil, CreatedAt: at}) }, 6},
 		{"check", func(b *bytes.Buffer) error {

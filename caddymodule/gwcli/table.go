@@ -1,6 +1,7 @@
 package gwcli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -99,6 +100,7 @@ func accountCard(w io.Writer, a admin.Account) error {
 		{"Plan", plan(a)},
 		{"Org", orgOf(a)},
 		{"Balance", usdOr(a.Balance, "none: billed afterwards")},
+		{"Low balance", usdOr(a.LowBalance, "none")},
 		{"Daily cap", usdOr(a.DailyCap, "none")},
 		{"Monthly cap", usdOr(a.MonthlyCap, "none")},
 		{"Abilities", abilities},
@@ -229,6 +231,106 @@ func keyCard(w io.Writer, k admin.Key) error {
 		row(tw, r[0], r[1])
 	}
 	return tw.Flush()
+}
+
+// webhookCreated shows a new webhook with its signing secret, the only
+// time the secret is shown.
+func webhookCreated(w io.Writer, h admin.Webhook) error {
+	e := printable.Escape
+	_, err := fmt.Fprintf(w, "Webhook %s sends %s to %s, signed with the secret:\n\n  %s\n\n"+
+		"This is the only time the secret is shown: store it now. Each delivery's X-Gw-Signature\n"+
+		"header is \"sha256=\" and the hex HMAC-SHA256 of the body keyed with it.\n",
+		e(h.ID), e(strings.Join(h.Events, ", ")), e(h.URL), e(h.Secret))
+	return err
+}
+
+func webhookTable(w io.Writer, list []admin.Webhook) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "No webhooks.")
+		return err
+	}
+	tw := table(w)
+	row(tw, "WEBHOOK", "URL", "EVENTS", "CREATED")
+	for _, h := range list {
+		row(tw, h.ID, h.URL, strings.Join(h.Events, ", "), ago(h.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+func webhookCard(w io.Writer, h admin.Webhook) error {
+	tw := table(w)
+	for _, r := range [][2]string{
+		{"Webhook", h.ID},
+		{"URL", h.URL},
+		{"Events", strings.Join(h.Events, ", ")},
+		{"Created", ago(h.CreatedAt)},
+	} {
+		row(tw, r[0], r[1])
+	}
+	return tw.Flush()
+}
+
+// deliveryTable lists a webhook's deliveries as the admin API gives them
+// (newest first).
+func deliveryTable(w io.Writer, list []admin.Delivery) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "No deliveries.")
+		return err
+	}
+	tw := table(w)
+	row(tw, "WHEN", "EVENT", "ACCOUNT", "STATUS", "ATTEMPTS", "LAST ANSWER", "NEXT ATTEMPT")
+	for _, d := range list {
+		row(tw, ago(d.CreatedAt), eventText(d), d.Account, d.Status, strconv.Itoa(d.Attempts), lastAnswer(d), nextAttempt(d))
+	}
+	return tw.Flush()
+}
+
+// eventText writes a delivery's event type with what sets the event
+// apart: the cap and threshold reached, the balance left, the key
+// revoked.
+func eventText(d admin.Delivery) string {
+	var ev struct {
+		KeyID     string         `json:"key_id"`
+		Cap       string         `json:"cap"`
+		Threshold int            `json:"threshold"`
+		Balance   *pricing.Money `json:"balance_usd"`
+	}
+	if json.Unmarshal(d.Event, &ev) != nil {
+		return d.Type
+	}
+	switch {
+	case ev.Cap != "":
+		return fmt.Sprintf("%s (%d%% of %s)", d.Type, ev.Threshold, ev.Cap)
+	case ev.Balance != nil:
+		return fmt.Sprintf("%s (%s left)", d.Type, usd(*ev.Balance))
+	case ev.KeyID != "":
+		return fmt.Sprintf("%s (%s)", d.Type, ev.KeyID)
+	}
+	return d.Type
+}
+
+// lastAnswer writes how a delivery's last attempt went: none yet, the
+// error, or the receiver's success status.
+func lastAnswer(d admin.Delivery) string {
+	switch {
+	case d.Attempts == 0 || d.LastStatus == nil:
+		return "none"
+	case d.LastError != nil && *d.LastError != "":
+		return *d.LastError
+	}
+	return "HTTP " + strconv.Itoa(*d.LastStatus)
+}
+
+// nextAttempt writes when a delivery is tried next: none once delivered,
+// now when it is due.
+func nextAttempt(d admin.Delivery) string {
+	switch {
+	case d.DeliveredAt != nil || d.NextAttemptAt == nil:
+		return "none"
+	case !d.NextAttemptAt.After(time.Now()):
+		return "now"
+	}
+	return ago(*d.NextAttemptAt)
 }
 
 func journalTable(w io.Writer, list []admin.Movement) error {
