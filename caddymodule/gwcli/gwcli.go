@@ -23,7 +23,6 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/printable"
-	"github.com/caddy-gw/caddy-gw/internal/usage"
 )
 
 // Long is the help text of `caddy gw`.
@@ -209,6 +208,28 @@ func (e *env) printJSON(b []byte) error {
 // errNotJSON is the error of an answer that is not JSON.
 var errNotJSON = errors.New("the admin endpoint answered what is not the gateway's JSON")
 
+// render prints an answer: as it came with --json, else decoded into a T
+// and drawn by draw.
+func render[T any](e *env, b []byte, draw func(io.Writer, T) error) error {
+	if e.json {
+		return e.printJSON(b)
+	}
+	var v T
+	if err := decode(b, &v); err != nil {
+		return err
+	}
+	return draw(e.out, v)
+}
+
+// renderList is render of a list answer: draw gets its data.
+func renderList[T any](e *env, b []byte, draw func(io.Writer, []T) error) error {
+	return render(e, b, func(w io.Writer, l struct {
+		Data []T `json:"data"`
+	}) error {
+		return draw(w, l.Data)
+	})
+}
+
 func decode(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: %w", errNotJSON, err)
@@ -275,18 +296,7 @@ func showAccount(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printAccount(b)
-}
-
-func (e *env) printAccount(b []byte) error {
-	if e.json {
-		return e.printJSON(b)
-	}
-	var a admin.Account
-	if err := decode(b, &a); err != nil {
-		return err
-	}
-	return accountCard(e.out, a)
+	return render(e, b, accountCard)
 }
 
 // accountFlags adds the settings of an account to cmd; create says
@@ -395,7 +405,7 @@ func createAccount(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printAccount(b)
+	return render(e, b, accountCard)
 }
 
 func updateAccount(e *env, args []string) error {
@@ -407,7 +417,7 @@ func updateAccount(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printAccount(b)
+	return render(e, b, accountCard)
 }
 
 // negativeAmount is an argument that is an amount below zero, which flag
@@ -471,7 +481,7 @@ func topUp(c *cobra.Command, raw []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printAccount(b)
+	return render(e, b, accountCard)
 }
 
 // keyCaps are the caps of a key.
@@ -524,7 +534,7 @@ func showKey(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printKey(b)
+	return render(e, b, keyCard)
 }
 
 func updateKey(e *env, args []string) error {
@@ -540,18 +550,7 @@ func updateKey(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printKey(b)
-}
-
-func (e *env) printKey(b []byte) error {
-	if e.json {
-		return e.printJSON(b)
-	}
-	var k admin.Key
-	if err := decode(b, &k); err != nil {
-		return err
-	}
-	return keyCard(e.out, k)
+	return render(e, b, keyCard)
 }
 
 func listKeys(e *env, args []string) error {
@@ -559,16 +558,7 @@ func listKeys(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(b)
-	}
-	var list struct {
-		Data []admin.Key `json:"data"`
-	}
-	if err := decode(b, &list); err != nil {
-		return err
-	}
-	return keyTable(e.out, list.Data)
+	return renderList(e, b, keyTable)
 }
 
 func revokeKey(e *env, args []string) error {
@@ -618,16 +608,7 @@ func showJournal(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(b)
-	}
-	var list struct {
-		Data []admin.Movement `json:"data"`
-	}
-	if err := decode(b, &list); err != nil {
-		return err
-	}
-	return journalTable(e.out, list.Data)
+	return renderList(e, b, journalTable)
 }
 
 func showLedger(e *env, args []string) error {
@@ -636,16 +617,7 @@ func showLedger(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(b)
-	}
-	var list struct {
-		Data []admin.Charge `json:"data"`
-	}
-	if err := decode(b, &list); err != nil {
-		return err
-	}
-	return ledgerTable(e.out, list.Data)
+	return renderList(e, b, ledgerTable)
 }
 
 // usageParams pairs each parameter of GET /gw/usage with the flag that
@@ -683,12 +655,5 @@ func showUsage(e *env, _ []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(b)
-	}
-	var rep usage.Report
-	if err := decode(b, &rep); err != nil {
-		return err
-	}
-	return usageTable(e.out, rep)
+	return render(e, b, usageTable)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/caddy-gw/caddy-gw/internal/admin"
 	"github.com/caddy-gw/caddy-gw/internal/printable"
 )
 
@@ -65,7 +64,7 @@ func createOrg(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printOrg(b)
+	return render(e, b, orgCard)
 }
 
 func listOrgs(e *env, _ []string) error {
@@ -73,16 +72,7 @@ func listOrgs(e *env, _ []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(b)
-	}
-	var list struct {
-		Data []admin.Org `json:"data"`
-	}
-	if err := decode(b, &list); err != nil {
-		return err
-	}
-	return orgTable(e.out, list.Data)
+	return renderList(e, b, orgTable)
 }
 
 func showOrg(e *env, args []string) error {
@@ -90,7 +80,7 @@ func showOrg(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printOrg(b)
+	return render(e, b, orgCard)
 }
 
 func updateOrg(e *env, args []string) error {
@@ -102,7 +92,7 @@ func updateOrg(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printOrg(b)
+	return render(e, b, orgCard)
 }
 
 // deleteOrg deletes an organization; while accounts belong to it the
@@ -125,15 +115,4 @@ func deleteOrg(e *env, args []string) error {
 	}
 	_, err = fmt.Fprintf(e.out, "Deleted organization %s.\n", printable.Escape(args[0]))
 	return err
-}
-
-func (e *env) printOrg(b []byte) error {
-	if e.json {
-		return e.printJSON(b)
-	}
-	var o admin.Org
-	if err := decode(b, &o); err != nil {
-		return err
-	}
-	return orgCard(e.out, o)
 }

@@ -69,14 +69,7 @@ func createWebhook(e *env, _ []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(b)
-	}
-	var h admin.Webhook
-	if err := decode(b, &h); err != nil {
-		return err
-	}
-	return webhookCreated(e.out, h)
+	return render(e, b, webhookCreated)
 }
 
 func listWebhooks(e *env, _ []string) error {
@@ -84,16 +77,7 @@ func listWebhooks(e *env, _ []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(b)
-	}
-	var list struct {
-		Data []admin.Webhook `json:"data"`
-	}
-	if err := decode(b, &list); err != nil {
-		return err
-	}
-	return webhookTable(e.out, list.Data)
+	return renderList(e, b, webhookTable)
 }
 
 func showWebhook(e *env, args []string) error {
@@ -101,14 +85,7 @@ func showWebhook(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(b)
-	}
-	var h admin.Webhook
-	if err := decode(b, &h); err != nil {
-		return err
-	}
-	return webhookCard(e.out, h)
+	return render(e, b, webhookCard)
 }
 
 func deleteWebhook(e *env, args []string) error {
@@ -129,14 +106,5 @@ func listDeliveries(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(b)
-	}
-	var list struct {
-		Data []admin.Delivery `json:"data"`
-	}
-	if err := decode(b, &list); err != nil {
-		return err
-	}
-	return deliveryTable(e.out, list.Data)
+	return renderList(e, b, deliveryTable)
 }

@@ -186,16 +186,6 @@ type Webhook struct {
 	CreatedAt time.Time
 }
 
-// Wants reports whether the webhook subscribes to events of type t.
-func (w *Webhook) Wants(t string) bool {
-	for _, e := range w.Events {
-		if e == t {
-			return true
-		}
-	}
-	return false
-}
-
 // Delivery is an event on its way to one webhook: a row of the outbox,
 // and once delivered a line of the webhook's delivery log.
 type Delivery struct {
