@@ -289,6 +289,18 @@ func TestWebhooks(t *testing.T) {
 	if last := log[0]; last.Attempts < 2 {
 		t.Errorf("the revocation took %d attempts while the receiver was down, want at least 2", last.Attempts)
 	}
+	// Every attempt is counted: five delivered, and as many failed as
+	// were logged.
+	failed := 0
+	for _, line := range strings.Split(e.log.String(), "\n") {
+		if logMsg([]byte(line)) == "webhook delivery failed" {
+			failed++
+		}
+	}
+	m := scrape(t, e.gateway)
+	if d, f := m[`gw_webhook_attempts_total{outcome="delivered"}`], m[`gw_webhook_attempts_total{outcome="failed"}`]; d != 5 || int(f) != failed || failed < 4 {
+		t.Errorf("gw_webhook_attempts_total delivered %v, failed %v; want 5 and the %d failures logged (at least 4)", d, f, failed)
+	}
 }
 
 // waitRefused waits until the gateway logged n failed deliveries to a

@@ -216,7 +216,8 @@ func (s *Sender) pass(ctx context.Context) {
 }
 
 // attempt sends d once and records how it went: delivered on a 2xx,
-// else due again after the backoff of its attempts.
+// else due again after the backoff of its attempts. What it logs follows
+// the record, so a log line is a recorded attempt.
 func (s *Sender) attempt(ctx context.Context, d store.Delivery) {
 	status, msg := s.send(ctx, &d)
 	at, next := s.now(), time.Time{}
@@ -226,27 +227,28 @@ func (s *Sender) attempt(ctx context.Context, d store.Delivery) {
 		next, msg = at, "the sender stopped before an answer"
 	default:
 		next = at.Add(s.Backoff(d.Attempts))
-		s.Log.Warn("webhook delivery failed", zap.String("webhook", d.WebhookID), zap.String("event", d.EventID),
-			zap.Int("attempt", d.Attempts), zap.Int("status", status), zap.String("error", msg), zap.Time("next_attempt", next))
 	}
 	// The record outlives a stopping sender: its attempt was made.
 	if err := s.Store.Attempted(context.WithoutCancel(ctx), d.Seq, at, next, status, msg); err != nil {
 		s.Log.Warn("webhook delivery unrecorded; it will be sent again", zap.String("event", d.EventID), zap.Error(err))
 		return
 	}
+	d.LastStatus, d.LastError = status, msg
 	if next.IsZero() {
-		s.Log.Info("webhook delivered", zap.String("webhook", d.WebhookID), zap.String("event", d.EventID),
-			zap.String("type", d.Type), zap.Int("attempt", d.Attempts))
+		d.Delivered = &at
+	} else {
+		d.NextAt = next
 	}
 	if s.OnAttempt != nil {
-		d.LastStatus, d.LastError = status, msg
-		if next.IsZero() {
-			d.Delivered = &at
-		} else {
-			d.NextAt = next
-		}
 		s.OnAttempt(d)
 	}
+	if d.Delivered != nil {
+		s.Log.Info("webhook delivered", zap.String("webhook", d.WebhookID), zap.String("event", d.EventID),
+			zap.String("type", d.Type), zap.Int("attempt", d.Attempts))
+		return
+	}
+	s.Log.Warn("webhook delivery failed", zap.String("webhook", d.WebhookID), zap.String("event", d.EventID),
+		zap.Int("attempt", d.Attempts), zap.Int("status", status), zap.String("error", msg), zap.Time("next_attempt", next))
 }
 
 // send POSTs d's body, signed, and returns the answer's status (0 for

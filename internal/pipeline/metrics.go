@@ -40,6 +40,9 @@ type Metrics struct {
 	// transaction); ChargesCommitted counts the charges they held.
 	ChargeCommit     prometheus.Histogram
 	ChargesCommitted prometheus.Counter
+	// WebhookAttempts counts attempts to deliver alerts, by outcome
+	// (delivered, failed).
+	WebhookAttempts *prometheus.CounterVec
 
 	// families and models hold the children of the vectors a call
 	// touches, looked up once: WithLabelValues hashes and checks its
@@ -210,6 +213,10 @@ func NewMetrics() *Metrics {
 			Namespace: "gw", Name: "charges_committed_total",
 			Help: "Charges made durable, in all batches.",
 		}),
+		WebhookAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gw", Name: "webhook_attempts_total",
+			Help: "Attempts to deliver an alert to its webhook, by outcome (delivered, failed).",
+		}, []string{"outcome"}),
 	}
 }
 
@@ -223,7 +230,7 @@ func (m *Metrics) ObserveCommit(d time.Duration, charges int) {
 // already registered under the same name.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.Requests, m.Duration, m.UpstreamErrors, m.UpstreamUnbilled, m.ChargeCommit, m.ChargesCommitted,
-		m.Tokens, m.Cost, m.Shortfall, m.TTFT, m.Overhead, m.Refusals, m.CacheHits} {
+		m.Tokens, m.Cost, m.Shortfall, m.TTFT, m.Overhead, m.Refusals, m.CacheHits, m.WebhookAttempts} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
