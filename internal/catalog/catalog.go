@@ -20,6 +20,29 @@ import (
 const (
 	FormatOpenAI    = "openai"
 	FormatAnthropic = "anthropic"
+	// FormatGemini is Google's Gemini API (generateContent), read with an
+	// x-goog-api-key.
+	FormatGemini = "gemini"
+	// FormatVertex is Google Cloud's Vertex AI: Gemini models by
+	// generateContent and Anthropic models by rawPredict, with an OAuth 2
+	// access token made from a service-account key file.
+	FormatVertex = "vertex"
+	// FormatBedrock is Amazon Bedrock Runtime's Converse API, signed with
+	// AWS Signature Version 4.
+	FormatBedrock = "bedrock"
+)
+
+// Formats are the values Provider.Format may take.
+var Formats = []string{FormatOpenAI, FormatAnthropic, FormatGemini, FormatVertex, FormatBedrock}
+
+// Default endpoints and places of the cloud formats: a provider that
+// names no base URL gets its format's, with its location or region in it.
+const (
+	DefaultGeminiBaseURL  = "https://generativelanguage.googleapis.com"
+	DefaultVertexLocation = "us-east5"
+	DefaultBedrockRegion  = "us-east-1"
+	vertexBaseURL         = "https://%s-aiplatform.googleapis.com"
+	bedrockBaseURL        = "https://bedrock-runtime.%s.amazonaws.com"
 )
 
 // Lanes of chat models.
@@ -137,7 +160,8 @@ type Provider struct {
 	// Name by which models refer to the provider.
 	Name string `json:"name"`
 	// Format is the wire format the provider speaks: "openai"
-	// (chat-completions style) or "anthropic" (messages style).
+	// (chat-completions style), "anthropic" (messages style), "gemini",
+	// "vertex" or "bedrock" (Formats).
 	Format string `json:"format"`
 	// BaseURL of the API: ends in /v1 for openai ("https://api.openai.com/v1"),
 	// without /v1 for anthropic ("https://api.anthropic.com"). Several
@@ -174,6 +198,65 @@ type Provider struct {
 	// to it again. Default: 30s. In JSON it is the gw app's provider
 	// config that carries it.
 	Cooldown time.Duration `json:"-"`
+
+	// Project and Location place a vertex provider's models
+	// (projects/{project}/locations/{location}); Location defaults to
+	// us-east5, and the base URL to that location's endpoint.
+	Project  string `json:"project,omitempty"`
+	Location string `json:"location,omitempty"`
+	// CredentialsFile is a vertex provider's service-account key file
+	// (JSON, as Google Cloud issues it): read once at load, never logged;
+	// its token_uri is where access tokens are asked for.
+	CredentialsFile string `json:"credentials_file,omitempty"`
+	// Region is a bedrock provider's AWS region (default us-east-1; the
+	// base URL defaults to that region's Bedrock Runtime endpoint), and
+	// AccessKeyID, SecretAccessKey and SessionToken (optional) the
+	// credentials its calls are signed with. Placeholders expand at load.
+	Region          string `json:"region,omitempty"`
+	AccessKeyID     string `json:"access_key_id,omitempty"`
+	SecretAccessKey string `json:"secret_access_key,omitempty"`
+	SessionToken    string `json:"session_token,omitempty"`
+}
+
+// HasCredentials reports whether the provider holds what its format
+// authenticates with: a key for gemini, a key file for vertex, an access
+// key and secret for bedrock. The other formats always do (a key may be
+// optional to them).
+func (p *Provider) HasCredentials() bool {
+	switch p.Format {
+	case FormatGemini:
+		return p.APIKey != ""
+	case FormatVertex:
+		return p.CredentialsFile != "" && p.Project != ""
+	case FormatBedrock:
+		return p.AccessKeyID != "" && p.SecretAccessKey != ""
+	}
+	return true
+}
+
+// setCloudDefaults gives a cloud provider its format's base URL, location
+// or region when it names none.
+func (p *Provider) setCloudDefaults() {
+	switch p.Format {
+	case FormatGemini:
+		if strings.TrimSpace(p.BaseURL) == "" && len(p.Deployments) == 0 {
+			p.BaseURL = DefaultGeminiBaseURL
+		}
+	case FormatVertex:
+		if p.Location == "" {
+			p.Location = DefaultVertexLocation
+		}
+		if strings.TrimSpace(p.BaseURL) == "" && len(p.Deployments) == 0 {
+			p.BaseURL = fmt.Sprintf(vertexBaseURL, p.Location)
+		}
+	case FormatBedrock:
+		if p.Region == "" {
+			p.Region = DefaultBedrockRegion
+		}
+		if strings.TrimSpace(p.BaseURL) == "" && len(p.Deployments) == 0 {
+			p.BaseURL = fmt.Sprintf(bedrockBaseURL, p.Region)
+		}
+	}
 }
 
 // setDeployments makes Deployments the provider's full list: BaseURL
@@ -413,13 +496,14 @@ func New(providers []Provider, models []Model, abilities []Ability, aliases []Al
 		if p.Name == "" {
 			return nil, fmt.Errorf("provider %d: name is required", i)
 		}
+		if !slices.Contains(Formats, p.Format) {
+			return nil, fmt.Errorf("provider %s: format must be one of %v", p.Name, Formats)
+		}
 		// The deployments first: a provider listing only deployments gets
 		// its base URL from them.
+		p.setCloudDefaults()
 		if err := p.setDeployments(); err != nil {
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
-		}
-		if p.Format != FormatOpenAI && p.Format != FormatAnthropic {
-			return nil, fmt.Errorf("provider %s: format must be %q or %q", p.Name, FormatOpenAI, FormatAnthropic)
 		}
 		if p.Auth != "" && !slices.Contains(Auths, p.Auth) {
 			return nil, fmt.Errorf("provider %s: auth must be one of %v", p.Name, Auths)

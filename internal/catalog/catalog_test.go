@@ -60,7 +60,7 @@ func TestNewValidation(t *testing.T) {
 		wantErr string
 	}{
 		{"provider without name", func(p *parts) { p.providers[0].Name = "" }, "provider 0: name is required"},
-		{"bad format", func(p *parts) { p.providers[0].Format = "grpc" }, `provider openai: format must be "openai" or "anthropic"`},
+		{"bad format", func(p *parts) { p.providers[0].Format = "grpc" }, `provider openai: format must be one of [openai anthropic gemini vertex bedrock]`},
 		{"empty format", func(p *parts) { p.providers[1].Format = "" }, `provider anthropic: format must be`},
 		{"no base url", func(p *parts) { p.providers[0].BaseURL = "" }, "provider openai: base_url is required"},
 		{"bad auth", func(p *parts) { p.providers[0].Auth = "basic" }, "provider openai: auth must be one of [bearer api-key none]"},
