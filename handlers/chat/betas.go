@@ -179,7 +179,7 @@ func (t Betas) forCall(h http.Header) (*callBetas, error) {
 // dropped unread.
 func (h *Handler) betasFor(c *http.Request, cat *catalog.Catalog, rt *lanes.Route) (*callBetas, error) {
 	for _, m := range rt.Candidates {
-		if takesBetas(cat.Providers[m.Provider]) {
+		if takesBetas(cat.Providers[m.Provider], m) {
 			return h.betas().forCall(c.Header)
 		}
 	}
@@ -197,7 +197,7 @@ func (h *Handler) betas() Betas {
 // forwarded are the betas sent to m: the call's, when m speaks the
 // messages format; none otherwise (a translated call drops them).
 func (cb *callBetas) forwarded(cat *catalog.Catalog, m *catalog.Model) []string {
-	if cb == nil || !takesBetas(cat.Providers[m.Provider]) {
+	if cb == nil || !takesBetas(cat.Providers[m.Provider], m) {
 		return nil
 	}
 	return cb.names
@@ -208,7 +208,7 @@ func (cb *callBetas) forwarded(cat *catalog.Catalog, m *catalog.Model) []string 
 // speaks the messages format (the betas reach it); prices as they are
 // otherwise.
 func (cb *callBetas) priced(cat *catalog.Catalog, served, prices *catalog.Model) *catalog.Model {
-	if cb == nil || (cb.inPct == 100 && cb.outPct == 100) || !takesBetas(cat.Providers[served.Provider]) {
+	if cb == nil || (cb.inPct == 100 && cb.outPct == 100) || !takesBetas(cat.Providers[served.Provider], served) {
 		return prices
 	}
 	at := func(p pricing.Money, pct int64) pricing.Money { return p * pricing.Money(pct) / 100 }
@@ -218,5 +218,6 @@ func (cb *callBetas) priced(cat *catalog.Catalog, served, prices *catalog.Model)
 	return &s
 }
 
-// takesBetas reports a provider whose format forwards the call's betas.
-func takesBetas(p *catalog.Provider) bool { return upstreamFormat(p).spec().betas }
+// takesBetas reports a model whose provider's route forwards the call's
+// betas.
+func takesBetas(p *catalog.Provider, m *catalog.Model) bool { return reachOf(p, m.ID).betas() }

@@ -94,6 +94,8 @@ type call struct {
 	// broke: the provider's answer to the current attempt failed after it
 	// began (counted as a failed upstream attempt).
 	broke bool
+	// reach is how the attempt under way reaches its model.
+	reach reach
 }
 
 func (h *Handler) serve(c *pipeline.Call, f Format) error {
@@ -211,10 +213,12 @@ func escalationAllowed(allowlist []string, rt *lanes.Route, m *catalog.Model) bo
 // reached the client.
 func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 	p := cl.Gateway.Catalog.Providers[m.Provider]
-	target := upstreamFormat(p)
-	if served := cl.format.spec().servedBy; served != nil && served(p) {
-		target = cl.format
+	rc := reachOf(p, m.ID)
+	if served := cl.format.spec().servedBy; served != nil && rc.native == nil && served(p) {
+		rc.format = cl.format
 	}
+	target := rc.format
+	cl.reach = rc
 	body := cl.body
 	if cl.lowered {
 		cl.W.Header().Del(HeaderOutputLimit) // an earlier attempt's
@@ -231,7 +235,7 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 		cl.W.Header().Set(HeaderOutputLimit, strconv.Itoa(limit))
 		cl.cacheable, cl.lowered = false, true
 	}
-	body, path, err := requestFor(body, cl.format, target, m.ID, cl.req.stream)
+	body, path, err := rc.requestFor(body, cl.format, p, m.ID, cl.req.stream)
 	if err != nil {
 		return gwerr.New(gwerr.Invalid, "the request cannot be sent to %s: %v", m.ID, err)
 	}
@@ -260,7 +264,7 @@ func (cl *call) attempt(m *catalog.Model, escalated bool, limit int) error {
 	defer resp.Body.Close()
 	cl.broke = false
 	if cl.req.stream {
-		err = cl.stream(resp.Body, m, target, escalated)
+		err = cl.stream(rc.streamOf(resp.Body, m.ID), m, target, escalated)
 	} else {
 		err = cl.whole(resp.Body, resp.ContentLength, m, target, escalated)
 	}
@@ -317,6 +321,9 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 		// lost): a failed call, billed nothing. The request's own size
 		// explains it, so no other model is tried.
 		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s is larger than %d bytes", m.ID, MaxResponse)}
+	}
+	if b, err = cl.reach.answerOf(b, m.ID); err != nil {
+		return &upstream.Error{Err: gwerr.New(gwerr.Upstream, "the answer of %s could not be read: %v", m.ID, err), Retryable: true}
 	}
 	reported, empty := readAnswer(from, b)
 	if !reported.Valid() {

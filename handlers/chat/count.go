@@ -57,7 +57,7 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 	m := rt.Candidates[0]
 	p := c.Gateway.Catalog.Providers[m.Provider]
 	var n int
-	if upstreamFormat(p).spec().counts {
+	if reachOf(p, m.ID).counts() {
 		var betas *callBetas
 		if betas, err = h.betas().forCall(c.R.Header); err != nil {
 			return err
@@ -106,7 +106,7 @@ func setRaw(b []byte, path, raw string) ([]byte, error) {
 // root its format's table says the count endpoint takes, and the model.
 func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalog.Model, root gjson.Result, betas []string) (int, error) {
 	out := []byte(`{}`)
-	table := upstreamFormat(p).spec().billing
+	table := reachOf(p, m.ID).format.spec().billing
 	var err error
 	root.ForEach(func(k, v gjson.Result) bool {
 		if table.rule(k.Str).countable {

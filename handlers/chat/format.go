@@ -35,26 +35,16 @@ var formats = [...]*formatSpec{
 // spec is f's row of formats.
 func (f Format) spec() *formatSpec { return formats[f] }
 
-// providerFormats are the formats the providers of each catalogue format
-// speak. A provider of a format not listed (only a catalogue made by hand:
-// catalog.New refuses one) speaks the zero Format, chat completions.
-var providerFormats = map[string]Format{
-	catalog.FormatOpenAI:    ChatCompletions,
-	catalog.FormatAnthropic: Messages,
-}
-
 // cacheSpace keeps the format's answers apart in the answer cache: its
 // own number, below answercache.Embeddings.
 func (f Format) cacheSpace() answercache.Space { return answercache.Space(f) }
 
-// upstreamFormat is the format a provider speaks.
-func upstreamFormat(p *catalog.Provider) Format { return providerFormats[p.Format] }
 
 // formatSpec is everything the handler knows of one wire format: how it
 // reads a client's request in it, sends one upstream, reads an answer and
 // writes the gateway's own events. The handler reads these fields and
 // never asks which format it holds; a new format is one spec (a file of
-// its own) and its rows in formats, providerFormats and translators.
+// its own) and its rows in formats, reaches and translators.
 type formatSpec struct {
 	// path is the format's endpoint at a provider, after its base URL.
 	path string

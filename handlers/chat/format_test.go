@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"reflect"
 	"testing"
 )
@@ -37,16 +38,25 @@ func TestFormatSpecsComplete(t *testing.T) {
 	}
 }
 
-// Every format a provider speaks can serve a client of every format: each
+// Every catalogue format is reached, and the format each model of its
+// providers is spoken to in can serve a client of every format: each
 // client format is its own or has a translator to it.
 func TestEveryClientReachesEveryProvider(t *testing.T) {
-	for provider, up := range providerFormats {
-		for client := range formats {
-			if Format(client) == up {
-				continue
-			}
-			if _, err := translatorFor(Format(client), up); err != nil {
-				t.Errorf("a client of format %d cannot reach a %s provider: %v", client, provider, err)
+	for _, provider := range catalog.Formats {
+		reach, ok := reaches[provider]
+		if !ok {
+			t.Errorf("no reach of %s providers", provider)
+			continue
+		}
+		for _, model := range []string{"gemini-2.5-flash", "claude-sonnet-4-5", "gpt-4.1-mini"} {
+			up := reach(model).format
+			for client := range formats {
+				if Format(client) == up {
+					continue
+				}
+				if _, err := translatorFor(Format(client), up); err != nil {
+					t.Errorf("a client of format %d cannot reach %s of a %s provider: %v", client, model, provider, err)
+				}
 			}
 		}
 	}

@@ -131,8 +131,9 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 			{"role": "user", "content": "Request:\n" + cl.req.needs.Text + "\n\nAnswer:\n" + answerText(cl.format, answer)},
 		},
 	})
-	up := upstreamFormat(p)
-	body, path, err := requestFor(prompt, checkerFormat, up, m.ID, false)
+	rc := reachOf(p, m.ID)
+	up := rc.format
+	body, path, err := rc.requestFor(prompt, checkerFormat, p, m.ID, false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -146,6 +147,9 @@ func (cl *call) secondOpinion(answer []byte) (*opinion, pricing.Money, error) {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
+	if err == nil {
+		b, err = rc.answerOf(b, m.ID)
+	}
 	if err != nil {
 		upstream.Broke(resp.Body)
 		return nil, 0, gwerr.New(gwerr.Upstream, "the second opinion broke off")

@@ -143,7 +143,8 @@ func (cl *call) countPrompt(m *catalog.Model) int64 {
 	p := cl.Gateway.Catalog.Providers[m.Provider]
 	var n int64
 	counted := false
-	if up := upstreamFormat(p); up.spec().counts && cl.req.documentTokens == 0 {
+	if rc := reachOf(p, m.ID); rc.counts() && cl.req.documentTokens == 0 {
+		up := rc.format
 		body := cl.body
 		var err error
 		if cl.format != up {

@@ -253,23 +253,47 @@ func (w *Writer) Write(ev Event) error {
 // Queue writes ev as Write does, without flushing it: it goes out with the
 // next Flush (or sooner, when the response's own buffer fills).
 func (w *Writer) Queue(ev Event) error {
-	if strings.ContainsAny(ev.Event, "\r\n") || strings.ContainsAny(ev.ID, "\r\n\x00") {
-		return ErrInvalidField
+	b, err := appendEvent(w.buf[:0], ev, w.lastID)
+	if err != nil {
+		return err
 	}
-	b := w.buf[:0]
+	w.lastID = ev.ID
+	w.buf = b
+	w.queued = true
+	_, err = w.w.Write(b)
+	return err
+}
+
+// Append appends ev to b as a stream carries it: its event line, its id
+// line when it has one, its data lines and the blank line that ends it.
+// An event name or id with a line break (ErrInvalidField) appends
+// nothing.
+func Append(b []byte, ev Event) []byte {
+	out, err := appendEvent(b, ev, "")
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// appendEvent appends ev to b; lastID is the id in force before it (an
+// id line is written when ev's differs).
+func appendEvent(b []byte, ev Event, lastID string) ([]byte, error) {
+	if strings.ContainsAny(ev.Event, "\r\n") || strings.ContainsAny(ev.ID, "\r\n\x00") {
+		return b, ErrInvalidField
+	}
 	if ev.Event != "" {
 		b = append(b, "event: "...)
 		b = append(b, ev.Event...)
 		b = append(b, '\n')
 	}
-	if ev.ID != w.lastID {
+	if ev.ID != lastID {
 		b = append(b, "id:"...)
 		if ev.ID != "" {
 			b = append(b, ' ')
 			b = append(b, ev.ID...)
 		}
 		b = append(b, '\n')
-		w.lastID = ev.ID
 	}
 	data := ev.Data
 	for {
@@ -292,11 +316,7 @@ func (w *Writer) Queue(ev Event) error {
 		}
 		data = data[i+1:]
 	}
-	b = append(b, '\n')
-	w.buf = b
-	w.queued = true
-	_, err := w.w.Write(b)
-	return err
+	return append(b, '\n'), nil
 }
 
 // WriteDone writes "data: [DONE]" and a blank line, the end of a

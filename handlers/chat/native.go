@@ -1,0 +1,232 @@
+package chat
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"github.com/tidwall/sjson"
+
+	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
+	"github.com/caddy-gw/caddy-gw/internal/translate"
+)
+
+// reach is how a call reaches a provider's model: the format the handler
+// speaks to it, and for a provider of a cloud's own API (Gemini, Vertex
+// AI, Bedrock) the native adapter between that format and the API. The
+// handler does all it does (checks, limits, usage, translation to the
+// client's format) in reach.format; the adapter only carries bodies and
+// streams across at the edge.
+type reach struct {
+	format Format
+	native *native
+}
+
+// native is a cloud API seen through one of the handler's formats: where
+// a call goes, its body in the API's shape, and the API's answers and
+// streams back in the format's.
+type native struct {
+	// path is where a call of model goes, after the provider's base URL.
+	path func(p *catalog.Provider, model string, stream bool) string
+	// request turns a body of the reach's format into the API's.
+	request func(body []byte, model string) ([]byte, error)
+	// answer turns a whole answer of the API into the reach's format (nil:
+	// it is one already).
+	answer func(body []byte, model string) ([]byte, error)
+	// events reads the API's stream as events (nil: server-sent events);
+	// stream turns them into the reach's format (nil: they are its
+	// already).
+	events func(r io.Reader) eventSource
+	stream func(model string) translate.Stream
+}
+
+// eventSource is a stream read event by event (sse.Reader is one).
+type eventSource interface {
+	Next() (sse.Event, error)
+}
+
+// reaches are how each catalogue format's providers are reached, by the
+// model called.
+var reaches = map[string]func(model string) reach{
+	catalog.FormatOpenAI:    func(string) reach { return reach{format: ChatCompletions} },
+	catalog.FormatAnthropic: func(string) reach { return reach{format: Messages} },
+	catalog.FormatVertex: func(model string) reach {
+		if vertexPublisher(model) == vertexAnthropic {
+			return reach{format: Messages, native: &vertexClaude}
+		}
+		return reach{format: ChatCompletions, native: &vertexGemini}
+	},
+}
+
+// reachOf is the reach of a call to model at p. A provider of a format
+// not listed (only a catalogue made by hand: catalog.New refuses one) is
+// spoken to in chat completions.
+func reachOf(p *catalog.Provider, model string) reach {
+	if r, ok := reaches[p.Format]; ok {
+		return r(model)
+	}
+	return reach{format: ChatCompletions}
+}
+
+// counts reports whether the reach's provider counts a prompt for free
+// (the format's count endpoint); a native API's count is not asked.
+func (r reach) counts() bool { return r.native == nil && r.format.spec().counts }
+
+// betas reports whether the reach's provider takes the call's betas.
+func (r reach) betas() bool { return r.native == nil && r.format.spec().betas }
+
+// requestFor is requestFor for the reach: a client body of format from
+// made the body and path of a call of model to p.
+func (r reach) requestFor(body []byte, from Format, p *catalog.Provider, model string, stream bool) ([]byte, string, error) {
+	body, path, err := requestFor(body, from, r.format, model, stream)
+	if err != nil || r.native == nil {
+		return body, path, err
+	}
+	if body, err = r.native.request(body, model); err != nil {
+		return nil, "", err
+	}
+	return body, r.native.path(p, model, stream), nil
+}
+
+// answerOf is a whole answer of the reach's provider in the reach's
+// format.
+func (r reach) answerOf(body []byte, model string) ([]byte, error) {
+	if r.native == nil || r.native.answer == nil {
+		return body, nil
+	}
+	return r.native.answer(body, model)
+}
+
+// streamOf is a stream of the reach's provider as server-sent events of
+// the reach's format.
+func (r reach) streamOf(rd io.Reader, model string) io.Reader {
+	if r.native == nil || (r.native.events == nil && r.native.stream == nil) {
+		return rd
+	}
+	var src eventSource
+	if r.native.events != nil {
+		src = r.native.events(rd)
+	} else {
+		src = sse.NewReader(rd)
+	}
+	var tr translate.Stream
+	if r.native.stream != nil {
+		tr = r.native.stream(model)
+	}
+	return &nativeStream{src: src, tr: tr}
+}
+
+// nativeStream reads a native stream event by event and serves it as
+// server-sent events of the reach's format, each translated as it comes.
+type nativeStream struct {
+	src    eventSource
+	tr     translate.Stream // nil: the events as they are
+	buf    []byte
+	off    int
+	closed bool
+	err    error
+}
+
+func (s *nativeStream) Read(p []byte) (int, error) {
+	for s.off == len(s.buf) {
+		if s.err != nil {
+			return 0, s.err
+		}
+		s.buf, s.off = s.buf[:0], 0
+		ev, err := s.src.Next()
+		switch {
+		case err == io.EOF:
+			if s.tr != nil && !s.closed {
+				s.closed = true
+				s.append(s.tr.Close())
+			}
+			s.err = io.EOF
+		case err != nil:
+			s.err = err
+		case s.tr == nil:
+			s.append([]sse.Event{ev})
+		default:
+			out, err := s.tr.Event(ev)
+			if err != nil {
+				s.err = err
+				break
+			}
+			s.append(out)
+		}
+	}
+	n := copy(p, s.buf[s.off:])
+	s.off += n
+	return n, nil
+}
+
+// append writes evs to the buffer as server-sent events.
+func (s *nativeStream) append(evs []sse.Event) {
+	for _, ev := range evs {
+		s.buf = sse.Append(s.buf, ev)
+	}
+}
+
+// Vertex AI serves each model by its publisher.
+const (
+	vertexGoogle    = "google"
+	vertexAnthropic = "anthropic"
+	// vertexAnthropicVersion is the version a Claude model on Vertex AI
+	// reads from the body, in place of the header.
+	vertexAnthropicVersion = "vertex-2023-10-16"
+)
+
+// vertexPublisher is the publisher of a Vertex AI model: Anthropic's for
+// the Claude models, Google's for the rest.
+func vertexPublisher(model string) string {
+	if strings.HasPrefix(model, "claude") {
+		return vertexAnthropic
+	}
+	return vertexGoogle
+}
+
+// vertexPath is where a call of model goes on Vertex AI, by the verb of
+// its publisher's API.
+func vertexPath(p *catalog.Provider, model, verb string) string {
+	return fmt.Sprintf("/v1/projects/%s/locations/%s/publishers/%s/models/%s:%s", url.PathEscape(p.Project), url.PathEscape(p.Location),
+		vertexPublisher(model), url.PathEscape(model), verb)
+}
+
+// vertexClaude is a Claude model on Vertex AI: the messages format with
+// the model in the path and the version in the body.
+var vertexClaude = native{
+	path: func(p *catalog.Provider, model string, stream bool) string {
+		if stream {
+			return vertexPath(p, model, "streamRawPredict")
+		}
+		return vertexPath(p, model, "rawPredict")
+	},
+	request: func(body []byte, _ string) ([]byte, error) {
+		body, err := sjson.DeleteBytes(body, "model")
+		if err != nil {
+			return nil, err
+		}
+		return sjson.SetBytes(body, "anthropic_version", vertexAnthropicVersion)
+	},
+}
+
+// vertexGemini is a Gemini model on Vertex AI: the Gemini API's bodies at
+// Vertex AI's paths.
+var vertexGemini = native{
+	path: func(p *catalog.Provider, model string, stream bool) string {
+		if stream {
+			return vertexPath(p, model, "streamGenerateContent?alt=sse")
+		}
+		return vertexPath(p, model, "generateContent")
+	},
+	request: unsupportedNative,
+}
+
+// unsupportedNative refuses a request to an API the gateway does not
+// translate to yet.
+func unsupportedNative([]byte, string) ([]byte, error) {
+	return nil, errNativeUnsupported
+}
+
+var errNativeUnsupported = fmt.Errorf("this provider's API is not supported yet")
