@@ -207,7 +207,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 			d := &p.Deployments[j]
 			d.BaseURL, d.APIKey = repl.ReplaceAll(d.BaseURL, ""), repl.ReplaceAll(d.APIKey, "")
 		}
+		for _, f := range []*string{&p.Project, &p.Location, &p.CredentialsFile, &p.Region, &p.AccessKeyID, &p.SecretAccessKey, &p.SessionToken} {
+			*f = strings.TrimSpace(repl.ReplaceAll(*f, ""))
+		}
 	}
+	providers, models := a.withCredentials(providers)
 	a.BootstrapKey = repl.ReplaceAll(a.BootstrapKey, "")
 	a.Store.Dir = repl.ReplaceAll(a.Store.Dir, "")
 	a.Store.DatabaseURL = strings.TrimSpace(repl.ReplaceAll(a.Store.DatabaseURL, ""))
@@ -222,7 +226,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.Store.Dir == "" {
 		a.Store.Dir = DefaultDataDir
 	}
-	cat, err := catalog.New(providers, a.Models, a.Abilities, a.Aliases, a.DecideModel)
+	cat, err := catalog.New(providers, models, a.Abilities, a.Aliases, a.DecideModel)
 	if err != nil {
 		return err
 	}

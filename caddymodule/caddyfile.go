@@ -53,6 +53,13 @@ func init() {
 //			api_key <key> [<fallback key>...]
 //			auth bearer|api-key|none
 //			responses
+//			project <id>                      # vertex
+//			location <location>               # vertex (us-east5)
+//			credentials_file <path>           # vertex: a service-account key file
+//			region <region>                   # bedrock (us-east-1)
+//			access_key_id <id>                # bedrock
+//			secret_access_key <secret>        # bedrock
+//			session_token <token>             # bedrock, optional
 //			dial_timeout <duration>
 //			header_timeout <duration>
 //			idle_timeout <duration>
@@ -494,11 +501,18 @@ func providerOptions(p *ProviderConfig) options {
 			p.APIKey, p.APIKeyFallbacks = keys[0], keys[1:]
 			return nil
 		}},
-		"responses":      flagOption(&p.Responses),
-		"dial_timeout":   durationOption(&p.DialTimeout),
-		"header_timeout": durationOption(&p.HeaderTimeout),
-		"idle_timeout":   durationOption(&p.IdleTimeout),
-		"cooldown":       durationOption(&p.Cooldown),
+		"responses":         flagOption(&p.Responses),
+		"project":           textOption(&p.Project),
+		"location":          textOption(&p.Location),
+		"credentials_file":  textOption(&p.CredentialsFile),
+		"region":            textOption(&p.Region),
+		"access_key_id":     textOption(&p.AccessKeyID),
+		"secret_access_key": textOption(&p.SecretAccessKey),
+		"session_token":     textOption(&p.SessionToken),
+		"dial_timeout":      durationOption(&p.DialTimeout),
+		"header_timeout":    durationOption(&p.HeaderTimeout),
+		"idle_timeout":      durationOption(&p.IdleTimeout),
+		"cooldown":          durationOption(&p.Cooldown),
 		"deployment": namedOption(&p.Deployments, "deployment", func(d *catalog.Deployment) *string { return &d.BaseURL },
 			deploymentOptions),
 	}

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"go.uber.org/zap"
 	"slices"
 	"time"
 
@@ -186,6 +187,32 @@ func (a *App) catalogProviders() []catalog.Provider {
 		out[i].Deployments = slices.Clone(pc.Deployments)
 	}
 	return out
+}
+
+// withCredentials leaves out the cloud providers whose credentials are
+// absent (an environment that names no key), with their models, logging
+// each: a config can name every cloud and serve the ones it has keys for.
+func (a *App) withCredentials(providers []catalog.Provider) ([]catalog.Provider, []catalog.Model) {
+	left := map[string]bool{}
+	kept := providers[:0]
+	for _, p := range providers {
+		if p.HasCredentials() {
+			kept = append(kept, p)
+			continue
+		}
+		left[p.Name] = true
+		a.logger.Info("provider left out: its credentials are not set", zap.String("provider", p.Name), zap.String("format", p.Format))
+	}
+	if len(left) == 0 {
+		return kept, a.Models
+	}
+	var models []catalog.Model
+	for _, m := range a.Models {
+		if !left[m.Provider] {
+			models = append(models, m)
+		}
+	}
+	return kept, models
 }
 
 // AudioConfig is the configurable part of transcription and speech.

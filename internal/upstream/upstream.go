@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/caddy-gw/caddy-gw/internal/gcpauth"
 	"io"
 	"net"
 	"net/http"
@@ -107,6 +108,9 @@ type Client struct {
 	// memory when none was set.
 	limiter atomic.Pointer[limits.Limiter]
 	memory  *limits.Memory
+	// tokens are the access token sources of vertex providers, by key
+	// file: each file is read once.
+	tokens map[string]*gcpauth.Source
 }
 
 // urlKey names an upstream address: a provider's base URL and a path.
@@ -339,6 +343,10 @@ func (c *Client) attempt(ctx context.Context, r Request, p *catalog.Provider, st
 	}
 	req.Header.Set("Content-Type", contentType)
 	setHeaders(req.Header, p, r)
+	if err := c.sign(req, p, r.Body); err != nil {
+		cancel()
+		return nil, err
+	}
 	rec := obs.From(parent)
 	span := startAttempt(parent, rec, p, r.Path)
 	st.inflight.Add(1)
@@ -467,27 +475,85 @@ type headerFunc func(h http.Header, p *catalog.Provider, r Request)
 
 // providerFormat is what each catalogue format of provider reads of every
 // call: the key, in the header of its own way (auth) unless the provider
-// names another, and the other headers of its format.
+// names another, the other headers of its format, and for a format that
+// authenticates a request by itself (an access token, a signature) its
+// signing, done last on the request as it will be sent.
 type providerFormat struct {
 	auth    string
 	headers headerFunc
+	sign    func(c *Client, req *http.Request, p *catalog.Provider, body []byte) error
 }
 
 // providerFormats are the rows of providerFormat by catalogue format.
 var providerFormats = map[string]providerFormat{
 	catalog.FormatOpenAI:    {auth: catalog.AuthBearer},
 	catalog.FormatAnthropic: {auth: authXAPIKey, headers: messagesHeaders},
+	catalog.FormatGemini:    {auth: authGoogAPIKey},
+	catalog.FormatVertex:    {auth: catalog.AuthNone, sign: (*Client).vertexToken},
 }
 
-// authXAPIKey is the messages style's own way to send the key.
-const authXAPIKey = "x-api-key"
+// authXAPIKey is the messages style's own way to send the key, and
+// authGoogAPIKey the Gemini API's.
+const (
+	authXAPIKey    = "x-api-key"
+	authGoogAPIKey = "x-goog-api-key"
+)
 
 // keyHeaders send a key in the way of their auth.
 var keyHeaders = map[string]func(h http.Header, key string){
 	catalog.AuthBearer: func(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) },
 	catalog.AuthAPIKey: func(h http.Header, key string) { h.Set("api-key", key) },
 	authXAPIKey:        func(h http.Header, key string) { h.Set("x-api-key", key) },
+	authGoogAPIKey:     func(h http.Header, key string) { h.Set("x-goog-api-key", key) },
 	catalog.AuthNone:   func(http.Header, string) {},
+}
+
+// sign authenticates req to p as its format does by itself, when it does.
+func (c *Client) sign(req *http.Request, p *catalog.Provider, body []byte) error {
+	f := providerFormats[p.Format]
+	if f.sign == nil {
+		return nil
+	}
+	if err := f.sign(c, req, p, body); err != nil {
+		// The gateway's own credentials for the provider failed: the
+		// provider is out of reach for every caller, as when it refuses
+		// the account.
+		return &Error{Err: gwerr.New(gwerr.Unavailable, "%s cannot be reached: its credentials were refused", p.Name), Account: true}
+	}
+	return nil
+}
+
+// tokenWait bounds the wait for an access token.
+const tokenWait = 10 * time.Second
+
+// vertexToken sends the access token of p's key file, made and renewed
+// from the file (read once, on the first call).
+func (c *Client) vertexToken(req *http.Request, p *catalog.Provider, _ []byte) error {
+	c.mu.Lock()
+	src := c.tokens[p.CredentialsFile]
+	c.mu.Unlock()
+	if src == nil {
+		var err error
+		if src, err = gcpauth.Load(p.CredentialsFile, &http.Client{Timeout: tokenWait}); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if c.tokens == nil {
+			c.tokens = map[string]*gcpauth.Source{}
+		}
+		if kept := c.tokens[p.CredentialsFile]; kept != nil {
+			src = kept
+		} else {
+			c.tokens[p.CredentialsFile] = src
+		}
+		c.mu.Unlock()
+	}
+	tok, err := src.Token()
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	return nil
 }
 
 // setHeaders sets what p reads of every call r: its key in the way of
