@@ -39,7 +39,6 @@ func (f Format) spec() *formatSpec { return formats[f] }
 // own number, below answercache.Embeddings.
 func (f Format) cacheSpace() answercache.Space { return answercache.Space(f) }
 
-
 // formatSpec is everything the handler knows of one wire format: how it
 // reads a client's request in it, sends one upstream, reads an answer and
 // writes the gateway's own events. The handler reads these fields and
