@@ -114,12 +114,18 @@ func fakeUsage(anthropicFormat bool, u tokenUsage) fake.Usage {
 // input, output and cached input tokens. TestChatPricesMatchExample keeps
 // the two in step.
 var listPrices = map[string][3]string{
-	"gpt-4.1-nano":      {"0.10", "0.40", "0.025"},
-	"claude-haiku-4-5":  {"1.00", "5.00", "0.10"},
-	"gpt-4.1-mini":      {"0.40", "1.60", "0.10"},
-	"claude-sonnet-4-5": {"3.00", "15.00", "0.30"},
-	"o4-mini":           {"1.10", "4.40", "0.275"},
-	"claude-opus-4-1":   {"15.00", "75.00", "1.50"},
+	"gpt-4.1-nano":               {"0.10", "0.40", "0.025"},
+	"claude-haiku-4-5":           {"1.00", "5.00", "0.10"},
+	"gpt-4.1-mini":               {"0.40", "1.60", "0.10"},
+	"claude-sonnet-4-5":          {"3.00", "15.00", "0.30"},
+	"o4-mini":                    {"1.10", "4.40", "0.275"},
+	"claude-opus-4-1":            {"15.00", "75.00", "1.50"},
+	"gemini-2.5-flash":           {"0.30", "2.50", "0.03"},
+	"gemini-2.5-pro":             {"1.25", "10.00", "0.125"},
+	"claude-sonnet-4-5@20250929": {"3.00", "15.00", "0.30"},
+	"gemini-2.5-flash-lite":      {"0.10", "0.40", "0.01"},
+	"us.anthropic.claude-sonnet-4-5-20250929-v1:0": {"3.00", "15.00", "0.30"},
+	"amazon.nova-lite-v1:0":                        {"0.06", "0.24", "0.015"},
 }
 
 func mustUSD(t testing.TB, s string) pricing.Money {

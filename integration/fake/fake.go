@@ -73,6 +73,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"io"
 	"math/big"
@@ -306,6 +307,11 @@ type Upstream struct {
 	queue   []Script
 	reqs    []Request
 	arrived chan struct{} // closed and replaced on every request
+
+	// vertexKey signs a Vertex fake's key files; tokens are the access
+	// tokens it issued.
+	vertexKey *rsa.PrivateKey
+	tokens    map[string]bool
 }
 
 func newUpstream(f format, h func(u *Upstream, w http.ResponseWriter, r *http.Request, body []byte)) *Upstream {
