@@ -42,6 +42,7 @@ const (
 	headerBeta      = "anthropic-beta"            // the betas, comma-separated
 	headerAltVer    = "vendor-version"            // the same header, named neutrally
 	headerRetry     = "Retry-After"               // passed on from 429 and 529 answers
+	headerAWSError  = "X-Amzn-Errortype"          // an AWS API's error type
 	maxIdleConnsPer = 64                          // idle connections kept per provider
 	// StatusOverloaded is the status of a backing service at capacity
 	// (529: clients retry with backoff).
@@ -56,6 +57,9 @@ var accountCodes = map[string]bool{
 	"billing_not_active":         true, // chat-completions style, 429
 	"billing_hard_limit_reached": true, // chat-completions style, 400
 	"billing_error":              true, // messages style, 402
+	// Bedrock's, in the x-amzn-ErrorType header: a quota of the AWS
+	// account (not a rate limit, which is ThrottlingException).
+	"ServiceQuotaExceededException": true,
 }
 
 // accountMessages begin (in lower case) the messages with which a
@@ -64,13 +68,19 @@ var accountMessages = []string{
 	"your credit balance is too low",
 	"you have reached your specified api usage limits",
 	"you have reached your specified workspace api usage limits",
+	// The Gemini API's RESOURCE_EXHAUSTED of a used-up quota (its rate
+	// limits say "quota exceeded for metric").
+	"you exceeded your current quota",
 }
 
 // accountRefusal reports an error answer about the provider's account
 // rather than the request: any 402, a type or code of accountCodes, or a
 // 4xx whose message begins as one of accountMessages.
-func accountRefusal(status int, body []byte) bool {
+func accountRefusal(status int, header http.Header, body []byte) bool {
 	if status == http.StatusPaymentRequired {
+		return true
+	}
+	if t, _, _ := strings.Cut(header.Get(headerAWSError), ":"); accountCodes[t] {
 		return true
 	}
 	e := gjson.GetBytes(body, "error")
@@ -651,12 +661,15 @@ func transportError(ctx context.Context, p *catalog.Provider, err error) error {
 func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 	msg := gjson.GetBytes(body, "error.message").String()
 	if msg == "" {
+		msg = gjson.GetBytes(body, "message").String() // an AWS API's
+	}
+	if msg == "" {
 		msg = fmt.Sprintf("provider %s answered %d", p.Name, resp.StatusCode)
 	}
 	g := &gwerr.Error{Message: msg}
 	e := &Error{Err: g, Status: resp.StatusCode, ProviderCode: gjson.GetBytes(body, "error.code").String()}
 	switch s := resp.StatusCode; {
-	case accountRefusal(s, body):
+	case accountRefusal(s, resp.Header, body):
 		g.Kind, e.Retryable, e.Account = gwerr.Unavailable, true, true
 		g.Message = fmt.Sprintf("provider %s is unavailable; retry later", p.Name)
 	case s == http.StatusBadRequest:

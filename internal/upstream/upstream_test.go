@@ -151,6 +151,12 @@ func TestStatusErrors(t *testing.T) {
 		{400, `{"type":"error","error":{"type":"invalid_request_error","message":"You have reached your specified workspace API usage limits. You will regain access on 2026-04-01 at 00:00 UTC."}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
 		{402, `{"type":"error","error":{"type":"billing_error","message":"There is an issue with your billing."}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
 		{402, `{}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		// The Gemini API: a used-up quota is the account's, a rate limit
+		// (also RESOURCE_EXHAUSTED) is a rate limit.
+		{429, `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED"}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
+		{429, `{"error":{"code":429,"message":"Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_requests, limit: 15","status":"RESOURCE_EXHAUSTED"}}`, "", gwerr.RateLimited, true, 0, "provider p is rate limiting; retry later", ""},
+		// An AWS API's 400 says what was wrong in its message.
+		{400, `{"message":"The model returned the following errors: messages: text content blocks must be non-empty"}`, "", gwerr.Invalid, false, 0, "The model returned the following errors: messages: text content blocks must be non-empty", ""},
 		// A request whose own words mention credit is the request's.
 		{400, `{"type":"error","error":{"type":"invalid_request_error","message":"messages.0: 'Your credit balance is too low' is not valid"}}`, "", gwerr.Invalid, false, 0, "messages.0: 'Your credit balance is too low' is not valid", ""},
 	} {
@@ -170,6 +176,32 @@ func TestStatusErrors(t *testing.T) {
 		}
 		if AccountRefused(err) != (tc.kind == gwerr.Unavailable && tc.status != 503) {
 			t.Errorf("%d %s: AccountRefused %v", tc.status, tc.body, AccountRefused(err))
+		}
+	}
+}
+
+// Bedrock names its errors in a header: a quota of the AWS account is
+// the account's refusal (503), a throttle a rate limit.
+func TestAWSErrorTypes(t *testing.T) {
+	for _, tc := range []struct {
+		status  int
+		errType string
+		kind    gwerr.Kind
+		account bool
+	}{
+		{400, "ServiceQuotaExceededException:http://internal.amazon.com/coral/com.amazon.bedrock/", gwerr.Unavailable, true},
+		{429, "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/", gwerr.RateLimited, false},
+		{403, "AccessDeniedException", gwerr.Upstream, false},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("x-amzn-ErrorType", tc.errType)
+			w.WriteHeader(tc.status)
+			io.WriteString(w, `{"message":"Too many requests for account 123456789012"}`)
+		}))
+		_, err := New().Do(context.Background(), Request{Provider: provider("openai", srv.URL), Path: PathChat})
+		srv.Close()
+		if g := gwerr.As(err); g.Kind != tc.kind || AccountRefused(err) != tc.account || strings.Contains(g.Message, "123456789012") {
+			t.Errorf("%d %s: kind %v, account %v, message %q", tc.status, tc.errType, g.Kind, AccountRefused(err), g.Message)
 		}
 	}
 }
