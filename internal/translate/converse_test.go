@@ -74,7 +74,7 @@ func TestChatToConverseRequest(t *testing.T) {
 	  {"toolSpec":{"name":"get_weather","description":"Weather now","inputSchema":{"json":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}},
 	  {"toolSpec":{"name":"get_time","inputSchema":{"json":{"properties":{},"type":"object"}}}}],
 	 "toolChoice":{"any":{}}}}`)
-	// Members come in Converse's documented order, the model nowhere.
+	// The messages come first, the model nowhere.
 	if !strings.HasPrefix(string(out), `{"messages":`) || strings.Contains(string(out), "bedrock-model") {
 		t.Fatalf("out: %s", out)
 	}
