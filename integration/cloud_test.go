@@ -14,97 +14,141 @@ import (
 const cloudProject = "fake-project"
 
 // cloudEnv is a chat gateway whose Caddyfile.example reaches the cloud
-// fakes too: the Vertex AI fake (VX) with a key file it issued.
+// fakes too: the Vertex AI fake (VX) with a key file it issued, and the
+// Bedrock fake (BR) with the credentials it checks signatures with.
 type cloudEnv struct {
 	*chatEnv
-	VX *fake.Upstream
+	VX, BR *fake.Upstream
 }
 
 func newCloudEnv(t *testing.T) *cloudEnv {
 	t.Helper()
-	oa, an, vx := fake.NewOpenAI(), fake.NewAnthropic(), fake.NewVertex()
-	for _, u := range []*fake.Upstream{oa, an, vx} {
+	oa, an, vx, br := fake.NewOpenAI(), fake.NewAnthropic(), fake.NewVertex(), fake.NewBedrock()
+	for _, u := range []*fake.Upstream{oa, an, vx, br} {
 		t.Cleanup(u.Close)
 	}
 	const key = "sk-cloud-bootstrap-0123456789abcdefghijklmn"
 	g := startGateway(t, gwOptions{BootstrapKey: key, Env: map[string]string{
 		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
 		"GW_VERTEX_BASE_URL": vx.URL, "GW_VERTEX_PROJECT": cloudProject, "GOOGLE_APPLICATION_CREDENTIALS": vx.KeyFile(t.TempDir()),
+		"GW_BEDROCK_BASE_URL": br.URL, "AWS_REGION": fake.BedrockRegion,
+		"AWS_ACCESS_KEY_ID": fake.BedrockAccessKeyID, "AWS_SECRET_ACCESS_KEY": fake.BedrockSecretAccessKey,
 	}})
-	return &cloudEnv{chatEnv: &chatEnv{gateway: g, OA: oa, AN: an, BootKey: key}, VX: vx}
+	return &cloudEnv{chatEnv: &chatEnv{gateway: g, OA: oa, AN: an, BootKey: key}, VX: vx, BR: br}
 }
 
-// vertexClaude is Claude on Vertex AI, as the example names it.
-var vertexClaude = backend{name: "vertex", model: "gw-pinned-claude-sonnet-4-5@20250929", backing: "claude-sonnet-4-5@20250929", anthropic: true}
+// cloudBackend is a model of a cloud's own API as the tests call it: the
+// backend, its fake, and what a call to it must look like upstream.
+type cloudBackend struct {
+	backend
+	fake func(e *cloudEnv) *fake.Upstream
+	// path is where a call goes; check says what is wrong with it ("":
+	// nothing).
+	path  func(stream bool) string
+	check func(r fake.Request) string
+}
 
-// TestVertexClaude: a client of each format (chat completions, responses,
-// messages), whole and streamed, reaches Claude on Vertex AI: the call
-// goes to the model's rawPredict (streamRawPredict) path of the project
-// and location with an access token from the key file's token endpoint
-// (asked once, then kept), the body carries Vertex's version and no
-// model; the answer's text, tool calls, finish reason and usage reach the
-// client in its format, and the receipt and the ledger are the Vertex
-// model's list price of the usage.
-func TestVertexClaude(t *testing.T) {
+// cloudBackends are the cloud models of the example the tests reach.
+var cloudBackends = []cloudBackend{
+	{backend: vertexClaude, fake: func(e *cloudEnv) *fake.Upstream { return e.VX },
+		path: func(stream bool) string {
+			verb := map[bool]string{false: "rawPredict", true: "streamRawPredict"}[stream]
+			return "/v1/projects/" + cloudProject + "/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:" + verb
+		},
+		check: func(r fake.Request) string {
+			if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ya29.fake-") || r.JSON()["anthropic_version"] != "vertex-2023-10-16" || r.JSON()["model"] != nil {
+				return fmt.Sprintf("Authorization %q, body %s", r.Header.Get("Authorization"), r.Body)
+			}
+			return ""
+		}},
+	{backend: bedrockClaude, fake: func(e *cloudEnv) *fake.Upstream { return e.BR },
+		path: func(stream bool) string {
+			return "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/" + map[bool]string{false: "converse", true: "converse-stream"}[stream]
+		},
+		check: func(r fake.Request) string {
+			body := r.JSON()
+			if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential="+fake.BedrockAccessKeyID+"/") || body["model"] != nil || body["stream"] != nil {
+				return fmt.Sprintf("Authorization %q, body %s", r.Header.Get("Authorization"), r.Body)
+			}
+			return ""
+		}},
+}
+
+// vertexClaude and bedrockClaude are Claude on Vertex AI and on Bedrock,
+// as the example names them (their fakes report usage as messages do:
+// input without the cached tokens).
+var (
+	vertexClaude  = backend{name: "vertex", model: "gw-pinned-claude-sonnet-4-5@20250929", backing: "claude-sonnet-4-5@20250929", anthropic: true}
+	bedrockClaude = backend{name: "bedrock", model: "gw-pinned-us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+		backing: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", anthropic: true}
+)
+
+// TestCloudModels: a client of each format (chat completions, responses,
+// messages), whole and streamed, reaches each cloud's model: Claude on
+// Vertex AI (its rawPredict or streamRawPredict path of the project and
+// location, an access token from the key file's token endpoint asked for
+// once and kept, Vertex's version in the body and no model) and Claude on
+// Bedrock (its converse or converse-stream path, signed with Signature
+// Version 4, which the fake checks); the answer's text, tool calls,
+// finish reason and usage reach the client in its format, and the
+// receipt and the ledger are the model's list price of the usage.
+func TestCloudModels(t *testing.T) {
 	t.Parallel()
 	e := newCloudEnv(t)
-	const account = "vertex"
-	key := e.account(t, account, nil)
-	b := vertexClaude
-	var total pricing.Money
-	for _, k := range clientKinds {
-		for _, stream := range []bool{false, true} {
-			for _, v := range matrixVariants {
-				mode := map[bool]string{false: "whole", true: "stream"}[stream]
-				t.Run(fmt.Sprintf("%s/%s/%s", k, mode, v.name), func(t *testing.T) {
-					e.VX.Reset()
-					script, calls := matrixScript(b, v)
-					e.VX.Push(script)
-					res, err := e.run(t, k, key, chatReq{model: b.model, stream: stream, tools: v.tools})
-					if err != nil {
-						t.Fatal(err)
-					}
-					checkAnswer(t, k, b, v, stream, res, calls)
-					reqs := e.VX.Requests()
-					var calls2 []fake.Request
-					for _, r := range reqs {
-						if r.Path != "/token" {
-							calls2 = append(calls2, r)
+	for _, cb := range cloudBackends {
+		account := "cloud-" + cb.name
+		key := e.account(t, account, nil)
+		b := cb.backend
+		var total pricing.Money
+		for _, k := range clientKinds {
+			for _, stream := range []bool{false, true} {
+				for _, v := range matrixVariants {
+					mode := map[bool]string{false: "whole", true: "stream"}[stream]
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", cb.name, k, mode, v.name), func(t *testing.T) {
+						up := cb.fake(e)
+						up.Reset()
+						script, calls := matrixScript(b, v)
+						up.Push(script)
+						res, err := e.run(t, k, key, chatReq{model: b.model, stream: stream, tools: v.tools})
+						if err != nil {
+							t.Fatal(err)
 						}
-					}
-					if len(calls2) != 1 {
-						t.Fatalf("the Vertex fake got %d calls, want 1", len(calls2))
-					}
-					verb := "rawPredict"
-					if stream {
-						verb = "streamRawPredict"
-					}
-					want := "/v1/projects/" + cloudProject + "/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:" + verb
-					if got := calls2[0]; got.Path != want || !strings.HasPrefix(got.Header.Get("Authorization"), "Bearer ya29.fake-") ||
-						got.JSON()["anthropic_version"] != "vertex-2023-10-16" || got.JSON()["model"] != nil {
-						t.Errorf("Vertex call %s %s, Authorization %q, body %s", got.Method, got.Path, got.Header.Get("Authorization"), got.Body)
-					}
-					cost := listCost(t, b.backing, matrixUsage, false)
-					id := res.header.Get("X-Gw-Request-Id")
-					if stream {
-						if res.streamCost != cost.String() {
-							t.Errorf("stream cost %q, want %q", res.streamCost, cost)
+						checkAnswer(t, k, b, v, stream, res, calls)
+						var sent []fake.Request
+						for _, r := range up.Requests() {
+							if r.Path != "/token" {
+								sent = append(sent, r)
+							}
 						}
-					} else if got := res.header.Get("X-Gw-Cost-Usd"); got != cost.String() {
-						t.Errorf("X-Gw-Cost-Usd %q, want %q", got, cost)
-					}
-					e.expectLedger(t, account, ledgerEntry{RequestID: id, Endpoint: k.ledgerEndpoint(), Model: b.backing,
-						Units: matrixUsage.Units(), Unit: "token", Cost: cost.String()})
-					total += cost
-				})
+						if len(sent) != 1 {
+							t.Fatalf("the %s fake got %d calls, want 1", cb.name, len(sent))
+						}
+						if got := sent[0]; got.Path != cb.path(stream) {
+							t.Errorf("call to %s, want %s", got.Path, cb.path(stream))
+						} else if msg := cb.check(got); msg != "" {
+							t.Errorf("call to %s: %s", got.Path, msg)
+						}
+						cost := listCost(t, b.backing, matrixUsage, false)
+						if stream {
+							if res.streamCost != cost.String() {
+								t.Errorf("stream cost %q, want %q", res.streamCost, cost)
+							}
+						} else if got := res.header.Get("X-Gw-Cost-Usd"); got != cost.String() {
+							t.Errorf("X-Gw-Cost-Usd %q, want %q", got, cost)
+						}
+						e.expectLedger(t, account, ledgerEntry{RequestID: res.header.Get("X-Gw-Request-Id"), Endpoint: k.ledgerEndpoint(),
+							Model: b.backing, Units: matrixUsage.Units(), Unit: "token", Cost: cost.String()})
+						total += cost
+					})
+				}
 			}
+		}
+		if spend, _ := e.accountMoney(t, account); spend != total {
+			t.Errorf("%s: spend %s, want the receipts' sum %s", cb.name, spend, total)
 		}
 	}
 	if n := e.VX.Tokens(); n != 1 {
 		t.Errorf("%d access tokens asked for, want 1 kept for every call", n)
-	}
-	if spend, _ := e.accountMoney(t, account); spend != total {
-		t.Errorf("spend %s, want the receipts' sum %s", spend, total)
 	}
 	if n := len(e.OA.Requests()) + len(e.AN.Requests()); n != 0 {
 		t.Errorf("the other upstreams got %d calls", n)

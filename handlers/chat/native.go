@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/sjson"
 
+	"github.com/caddy-gw/caddy-gw/internal/awsstream"
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/internal/translate"
@@ -52,6 +53,7 @@ type eventSource interface {
 var reaches = map[string]func(model string) reach{
 	catalog.FormatOpenAI:    func(string) reach { return reach{format: ChatCompletions} },
 	catalog.FormatAnthropic: func(string) reach { return reach{format: Messages} },
+	catalog.FormatBedrock:   func(string) reach { return reach{format: ChatCompletions, native: &bedrockConverse} },
 	catalog.FormatVertex: func(model string) reach {
 		if vertexPublisher(model) == vertexAnthropic {
 			return reach{format: Messages, native: &vertexClaude}
@@ -221,6 +223,18 @@ var vertexGemini = native{
 		return vertexPath(p, model, "generateContent")
 	},
 	request: unsupportedNative,
+}
+
+// bedrockConverse is Amazon Bedrock Runtime's Converse API: its bodies,
+// and its stream in AWS's event-stream framing.
+var bedrockConverse = native{
+	path: func(_ *catalog.Provider, model string, stream bool) string {
+		return translate.ConversePath(model, stream)
+	},
+	request: translate.ChatToConverseRequest,
+	answer:  translate.ConverseToChatResponse,
+	events:  func(r io.Reader) eventSource { return awsstream.NewReader(r) },
+	stream:  translate.NewConverseToChat,
 }
 
 // unsupportedNative refuses a request to an API the gateway does not

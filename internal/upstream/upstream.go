@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/caddy-gw/caddy-gw/internal/awssig"
 	"github.com/caddy-gw/caddy-gw/internal/gcpauth"
 	"io"
 	"net"
@@ -500,6 +501,7 @@ var providerFormats = map[string]providerFormat{
 	catalog.FormatAnthropic: {auth: authXAPIKey, headers: messagesHeaders},
 	catalog.FormatGemini:    {auth: authGoogAPIKey},
 	catalog.FormatVertex:    {auth: catalog.AuthNone, sign: (*Client).vertexToken},
+	catalog.FormatBedrock:   {auth: catalog.AuthNone, sign: (*Client).awsSign},
 }
 
 // authXAPIKey is the messages style's own way to send the key, and
@@ -531,6 +533,13 @@ func (c *Client) sign(req *http.Request, p *catalog.Provider, body []byte) error
 		return &Error{Err: gwerr.New(gwerr.Unavailable, "%s cannot be reached: its credentials were refused", p.Name), Account: true}
 	}
 	return nil
+}
+
+// awsSign signs req to p, with its body, with AWS Signature Version 4
+// (service bedrock), every header being set.
+func (c *Client) awsSign(req *http.Request, p *catalog.Provider, body []byte) error {
+	s := awssig.Signer{Key: awssig.Key{AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken}, Region: p.Region}
+	return s.Sign(req.Context(), req, body, time.Now())
 }
 
 // tokenWait bounds the wait for an access token.
