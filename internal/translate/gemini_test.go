@@ -64,8 +64,8 @@ func TestChatToGeminiRequestCases(t *testing.T) {
 	signed := "call_abcdefghijklmnopqrstuvwx" + geminiSignatureMark + "c2lnbg"
 	for _, c := range []geminiRequestCase{
 		{"string contents and max_tokens", `{"messages":[` + user + `],"max_tokens":9,"stop":"x","top_k":3}`, map[string]string{
-			"contents":         `[{"role":"user","parts":[{"text":"hi"}]}]`,
-			"generationConfig": `{"stopSequences":["x"],"maxOutputTokens":9,"topK":3}`,
+			"contents":          `[{"role":"user","parts":[{"text":"hi"}]}]`,
+			"generationConfig":  `{"stopSequences":["x"],"maxOutputTokens":9,"topK":3}`,
 			"systemInstruction": ``, "tools": ``, "toolConfig": ``,
 		}},
 		{"max_completion_tokens wins, empty stops dropped, nothing else", `{"messages":[` + user + `],"max_tokens":9,"max_completion_tokens":5,"stop":["","y"],"n":1,"user":"u","logprobs":true,"presence_penalty":1,"stream":true}`, map[string]string{
