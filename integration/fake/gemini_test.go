@@ -1,14 +1,20 @@
 package fake_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
 	"google.golang.org/genai"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
+	"github.com/caddy-gw/caddy-gw/internal/translate"
 )
 
 const geminiKey = "AIza-test-gemini"
@@ -380,5 +386,92 @@ func TestGeminiValidation(t *testing.T) {
 		`{"contents":[`+user+`,{"role":"model","parts":[{"function_call":{"name":"f","args":{}},"thought_signature":"skip_thought_signature_validator"}]},{"role":"user","parts":[{"function_response":{"name":"f","response":{"ok":1}}}]}],"system_instruction":{"parts":[{"text":"s"}]},"generation_config":{"max_output_tokens":5}}`)
 	if resp.StatusCode != http.StatusOK || decode(t, string(body))["usageMetadata"] != nil {
 		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+}
+
+// TestGeminiTranslations sends the gateway's translations of chat requests
+// to the fake and reads its answers back through them: the fake accepts
+// every request (a Gemini 3 model included, whose function calls must come
+// back signed), and the chat answers carry the script's text, calls and
+// usage.
+func TestGeminiTranslations(t *testing.T) {
+	u := fake.NewGemini()
+	defer u.Close()
+	u.SetThoughts(3)
+	const model = "gemini-3-pro-preview"
+	generate := func(chat string, stream bool) []byte {
+		t.Helper()
+		body, err := translate.ChatToGeminiRequest([]byte(chat), model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		method := translate.GeminiGenerateMethod
+		if stream {
+			method = translate.GeminiStreamMethod
+		}
+		resp, out := post(t, u.URL+translate.GeminiPath(model, method), geminiHeaders(), string(body))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s\nfor %s", resp.StatusCode, out, body)
+		}
+		return out
+	}
+	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":["string","null"]}},"required":["city"],"additionalProperties":false}}},` +
+		`{"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{"tz":{"type":"string","format":"tz"},"format":{"enum":["12h","24h"]},"note":{"type":"string"}}}}}],"tool_choice":"auto"`
+	first := `{"model":"gw-auto","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"Weather and time in Paris?"},{"type":"image_url","image_url":{"url":"https://x.test/paris.webp"}}]}],` + tools + `,"max_completion_tokens":50,"reasoning_effort":"low"}`
+
+	u.Push(fake.Script{Text: "Checking.", ToolCalls: twoTools, Usage: fake.Usage{Input: 40, Output: 13, CachedInput: 8}})
+	answer, err := translate.GeminiToChatResponse(generate(first, false), "gw-auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Choices []struct {
+			Message      json.RawMessage `json:"message"`
+			FinishReason string          `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(answer, &got); err != nil || got.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("%s (%v)", answer, err)
+	}
+	if u := translate.ChatUsage(answer); u != (translate.Usage{Input: 40, Output: 13, CachedInput: 8}) {
+		t.Errorf("usage %+v", u)
+	}
+	msg := decode(t, string(got.Choices[0].Message))
+	calls := msg["tool_calls"].([]any)
+	if msg["content"] != "Checking." || len(calls) != 2 {
+		t.Fatalf("message %s", got.Choices[0].Message)
+	}
+	id := func(i int) string { return calls[i].(map[string]any)["id"].(string) }
+
+	// The next turn: the calls come back (signed), with their results.
+	second := strings.Replace(first, `]}],`, `]},`+string(got.Choices[0].Message)+
+		`,{"role":"tool","tool_call_id":"`+id(0)+`","content":"{\"sky\":\"clear\"}"},{"role":"tool","tool_call_id":"`+id(1)+`","content":"14:05"}],`, 1)
+	u.Push(fake.Script{Text: "Clear, 14:05.", Chunks: 4, Usage: fake.Usage{Input: 90, Output: 7, CachedInput: 40}})
+	s := translate.NewGeminiToChat("gw-auto")
+	rd := sse.NewReader(bytes.NewReader(generate(second, true)))
+	var text strings.Builder
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Event(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out {
+			text.WriteString(gjson.GetBytes(o.Data, "choices.0.delta.content").String())
+		}
+	}
+	if !s.Done() || s.Usage() != (translate.Usage{Input: 90, Output: 7, CachedInput: 40}) || text.String() != "Clear, 14:05." {
+		t.Errorf("stream: done %v usage %+v text %q", s.Done(), s.Usage(), text.String())
+	}
+	sent := u.Requests()[1].Body
+	if sig := gjson.GetBytes(sent, "contents.1.parts.1.thoughtSignature").String(); sig != fake.GeminiThoughtSignature("get_weather") ||
+		gjson.GetBytes(sent, "contents.#").Int() != 3 || !gjson.GetBytes(sent, "generationConfig.thinkingConfig").Exists() {
+		t.Errorf("second request %s", sent)
 	}
 }
