@@ -1,62 +1,5 @@
 package translate
 
-// Gemini: the generateContent API of Google's Gemini models.
-//
-// Requests, chat → Gemini (ChatToGeminiRequest):
-//   - the body carries neither the model nor the stream flag: both are in
-//     the path (GeminiPath); a streaming chat request goes to
-//     GeminiStreamMethod.
-//   - system and developer messages (wherever they stand) become
-//     systemInstruction, their texts as parts in order.
-//   - roles: user stays user, assistant becomes model; tool messages
-//     become functionResponse parts of a user turn. Consecutive turns of
-//     the same role are one turn (Gemini answers parallel calls' results
-//     together).
-//   - images: a data: URL becomes inlineData (its media type; sniffed from
-//     the bytes when the URL names none), an http(s) URL fileData when its
-//     path's extension names an image type Gemini reads; any other image
-//     is refused (a FieldError naming the part). file parts with
-//     file_data become inlineData; a file_id is refused (the file is kept
-//     by another provider). input_audio becomes inlineData audio/<format>.
-//     Other parts and empty texts are dropped.
-//   - assistant tool_calls become functionCall parts whose args are the
-//     parsed arguments (not an object: kept under RawArgumentsKey). A
-//     call's thought signature comes back from its id (see
-//     geminiCallID); the first call of a turn that has none carries
-//     SkipThoughtSignature, as Gemini asks of calls it did not make.
-//   - a tool message's functionResponse is named after the call its
-//     tool_call_id answers (an id that answers no earlier call is
-//     refused); its response is the content when that is a JSON object,
-//     else {"content": the text}. Images in a tool message follow as parts
-//     of the same turn.
-//   - tools: function tools become functionDeclarations. Their parameters
-//     are converted to Gemini's Schema (geminiSchema); a schema it cannot
-//     say is sent whole as parametersJsonSchema; an object without
-//     properties is no parameters. Other tools are dropped.
-//   - tool_choice none/auto/required/{function} becomes
-//     toolConfig.functionCallingConfig mode NONE/AUTO/ANY/ANY with
-//     allowedFunctionNames; dropped without tools. parallel_tool_calls is
-//     dropped (Gemini has no such switch).
-//   - generationConfig: max_completion_tokens (else max_tokens) becomes
-//     maxOutputTokens, temperature, top_p, top_k and seed keep their
-//     values, stop (string or array, empty ones dropped) becomes
-//     stopSequences, response_format json_object becomes responseMimeType
-//     application/json, json_schema the same with responseSchema (or
-//     responseJsonSchema when Gemini's Schema cannot say it),
-//     reasoning_effort becomes thinkingConfig.thinkingBudget
-//     (GeminiThinkingBudgets; other values dropped).
-//   - n above 1 is refused (one candidate is asked for and billed);
-//     logprobs, penalties, logit_bias, user, metadata, modalities,
-//     stream_options, store and service_tier are dropped.
-//   - a request with no user or assistant content is refused (Gemini
-//     needs contents).
-//
-// Responses, Gemini → chat (GeminiToChatResponse, NewGeminiToChat): the
-// first candidate's text parts are the content (thought parts are
-// skipped), its functionCall parts the tool calls, with ids the gateway
-// makes (geminiCallID); finish reasons as geminiFinish says; usage as
-// GeminiUsageOf says.
-
 import (
 	"encoding/base64"
 	"net/http"
@@ -165,9 +108,58 @@ func (g *geminiReq) add(role string, parts ...[]byte) {
 }
 
 // ChatToGeminiRequest translates a chat request body into a Gemini
-// generateContent body. See the comment at the top of this file for what
-// does not map one to one; a request that cannot be translated is a
-// *FieldError naming the part.
+// generateContent body for model. A request that cannot be translated is a
+// *FieldError whose Param names the part (messages[i].content[j]...). What
+// does not map one to one:
+//
+//   - the body carries neither the model nor the stream flag: both are in
+//     the path (GeminiPath); a streaming chat request goes to
+//     GeminiStreamMethod.
+//   - system and developer messages (wherever they stand) become
+//     systemInstruction, their texts as parts in order.
+//   - roles: user stays user, assistant becomes model; tool messages
+//     become functionResponse parts of a user turn. Consecutive turns of
+//     the same role are one turn (Gemini answers parallel calls' results
+//     together).
+//   - images: a data: URL becomes inlineData (its media type; sniffed from
+//     the bytes when the URL names none), an http(s) URL fileData when its
+//     path's extension names an image type Gemini reads; any other image
+//     is refused (a FieldError naming the part). file parts with
+//     file_data become inlineData; a file_id is refused (the file is kept
+//     by another provider). input_audio becomes inlineData audio/<format>.
+//     Other parts and empty texts are dropped.
+//   - assistant tool_calls become functionCall parts whose args are the
+//     parsed arguments (not an object: kept under RawArgumentsKey). A
+//     call's thought signature comes back from its id (see
+//     geminiCallID); the first call of a turn that has none carries
+//     SkipThoughtSignature, as Gemini asks of calls it did not make.
+//   - a tool message's functionResponse is named after the call its
+//     tool_call_id answers (an id that answers no earlier call is
+//     refused); its response is the content when that is a JSON object,
+//     else {"content": the text}. Images in a tool message follow as parts
+//     of the same turn.
+//   - tools: function tools become functionDeclarations. Their parameters
+//     are converted to Gemini's Schema (geminiSchema); a schema it cannot
+//     say is sent whole as parametersJsonSchema; an object without
+//     properties is no parameters. Other tools are dropped.
+//   - tool_choice none/auto/required/{function} becomes
+//     toolConfig.functionCallingConfig mode NONE/AUTO/ANY/ANY with
+//     allowedFunctionNames; dropped without tools. parallel_tool_calls is
+//     dropped (Gemini has no such switch).
+//   - generationConfig: max_completion_tokens (else max_tokens) becomes
+//     maxOutputTokens (which bounds thinking and answer together, as the
+//     gateway's output limit does), temperature, top_p, top_k and seed keep their
+//     values, stop (string or array, empty ones dropped) becomes
+//     stopSequences, response_format json_object becomes responseMimeType
+//     application/json, json_schema the same with responseSchema (or
+//     responseJsonSchema when Gemini's Schema cannot say it),
+//     reasoning_effort becomes thinkingConfig.thinkingBudget
+//     (GeminiThinkingBudgets; other values dropped).
+//   - n above 1 is refused (one candidate is asked for and billed);
+//     logprobs, penalties, logit_bias, user, metadata, modalities,
+//     stream_options, store and service_tier are dropped.
+//   - a request with no user or assistant content is refused (Gemini
+//     needs contents).
 func ChatToGeminiRequest(body []byte, model string) ([]byte, error) {
 	req, msgs, err := parseMessagesRequest(body)
 	if err != nil {

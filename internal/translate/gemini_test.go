@@ -476,3 +476,24 @@ func TestChainGeminiToResponses(t *testing.T) {
 		t.Errorf("reasoning tokens %d in %s", got, r.Final)
 	}
 }
+
+// TestGeminiBareErrorObject: the API ends a failing stream with a bare
+// JSON error object (no "data:"); the event reader sees no event in it,
+// so the stream is not done and the caller fails it.
+func TestGeminiBareErrorObject(t *testing.T) {
+	in := "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Okay\"}],\"role\":\"model\"}}],\"usageMetadata\":{\"promptTokenCount\":2304,\"totalTokenCount\":2304}}\r\n\r\n" +
+		"{\n  \"error\": {\n    \"code\": 503,\n    \"message\": \"The model is overloaded. Please try again later.\",\n    \"status\": \"UNAVAILABLE\"\n  }\n}\n"
+	s := NewGeminiToChat("m")
+	evs := events(t, in)
+	if len(evs) != 1 {
+		t.Fatalf("%d events", len(evs))
+	}
+	out, err := s.Event(evs[0])
+	if err != nil || len(out) != 2 || s.Done() {
+		t.Fatalf("%d events, done %v, %v", len(out), s.Done(), err)
+	}
+	r := accumulateChat(t, append(out, Fail(s, "api_error", "upstream_error", "the provider failed")...))
+	if len(r.Errors) != 1 || r.Text != "Okay" || !r.Done {
+		t.Errorf("%+v", r)
+	}
+}
