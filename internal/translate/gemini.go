@@ -38,10 +38,11 @@ const SkipThoughtSignature = "skip_thought_signature_validator"
 // the id keeps to the characters every format accepts).
 const geminiSignatureMark = "_sig_"
 
-// GeminiThinkingBudgets are the thinkingBudget of each reasoning_effort
-// (the budgets Gemini's own chat-completions compatibility uses; none
-// turns thinking off where a model allows it).
-var GeminiThinkingBudgets = map[string]int{"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 24576}
+// geminiThinkingBudgets are the thinkingBudget of each reasoning_effort:
+// none 0 (thinking off, where a model allows it), minimal and low 1024,
+// medium 8192, high and xhigh 24576 (the budgets of Gemini's own
+// chat-completions compatibility).
+var geminiThinkingBudgets = map[string]int{"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 24576}
 
 // geminiFileTypes are the media types of the file extensions an http(s)
 // image URL may end in: Gemini needs the type of a file it fetches.
@@ -154,7 +155,7 @@ func (g *geminiReq) add(role string, parts ...[]byte) {
 //     application/json, json_schema the same with responseSchema (or
 //     responseJsonSchema when Gemini's Schema cannot say it),
 //     reasoning_effort becomes thinkingConfig.thinkingBudget
-//     (GeminiThinkingBudgets; other values dropped).
+//     (geminiThinkingBudgets; other values dropped).
 //   - n above 1 is refused (one candidate is asked for and billed);
 //     logprobs, penalties, logit_bias, user, metadata, modalities,
 //     stream_options, store and service_tier are dropped.
@@ -343,7 +344,11 @@ func geminiPart(p gjson.Result, param string) ([]byte, error) {
 	case "input_audio":
 		a := p.Get("input_audio")
 		if data := a.Get("data").String(); data != "" {
-			return geminiInline("audio/"+a.Get("format").String(), data), nil
+			mt := "audio/" + a.Get("format").String()
+			if a.Get("format").String() == "" {
+				mt = sniffType(data)
+			}
+			return geminiInline(mt, data), nil
 		}
 	}
 	return nil, nil
@@ -516,7 +521,7 @@ func geminiGenerationConfig(req gjson.Result) []byte {
 		}
 	}
 	if e := req.Get("reasoning_effort"); e.Type == gjson.String {
-		if budget, ok := GeminiThinkingBudgets[e.String()]; ok {
+		if budget, ok := geminiThinkingBudgets[e.String()]; ok {
 			gc = gc.raw("thinkingConfig", newObject().val("thinkingBudget", budget).done())
 		}
 	}

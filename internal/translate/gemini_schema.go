@@ -65,7 +65,8 @@ type geminiSchemaConv struct {
 	format   string
 	enum     []string
 	props    []byte // converted properties object, nil when none
-	nprops   int
+	names    map[string]bool
+	required []string
 	items    []byte
 	anyOf    []byte
 	rest     object // the members copied as they are
@@ -111,7 +112,16 @@ func (c *geminiSchemaConv) member(k, v gjson.Result) bool {
 		}
 	case "anyOf", "oneOf":
 		return c.readAnyOf(v)
-	case "required", "propertyOrdering":
+	case "required":
+		if !v.IsArray() {
+			return c.fail()
+		}
+		c.required = []string{}
+		v.ForEach(func(_, n gjson.Result) bool {
+			c.required = append(c.required, n.String())
+			return true
+		})
+	case "propertyOrdering":
 		if !v.IsArray() {
 			return c.fail()
 		}
@@ -190,11 +200,12 @@ func (c *geminiSchemaConv) readProperties(v gjson.Result) bool {
 		return c.fail()
 	}
 	props := newObject()
+	c.names = map[string]bool{}
 	v.ForEach(func(name, p gjson.Result) bool {
 		var conv []byte
-		if conv, c.ok = geminiSchema(p, c.depth+1); c.ok {
+		if conv, c.ok = geminiSchema(p, c.depth+1); c.ok && !c.names[name.String()] {
 			props = props.raw(name.String(), conv)
-			c.nprops++
+			c.names[name.String()] = true
 		}
 		return c.ok
 	})
@@ -241,7 +252,7 @@ func (c *geminiSchemaConv) done() ([]byte, bool) {
 			return nil, false // any value: the subset has no such type
 		}
 	}
-	if c.typ == "OBJECT" && c.nprops == 0 {
+	if c.typ == "OBJECT" && len(c.names) == 0 {
 		return nil, false // an object of any members
 	}
 	if c.enum != nil && c.typ != "STRING" {
@@ -268,6 +279,16 @@ func (c *geminiSchemaConv) done() ([]byte, bool) {
 	}
 	if c.anyOf != nil {
 		o = o.raw("anyOf", c.anyOf)
+	}
+	// Gemini refuses a required name that is not a property.
+	var required []string
+	for _, n := range c.required {
+		if c.names[n] {
+			required = append(required, n)
+		}
+	}
+	if len(required) > 0 {
+		o = o.val("required", required)
 	}
 	if len(c.rest) > 1 {
 		if len(o) > 1 {
