@@ -222,9 +222,16 @@ func (g *geminiReq) message(m gjson.Result, param string) error {
 			parts = append(parts, geminiText(r.String()))
 		}
 		first := true
+		var err error
+		j := 0
 		m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
 			id, fn := tc.Get("id").String(), tc.Get("function")
 			name := fn.Get("name").String()
+			if name == "" {
+				err = &FieldError{Param: param + ".tool_calls[" + strconv.Itoa(j) + "].function.name", Message: "is required"}
+				return false
+			}
+			j++
 			g.names[id] = name
 			call := newObject().val("name", name).rawS("args", parseArguments(fn.Get("arguments").String())).done()
 			part := newObject().raw("functionCall", call)
@@ -239,6 +246,9 @@ func (g *geminiReq) message(m gjson.Result, param string) error {
 			first = false
 			return true
 		})
+		if err != nil {
+			return err
+		}
 		g.add("model", parts...)
 	case "tool":
 		id := m.Get("tool_call_id").String()
@@ -330,8 +340,8 @@ func geminiPart(p gjson.Result, param string) ([]byte, error) {
 		f := p.Get("file")
 		if d := f.Get("file_data").String(); d != "" {
 			mt, data, ok := dataURL(d)
-			if !ok {
-				return nil, &FieldError{Param: param + ".file.file_data", Message: "must be a data: URL"}
+			if !ok || data == "" {
+				return nil, &FieldError{Param: param + ".file.file_data", Message: "must be a data: URL with content"}
 			}
 			if mt == "" {
 				mt = sniffType(data)
@@ -364,6 +374,9 @@ func geminiInline(mimeType, b64 string) []byte {
 // another URL is refused.
 func geminiImage(u, param string) ([]byte, error) {
 	if mt, data, ok := dataURL(u); ok {
+		if data == "" {
+			return nil, &FieldError{Param: param, Message: "is a data: URL without content"}
+		}
 		if mt == "" {
 			mt = sniffType(data)
 		}

@@ -152,8 +152,11 @@ func TestChatToGeminiRequestRefusals(t *testing.T) {
 		{"n above 1", `{"messages":[` + user + `],"n":2}`, "n"},
 		{"image URL without a type", `{"messages":[` + user + `,{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"https://x.test/img?id=3"}}]}]}`, "messages[1].content[1].image_url.url"},
 		{"image URL not http", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"ftp://x.test/a.png"}}]}]}`, "messages[0].content[0].image_url.url"},
+		{"empty image", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,"}}]}]}`, "messages[0].content[0].image_url.url"},
+		{"empty file", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:,"}}]}]}`, "messages[0].content[0].file.file_data"},
 		{"file kept elsewhere", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`, "messages[0].content[0].file.file_id"},
 		{"file data not a data URL", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"JVBERi0="}}]}]}`, "messages[0].content[0].file.file_data"},
+		{"tool call without a name", `{"messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"f"}},{"id":"b","function":{"arguments":"{}"}}]}]}`, "messages[1].tool_calls[1].function.name"},
 		{"tool result of no call", `{"messages":[` + user + `,{"role":"tool","tool_call_id":"c9","content":"x"}]}`, "messages[1].tool_call_id"},
 		{"image in a tool result", `{"messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"}}]},{"role":"tool","tool_call_id":"c","content":[{"type":"image_url","image_url":{"url":"https://x.test/p"}}]}]}`, "messages[2].content[0].image_url.url"},
 	} {
