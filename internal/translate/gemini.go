@@ -217,39 +217,7 @@ func (g *geminiReq) message(m gjson.Result, param string) error {
 		}
 		g.add("user", parts...)
 	case "assistant":
-		parts := geminiTexts(content)
-		if r := m.Get("refusal"); r.Type == gjson.String && r.String() != "" && len(parts) == 0 {
-			parts = append(parts, geminiText(r.String()))
-		}
-		first := true
-		var err error
-		j := 0
-		m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-			id, fn := tc.Get("id").String(), tc.Get("function")
-			name := fn.Get("name").String()
-			if name == "" {
-				err = &FieldError{Param: param + ".tool_calls[" + strconv.Itoa(j) + "].function.name", Message: "is required"}
-				return false
-			}
-			j++
-			g.names[id] = name
-			call := newObject().val("name", name).rawS("args", parseArguments(fn.Get("arguments").String())).done()
-			part := newObject().raw("functionCall", call)
-			sig := geminiSignature(id)
-			if sig == "" && first {
-				sig = SkipThoughtSignature
-			}
-			if sig != "" {
-				part = part.val("thoughtSignature", sig)
-			}
-			parts = append(parts, part.done())
-			first = false
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		g.add("model", parts...)
+		return g.assistant(m, param)
 	case "tool":
 		id := m.Get("tool_call_id").String()
 		name, ok := g.names[id]
@@ -263,6 +231,44 @@ func (g *geminiReq) message(m gjson.Result, param string) error {
 		fr := newObject().val("name", name).raw("response", geminiResponseObject(text)).done()
 		g.add("user", append([][]byte{newObject().raw("functionResponse", fr).done()}, media...)...)
 	}
+	return nil
+}
+
+// assistant adds an assistant message (at param): its text, then its
+// tool calls as functionCall parts, the first signed (see
+// ChatToGeminiRequest).
+func (g *geminiReq) assistant(m gjson.Result, param string) error {
+	parts := geminiTexts(m.Get("content"))
+	if r := m.Get("refusal"); r.Type == gjson.String && r.String() != "" && len(parts) == 0 {
+		parts = append(parts, geminiText(r.String()))
+	}
+	var err error
+	j := 0
+	m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		id, fn := tc.Get("id").String(), tc.Get("function")
+		name := fn.Get("name").String()
+		if name == "" {
+			err = &FieldError{Param: param + ".tool_calls[" + strconv.Itoa(j) + "].function.name", Message: "is required"}
+			return false
+		}
+		g.names[id] = name
+		call := newObject().val("name", name).rawS("args", parseArguments(fn.Get("arguments").String())).done()
+		part := newObject().raw("functionCall", call)
+		sig := geminiSignature(id)
+		if sig == "" && j == 0 {
+			sig = SkipThoughtSignature
+		}
+		if sig != "" {
+			part = part.val("thoughtSignature", sig)
+		}
+		parts = append(parts, part.done())
+		j++
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	g.add("model", parts...)
 	return nil
 }
 
