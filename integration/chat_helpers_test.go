@@ -70,6 +70,10 @@ type backend struct {
 	model, backing string
 	// anthropic: served by the Anthropic-style fake.
 	anthropic bool
+	// gemini: the provider speaks the Gemini API, which names no tool
+	// call (the gateway makes their ids) and streams each call's
+	// arguments whole.
+	gemini bool
 }
 
 var (

@@ -18,23 +18,24 @@ const cloudProject = "fake-project"
 // Bedrock fake (BR) with the credentials it checks signatures with.
 type cloudEnv struct {
 	*chatEnv
-	VX, BR *fake.Upstream
+	VX, BR, GM *fake.Upstream
 }
 
 func newCloudEnv(t *testing.T) *cloudEnv {
 	t.Helper()
-	oa, an, vx, br := fake.NewOpenAI(), fake.NewAnthropic(), fake.NewVertex(), fake.NewBedrock()
-	for _, u := range []*fake.Upstream{oa, an, vx, br} {
+	oa, an, vx, br, gm := fake.NewOpenAI(), fake.NewAnthropic(), fake.NewVertex(), fake.NewBedrock(), fake.NewGemini()
+	for _, u := range []*fake.Upstream{oa, an, vx, br, gm} {
 		t.Cleanup(u.Close)
 	}
 	const key = "sk-cloud-bootstrap-0123456789abcdefghijklmn"
 	g := startGateway(t, gwOptions{BootstrapKey: key, Env: map[string]string{
 		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
 		"GW_VERTEX_BASE_URL": vx.URL, "GW_VERTEX_PROJECT": cloudProject, "GOOGLE_APPLICATION_CREDENTIALS": vx.KeyFile(t.TempDir()),
+		"GW_GEMINI_BASE_URL": gm.URL, "GEMINI_API_KEY": "gemini-key",
 		"GW_BEDROCK_BASE_URL": br.URL, "AWS_REGION": fake.BedrockRegion,
 		"AWS_ACCESS_KEY_ID": fake.BedrockAccessKeyID, "AWS_SECRET_ACCESS_KEY": fake.BedrockSecretAccessKey,
 	}})
-	return &cloudEnv{chatEnv: &chatEnv{gateway: g, OA: oa, AN: an, BootKey: key}, VX: vx, BR: br}
+	return &cloudEnv{chatEnv: &chatEnv{gateway: g, OA: oa, AN: an, BootKey: key}, VX: vx, BR: br, GM: gm}
 }
 
 // cloudBackend is a model of a cloud's own API as the tests call it: the
@@ -61,6 +62,27 @@ var cloudBackends = []cloudBackend{
 			}
 			return ""
 		}},
+	{backend: geminiFlash, fake: func(e *cloudEnv) *fake.Upstream { return e.GM },
+		path: func(stream bool) string {
+			return "/v1beta/models/gemini-2.5-flash:" + map[bool]string{false: "generateContent", true: "streamGenerateContent"}[stream]
+		},
+		check: func(r fake.Request) string {
+			if r.Header.Get("x-goog-api-key") != "gemini-key" || r.JSON()["model"] != nil {
+				return fmt.Sprintf("x-goog-api-key %q, body %s", r.Header.Get("x-goog-api-key"), r.Body)
+			}
+			return ""
+		}},
+	{backend: vertexGemini, fake: func(e *cloudEnv) *fake.Upstream { return e.VX },
+		path: func(stream bool) string {
+			verb := map[bool]string{false: "generateContent", true: "streamGenerateContent"}[stream]
+			return "/v1/projects/" + cloudProject + "/locations/us-east5/publishers/google/models/gemini-2.5-flash-lite:" + verb
+		},
+		check: func(r fake.Request) string {
+			if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ya29.fake-") || r.JSON()["model"] != nil {
+				return fmt.Sprintf("Authorization %q, body %s", r.Header.Get("Authorization"), r.Body)
+			}
+			return ""
+		}},
 	{backend: bedrockClaude, fake: func(e *cloudEnv) *fake.Upstream { return e.BR },
 		path: func(stream bool) string {
 			return "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/" + map[bool]string{false: "converse", true: "converse-stream"}[stream]
@@ -79,6 +101,8 @@ var cloudBackends = []cloudBackend{
 // input without the cached tokens).
 var (
 	vertexClaude  = backend{name: "vertex", model: "gw-pinned-claude-sonnet-4-5@20250929", backing: "claude-sonnet-4-5@20250929", anthropic: true}
+	geminiFlash   = backend{name: "gemini", model: "gw-pinned-gemini-2.5-flash", backing: "gemini-2.5-flash", gemini: true}
+	vertexGemini  = backend{name: "vertex-gemini", model: "gw-pinned-gemini-2.5-flash-lite", backing: "gemini-2.5-flash-lite", gemini: true}
 	bedrockClaude = backend{name: "bedrock", model: "gw-pinned-us.anthropic.claude-sonnet-4-5-20250929-v1:0",
 		backing: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", anthropic: true}
 )

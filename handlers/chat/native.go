@@ -53,6 +53,7 @@ type eventSource interface {
 var reaches = map[string]func(model string) reach{
 	catalog.FormatOpenAI:    func(string) reach { return reach{format: ChatCompletions} },
 	catalog.FormatAnthropic: func(string) reach { return reach{format: Messages} },
+	catalog.FormatGemini:    func(string) reach { return reach{format: ChatCompletions, native: &geminiAPI} },
 	catalog.FormatBedrock:   func(string) reach { return reach{format: ChatCompletions, native: &bedrockConverse} },
 	catalog.FormatVertex: func(model string) reach {
 		if vertexPublisher(model) == vertexAnthropic {
@@ -213,16 +214,34 @@ var vertexClaude = native{
 	},
 }
 
-// vertexGemini is a Gemini model on Vertex AI: the Gemini API's bodies at
-// Vertex AI's paths.
+// geminiMethod is the Gemini API's method of a call, whole or streamed.
+func geminiMethod(stream bool) string {
+	if stream {
+		return translate.GeminiStreamMethod
+	}
+	return translate.GeminiGenerateMethod
+}
+
+// geminiAPI is Google's Gemini API: its generateContent bodies, answers
+// and server-sent events.
+var geminiAPI = native{
+	path: func(_ *catalog.Provider, model string, stream bool) string {
+		return translate.GeminiPath(model, geminiMethod(stream))
+	},
+	request: translate.ChatToGeminiRequest,
+	answer:  translate.GeminiToChatResponse,
+	stream:  translate.NewGeminiToChat,
+}
+
+// vertexGemini is a Gemini model on Vertex AI: the Gemini API at Vertex
+// AI's paths.
 var vertexGemini = native{
 	path: func(p *catalog.Provider, model string, stream bool) string {
-		if stream {
-			return vertexPath(p, model, "streamGenerateContent?alt=sse")
-		}
-		return vertexPath(p, model, "generateContent")
+		return vertexPath(p, model, strings.TrimPrefix(geminiMethod(stream), ":"))
 	},
-	request: unsupportedNative,
+	request: translate.ChatToGeminiRequest,
+	answer:  translate.GeminiToChatResponse,
+	stream:  translate.NewGeminiToChat,
 }
 
 // bedrockConverse is Amazon Bedrock Runtime's Converse API: its bodies,
@@ -236,11 +255,3 @@ var bedrockConverse = native{
 	events:  func(r io.Reader) eventSource { return awsstream.NewReader(r) },
 	stream:  translate.NewConverseToChat,
 }
-
-// unsupportedNative refuses a request to an API the gateway does not
-// translate to yet.
-func unsupportedNative([]byte, string) ([]byte, error) {
-	return nil, errNativeUnsupported
-}
-
-var errNativeUnsupported = fmt.Errorf("this provider's API is not supported yet")

@@ -35,12 +35,13 @@ var vertexModelPath = regexp.MustCompile(`^/v1/projects/([^/]+)/locations/([^/]+
 
 // NewVertex starts a Vertex AI fake on 127.0.0.1: POST /token answers
 // the JWT bearer grant of a key file it wrote (KeyFile) with an access
-// token, and Claude models are served at
+// token; given a token it issued, Claude models are served at
 // /v1/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict
 // and :streamRawPredict as the Anthropic fake serves messages (the same
-// scripts), given a token it issued and the body Vertex AI takes (the
-// version in it, no model). Anything else is a 404 in Google's error
-// shape.
+// scripts), with the body Vertex AI takes (the version in it, no model),
+// and Gemini models at .../publishers/google/models/{m}:generateContent
+// and :streamGenerateContent as the Gemini fake serves them. Anything
+// else is a 404 in Google's error shape.
 func NewVertex() *Upstream {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -84,7 +85,7 @@ func serveVertex(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 	}
 	m := vertexModelPath.FindStringSubmatch(r.URL.Path)
 	if m == nil || r.Method != http.MethodPost {
-		googleError(w, http.StatusNotFound, "NOT_FOUND", "The requested URL was not found on this server.")
+		geminiError(w, http.StatusNotFound, "NOT_FOUND", "The requested URL was not found on this server.", "")
 		return
 	}
 	auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -92,29 +93,37 @@ func serveVertex(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 	issued := u.tokens[auth]
 	u.mu.Unlock()
 	if !ok || !issued {
-		googleError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
+		geminiError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Request had invalid authentication credentials.", "")
 		return
 	}
 	publisher, model, verb := m[3], m[4], m[5]
+	if publisher == "google" && (verb == "generateContent" || verb == "streamGenerateContent") {
+		// As the Gemini fake serves it, with its key.
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/v1beta/models/" + model + ":" + verb
+		r2.Header.Set("x-goog-api-key", cmp.Or(u.APIKey, "vertex"))
+		serveGemini(u, w, r2, body)
+		return
+	}
 	if publisher != "anthropic" || (verb != "rawPredict" && verb != "streamRawPredict") {
-		googleError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("Publisher model %s/%s does not serve %s.", publisher, model, verb))
+		geminiError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("Publisher model %s/%s does not serve %s.", publisher, model, verb), "")
 		return
 	}
 	var req map[string]any
 	if err := json.Unmarshal(body, &req); err != nil || req == nil {
-		googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+		geminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received.", "")
 		return
 	}
 	if req["anthropic_version"] != vertexVersion {
-		googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "anthropic_version: must be "+vertexVersion)
+		geminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "anthropic_version: must be "+vertexVersion, "")
 		return
 	}
 	if _, named := req["model"]; named {
-		googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "model: Extra inputs are not permitted")
+		geminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "model: Extra inputs are not permitted", "")
 		return
 	}
 	if stream, _ := req["stream"].(bool); stream != (verb == "streamRawPredict") {
-		googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "stream: must be true for streamRawPredict and absent for rawPredict")
+		geminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "stream: must be true for streamRawPredict and absent for rawPredict", "")
 		return
 	}
 	// As the Anthropic fake serves it: the model in the body, the version
@@ -159,12 +168,4 @@ func (u *Upstream) vertexToken(w http.ResponseWriter, body []byte) {
 	u.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"access_token":%q,"expires_in":3599,"token_type":"Bearer"}`, tok)
-}
-
-// googleError writes an error in Google APIs' shape.
-func googleError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": status, "message": msg, "status": code}})
-	w.Write(b)
 }
