@@ -102,25 +102,54 @@ type Keeper interface {
 	Keep(ctx context.Context, account, id string, amount pricing.Money) error
 }
 
-// KeepSpooled keeps the hold of e, a charge a node keeps in its spool, at
-// what e charged, on every node and past the node's life, until
-// DropSpooled: other nodes then never admit calls against a balance that
-// lacks it, even when its node dies before the shared store has it. Locks
-// that are not a Keeper (one node's memory) keep it as it is.
+// KeepSpooled keeps the holds of e, a charge a node keeps in its spool,
+// at what e charged, on every node and past the node's life, until
+// DropSpooled: its account's, and its key's and organization's when the
+// call held in their scopes (see spooledHolds). Other nodes then never
+// admit calls against a balance or past a cap that lacks it, even when
+// its node dies before the shared store has it. Locks that are not a
+// Keeper (one node's memory) keep them as they are.
 func KeepSpooled(ctx context.Context, l Locks, e store.Entry) error {
-	if k, ok := l.(Keeper); ok && e.HoldID != "" {
-		return k.Keep(ctx, e.AccountID, e.HoldID, e.Cost)
-	}
-	return nil
-}
-
-// DropSpooled drops the hold of e, a spooled charge the shared store now
-// has.
-func DropSpooled(ctx context.Context, l Locks, e store.Entry) error {
-	if e.HoldID == "" {
+	k, ok := l.(Keeper)
+	if !ok {
 		return nil
 	}
-	return l.Drop(ctx, e.AccountID, e.HoldID)
+	var errs []error
+	for _, h := range spooledHolds(&e) {
+		errs = append(errs, k.Keep(ctx, h.scope, h.id, e.Cost))
+	}
+	return errors.Join(errs...)
+}
+
+// DropSpooled drops the holds of e, a spooled charge the shared store now
+// has.
+func DropSpooled(ctx context.Context, l Locks, e store.Entry) error {
+	var errs []error
+	for _, h := range spooledHolds(&e) {
+		errs = append(errs, l.Drop(ctx, h.scope, h.id))
+	}
+	return errors.Join(errs...)
+}
+
+// scopedHold is one hold's record in the Locks: its scope (an account,
+// keyScope or orgScope) and its id there.
+type scopedHold struct{ scope, id string }
+
+// spooledHolds are the records of e's holds that Settle wrote into it:
+// its account's (HoldID), its key's (KeyHoldID, in the scope of KeyID)
+// and its organization's (OrgHoldID, in the scope of OrgID), those it has.
+func spooledHolds(e *store.Entry) []scopedHold {
+	hs := make([]scopedHold, 0, 3)
+	if e.HoldID != "" {
+		hs = append(hs, scopedHold{e.AccountID, e.HoldID})
+	}
+	if e.KeyHoldID != "" && e.KeyID != "" {
+		hs = append(hs, scopedHold{keyScope(e.KeyID), e.KeyHoldID})
+	}
+	if e.OrgHoldID != "" && e.OrgID != "" {
+		hs = append(hs, scopedHold{orgScope(e.OrgID), e.OrgHoldID})
+	}
+	return hs
 }
 
 // Gate is the money gate.
@@ -553,7 +582,7 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 	e.FreeMonthlyCredit = h.gate.Policy.FreeMonthlyCredit
 	e.Limits = h.limits
 	e.Held = &h.amount
-	e.HoldID = h.id
+	e.HoldID, e.KeyHoldID, e.OrgHoldID, e.OrgID = h.id, h.keyHold, h.orgHold, h.org
 	cost := e.Cost
 	if e.Time.IsZero() {
 		e.Time = h.gate.now()

@@ -165,6 +165,16 @@ type Entry struct {
 	// a node keeps in its spool keeps its hold until the shared store has
 	// it (the spool stores it; the ledger does not).
 	HoldID string
+	// KeyHoldID and OrgHoldID name the reservation's records in the
+	// scopes of its key (one with caps) and of its organization (one with
+	// caps) in the money locks, and OrgID is that organization: the
+	// account's when the call was admitted ("" for none). A spooled
+	// charge keeps these holds too, and counts in the organization's
+	// spend on its node, until the shared store has it (the spool stores
+	// them; the ledger does not: it counts a charge in the organization
+	// its account is in when it settles).
+	KeyHoldID, OrgHoldID string
+	OrgID                string
 }
 
 // Limits are bounds of the gateway's policy on what an account may spend,
