@@ -891,7 +891,7 @@ func socketOf(t *testing.T, url string) string {
 }
 
 // redisClientAt connects to the Redis at url.
-func redisClientAt(t *testing.T, url string) *redis.Client {
+func redisClientAt(t testing.TB, url string) *redis.Client {
 	t.Helper()
 	opt, err := redis.ParseURL(url)
 	if err != nil {
