@@ -2,8 +2,11 @@ package money
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/internal/store/cached"
@@ -28,12 +31,11 @@ func BenchmarkGate(b *testing.B) {
 	for _, locks := range []string{"memory", "redis"} {
 		for _, caps := range []string{"plain", "caps"} {
 			b.Run(locks+"/"+caps, func(b *testing.B) {
-				g := benchGate(b, locks, caps == "caps")
+				g, trips := benchGate(b, locks, caps == "caps")
 				ctx := context.Background()
 				p := Payer{Account: "a", Key: "k"}
 				est, cost := usd("0.002"), usd("0.001")
-				b.ReportAllocs()
-				for b.Loop() {
+				call := func() {
 					h, err := g.ReserveFor(ctx, p, Chat, est)
 					if err != nil {
 						b.Fatal(err)
@@ -42,6 +44,15 @@ func BenchmarkGate(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				call() // the scripts loaded, the states read
+				trips.Store(0)
+				b.ReportAllocs()
+				for b.Loop() {
+					call()
+				}
+				if locks == "redis" {
+					b.ReportMetric(float64(trips.Load())/float64(b.N), "round-trips/op")
+				}
 			})
 		}
 	}
@@ -49,8 +60,9 @@ func BenchmarkGate(b *testing.B) {
 
 // benchGate is a gate on the hot path's store holding account a and its
 // key k, with caps (and a in organization acme with caps) when caps is
-// set, on locks "memory" or "redis" (a Redis server of its own).
-func benchGate(b *testing.B, locks string, caps bool) *Gate {
+// set, on locks "memory" or "redis" (a Redis server of its own); trips
+// counts the round trips to Redis.
+func benchGate(b *testing.B, locks string, caps bool) (g *Gate, trips *atomic.Int64) {
 	b.Helper()
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -79,15 +91,39 @@ func benchGate(b *testing.B, locks string, caps bool) *Gate {
 	if err := c.CreateKey(ctx, key); err != nil {
 		b.Fatal(err)
 	}
-	g := &Gate{Store: chargedAtOnce{c}, Locks: NewMemoryLocks(), Policy: Policy{Ceiling: DefaultCeiling}, Now: func() time.Time { return t0 }}
+	g = &Gate{Store: chargedAtOnce{c}, Locks: NewMemoryLocks(), Policy: Policy{Ceiling: DefaultCeiling}, Now: func() time.Time { return t0 }}
+	trips = new(atomic.Int64)
 	if locks == "redis" {
 		rs := testsvc.RedisServer(b)
-		l, err := NewRedisLocks(ctx, redisClientAt(b, rs.URL()))
-		if err != nil {
+		client := redisClientAt(b, rs.URL())
+		client.AddHook(tripCounter{trips})
+		// No renewal: its round trips are no call's.
+		l := newRedisLocks(client, HoldLease, time.Hour, RestoreWait)
+		if err := l.first(ctx); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { l.Destruct() })
 		g.Locks = l
 	}
-	return g
+	return g, trips
+}
+
+// tripCounter counts a Redis client's round trips: each command, and each
+// pipeline as one.
+type tripCounter struct{ n *atomic.Int64 }
+
+func (tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
 }

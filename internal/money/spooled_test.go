@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/store"
+	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
 // spoolOnly is a store whose shared database takes no charge: each stays
@@ -71,17 +72,16 @@ func TestSpooledChargeCarriesItsHolds(t *testing.T) {
 		t.Fatalf("settle: %v %v", charged, err)
 	}
 	e := sp.only(t)
-	if e.HoldID != h.id || e.KeyHoldID != h.keyHold || e.OrgHoldID != h.orgHold || e.OrgID != "acme" ||
-		h.id == "" || h.keyHold == "" || h.orgHold == "" {
-		t.Fatalf("spooled hold %q key hold %q org hold %q of %q; want the hold's %q, %q, %q of acme",
-			e.HoldID, e.KeyHoldID, e.OrgHoldID, e.OrgID, h.id, h.keyHold, h.orgHold)
+	if h.id == "" || e.HoldID != h.id || e.KeyHoldID != h.id || e.OrgHoldID != h.id || e.OrgID != "acme" {
+		t.Fatalf("spooled hold %q key hold %q org hold %q of %q; want the hold's %q in each scope, of acme",
+			e.HoldID, e.KeyHoldID, e.OrgHoldID, e.OrgID, h.id)
 	}
 	if got := spooledHolds(&e); len(got) != 3 || got[0] != (scopedHold{"a", h.id}) ||
-		got[1] != (scopedHold{"key:k", h.keyHold}) || got[2] != (scopedHold{"org:acme", h.orgHold}) {
+		got[1] != (scopedHold{"key:k", h.id}) || got[2] != (scopedHold{"org:acme", h.id}) {
 		t.Fatalf("spooled holds %v", got)
 	}
 	for _, scope := range []string{"a", "key:k", "org:acme"} {
-		if held, err := f.gate.Locks.Held(ctx, scope); err != nil || held != usd("0.30") {
+		if held, err := heldIn(ctx, f.gate.Locks, scope); err != nil || held != usd("0.30") {
 			t.Fatalf("%s holds %s (%v) while the charge is spooled, want 0.30", scope, held, err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestKeptKeyAndOrgHoldsOutliveTheirNode(t *testing.T) {
 	}
 	dying.Destruct()
 	for _, scope := range scopes {
-		if held, err := other.Held(ctx, scope); err != nil || held != usd("0.30") {
+		if held, err := heldIn(ctx, other, scope); err != nil || held != usd("0.30") {
 			t.Fatalf("%s holds %s (%v) after the node stopped, want the kept 0.30", scope, held, err)
 		}
 	}
@@ -155,8 +155,111 @@ func TestKeptKeyAndOrgHoldsOutliveTheirNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, scope := range scopes {
-		if held, err := other.Held(ctx, scope); err != nil || held != 0 {
+		if held, err := heldIn(ctx, other, scope); err != nil || held != 0 {
 			t.Fatalf("%s holds %s (%v) after the spool was applied, want 0", scope, held, err)
+		}
+	}
+}
+
+// RedisLocks.Lock of several scopes takes them all at once or none: a
+// lock that waits for one of them holds none of the others meanwhile,
+// and an unlock releases them all.
+func TestRedisLockAllOrNone(t *testing.T) {
+	_, client := redisClient(t)
+	ctx := context.Background()
+	l, err := NewRedisLocks(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Destruct() })
+	tryLock := func(scopes ...string) (func(), error) {
+		ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		return l.Lock(ctx, scopes...)
+	}
+	unlockB, err := tryLock("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tryLock("org:o", "b"); err == nil {
+		t.Fatal("took the locks of org:o and b while b was taken")
+	}
+	unlockO, err := tryLock("org:o")
+	if err != nil {
+		t.Fatalf("org:o left locked by a lock that could not take b: %v", err)
+	}
+	unlockO()
+	unlockB()
+	unlock, err := tryLock("org:o", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scope := range []string{"org:o", "b"} {
+		if _, err := tryLock(scope); err == nil {
+			t.Fatalf("took %s while both were taken", scope)
+		}
+	}
+	unlock()
+	if n, err := client.Exists(ctx, lockKey("org:o"), lockKey("b")).Result(); err != nil || n != 0 {
+		t.Fatalf("%d locks left after the unlock (%v)", n, err)
+	}
+}
+
+// Two nodes on one Redis: 30 calls at once over two accounts of one
+// organization (half of them with a's capped key) never pass the key's
+// cap or the organization's, whichever node admits them, and the holds
+// each node sees in the key's and the organization's scopes are those
+// admitted.
+func TestRedisLocksKeyAndOrgCapsAcrossNodes(t *testing.T) {
+	_, client := redisClient(t)
+	ctx := context.Background()
+	f := capsFixture(t)
+	var gates []*Gate
+	for range 2 {
+		l, err := NewRedisLocks(ctx, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Destruct() })
+		gates = append(gates, &Gate{Store: f.store, Locks: l, Now: func() time.Time { return f.now }})
+	}
+	var (
+		mu            sync.Mutex
+		withKey, held int
+		codes         = map[string]int{}
+		wg            sync.WaitGroup
+	)
+	for i := range 30 {
+		wg.Go(func() {
+			p := Payer{Account: "b"}
+			if i%2 == 0 {
+				p = Payer{Account: "a", Key: "k"}
+			}
+			_, err := gates[i/2%2].ReserveFor(ctx, p, Chat, usd("0.08"))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				codes[gwerr.As(err).Code]++
+				return
+			}
+			held++
+			if p.Key != "" {
+				withKey++
+			}
+		})
+	}
+	wg.Wait()
+	// The key's cap admits 6 (0.48 of 0.50), the organization's 12 in all
+	// (0.96 of 1.00): b's 15 calls fill what a's leave.
+	if held != 12 || withKey > 6 || codes[gwerr.CodeKeyDailyCap]+codes[gwerr.CodeOrgDailyCap] != 18 {
+		t.Fatalf("%d held (%d with the key), refusals %v; want 12 held, at most 6 with the key, 18 refused for a cap", held, withKey, codes)
+	}
+	for _, g := range gates {
+		if got, err := heldIn(ctx, g.Locks, "org:acme"); err != nil || got != usd("0.96") {
+			t.Fatalf("organization holds %s (%v), want 0.96", got, err)
+		}
+		if got, err := heldIn(ctx, g.Locks, "key:k"); err != nil || got != usd("0.08")*pricing.Money(withKey) {
+			t.Fatalf("key holds %s (%v), want %d × 0.08", got, err, withKey)
 		}
 	}
 }

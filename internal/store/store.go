@@ -536,3 +536,25 @@ func CopyMoney(m *pricing.Money) *pricing.Money {
 	v := *m
 	return &v
 }
+
+// CopyMoneys points each non-nil pointer of ps at a copy of its amount,
+// the copies made in one allocation: a record copied so shares nothing
+// with the original, for the price of one amount.
+func CopyMoneys(ps ...**pricing.Money) {
+	n := 0
+	for _, p := range ps {
+		if *p != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	vs := make([]pricing.Money, 0, n)
+	for _, p := range ps {
+		if *p != nil {
+			vs = append(vs, **p)
+			*p = &vs[len(vs)-1]
+		}
+	}
+}

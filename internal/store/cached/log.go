@@ -55,6 +55,10 @@ type chargeLog struct {
 	// broken is set when a failed batch could not be zeroed again: the
 	// log takes no more charges (a later start would read that batch).
 	broken error
+	// holds: the lines carry their charges' hold records and organization
+	// (the spool's, whose charges keep their holds until the database has
+	// them); the charge log's leave them out.
+	holds bool
 }
 
 // logFile is what the log does with its file (tests fail it on purpose).
@@ -237,7 +241,11 @@ func (l *chargeLog) zero(from, to, length int64) error {
 func (l *chargeLog) append(entries []store.Entry) error {
 	l.buf = l.buf[:0]
 	for i := range entries {
-		l.buf = append(appendLine(l.buf, lineOf(&entries[i])), '\n')
+		line := lineOf(&entries[i])
+		if !l.holds {
+			line.Hold, line.KeyHold, line.OrgHold, line.Org = "", "", "", ""
+		}
+		l.buf = append(appendLine(l.buf, line), '\n')
 	}
 	if l.broken != nil {
 		return l.broken

@@ -56,6 +56,7 @@ func openSpool(dir string) (*spool, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.holds = true
 	sp := &spool{log: l, ids: map[string]bool{}, applied: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
 	for _, e := range entries {
 		if !sp.ids[e.RequestID] {
