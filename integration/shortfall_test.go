@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
+	"github.com/caddy-gw/caddy-gw/internal/testsvc"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -182,48 +183,8 @@ func TestNodeKilledDuringOutage(t *testing.T) {
 	const account = "spooler"
 	key := a.newAccountKey(t, map[string]any{"id": account, "plan": "paid", "cleared": true, "balance_usd": "1.00"})
 
-	gate := make(chan struct{})
-	oa.SetDefault(fake.Script{Text: "an answer streamed in several pieces", Chunks: 4, Usage: fake.Usage{Input: 12, Output: 40}, Gate: gate})
-	started := make(chan struct{})
-	var body strings.Builder
-	var id string
-	done := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, a.BaseURL+"/v1/chat/completions",
-			strings.NewReader(`{"model":"gw-pinned-gpt-4.1-mini","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := streamClient.Do(req)
-		if err != nil {
-			close(started)
-			done <- err
-			return
-		}
-		defer resp.Body.Close()
-		id = resp.Header.Get("X-Gw-Request-Id")
-		sc := bufio.NewScanner(resp.Body)
-		first := true
-		for sc.Scan() {
-			body.WriteString(sc.Text() + "\n")
-			if first && strings.Contains(sc.Text(), `"content":"`) {
-				first = false
-				close(started)
-			}
-		}
-		if first {
-			close(started)
-		}
-		done <- sc.Err()
-	}()
-	<-started
-	pg.Stop()
-	close(gate)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	cost := sseCost([]byte(body.String()))
-	if cost == "" || id == "" || !strings.HasSuffix(body.String(), "data: [DONE]\n\n") {
-		t.Fatalf("the stream was not delivered whole with its usage:\n%s", body.String())
-	}
+	id, cost := spoolThroughOutage(t, a, oa, pg, key, `{"model":"gw-pinned-gpt-4.1-mini","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`,
+		fake.Usage{Input: 12, Output: 40})
 	a.kill(t)
 
 	// The dead node's spooled charge is held in Redis at its cost, with no
@@ -267,4 +228,53 @@ func TestNodeKilledDuringOutage(t *testing.T) {
 		t.Fatalf("spent %s, left %s; want %s charged once", spent, left, cost)
 	}
 	a.expectJournalOK(t)
+}
+
+// spoolThroughOutage streams a chat call of body (stream set) on g with
+// key, its provider billing usage, and stops PostgreSQL once the first
+// piece has arrived: the call settles into g's spool. It returns the
+// request id and the cost the stream's usage block reported.
+func spoolThroughOutage(t *testing.T, g *gateway, oa *fake.Upstream, pg *testsvc.PG, key, body string, usage fake.Usage) (id, cost string) {
+	t.Helper()
+	gate := make(chan struct{})
+	oa.SetDefault(fake.Script{Text: "an answer streamed in several pieces", Chunks: 4, Usage: usage, Gate: gate})
+	started := make(chan struct{})
+	var got strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, g.BaseURL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := streamClient.Do(req)
+		if err != nil {
+			close(started)
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		id = resp.Header.Get("X-Gw-Request-Id")
+		sc := bufio.NewScanner(resp.Body)
+		first := true
+		for sc.Scan() {
+			got.WriteString(sc.Text() + "\n")
+			if first && strings.Contains(sc.Text(), `"content":"`) {
+				first = false
+				close(started)
+			}
+		}
+		if first {
+			close(started)
+		}
+		done <- sc.Err()
+	}()
+	<-started
+	pg.Stop()
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cost = sseCost([]byte(got.String()))
+	if cost == "" || id == "" || !strings.HasSuffix(got.String(), "data: [DONE]\n\n") {
+		t.Fatalf("the stream was not delivered whole with its usage:\n%s", got.String())
+	}
+	return id, cost
 }

@@ -244,7 +244,7 @@ func TestWebhooks(t *testing.T) {
 		r.Header.Get("X-Gw-Hold-Reason") != "daily_cap" {
 		t.Fatalf("a sixth call: %d %s, want 402 daily_cap", r.Status, r.Body)
 	}
-	got := rc.waitAccepted(t, 4)
+	rc.waitAccepted(t, 4)
 
 	// The receiver goes away; the key's revocation waits for it.
 	rc.down()
@@ -255,7 +255,7 @@ func TestWebhooks(t *testing.T) {
 		t.Fatalf("the revocation's delivery while the receiver is down: %+v", d)
 	}
 	rc.up()
-	got = rc.waitAccepted(t, 5)
+	got := rc.waitAccepted(t, 5)
 	waitLogged(t, e.gateway, "webhook delivered", hookID, 5)
 
 	want := []string{

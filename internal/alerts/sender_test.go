@@ -249,7 +249,7 @@ func TestFailureRecorded(t *testing.T) {
 			if len(ds) != 1 || ds[0].Delivered != nil || ds[0].Attempts != 1 || ds[0].LastStatus != c.status || ds[0].LastError != c.msg {
 				t.Fatalf("log %+v", ds)
 			}
-			if wait := ds[0].NextAt.Sub(time.Now()); wait < 59*time.Minute || wait > time.Hour {
+			if wait := time.Until(ds[0].NextAt); wait < 59*time.Minute || wait > time.Hour {
 				t.Fatalf("next attempt in %s, want an hour", wait)
 			}
 		})

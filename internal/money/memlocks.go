@@ -9,99 +9,179 @@ import (
 )
 
 // MemoryLocks is the single-node Locks: a mutex and a reservation sum per
-// account, dropped when nobody holds or waits for them. Keep one per
+// scope, dropped when nobody holds or waits for them. Keep one per
 // process (in a caddy.UsagePool) so reloads keep outstanding reservations.
 type MemoryLocks struct {
-	mu       sync.Mutex
-	accounts map[string]*accountState
-	seq      uint64
+	mu     sync.Mutex
+	scopes map[string]*scopeState
+	// free are states dropped from scopes, kept (at most maxFreeStates)
+	// for the next scope that needs one: a scope's state comes and goes
+	// with every call that is alone on it.
+	free []*scopeState
+	seq  uint64
 }
 
-type accountState struct {
-	sem  chan struct{} // one slot: the account's lock
+// maxFreeStates bounds how many dropped scope states MemoryLocks keeps
+// for reuse.
+const maxFreeStates = 64
+
+type scopeState struct {
+	name string
+	sem  chan struct{} // one slot: the scope's lock
 	refs int           // lock holders and waiters
 	held pricing.Money
-	// holds are the account's outstanding holds by id.
+	// holds are the scope's outstanding holds by id.
 	holds map[string]pricing.Money
 }
 
 // NewMemoryLocks returns empty locks.
-func NewMemoryLocks() *MemoryLocks { return &MemoryLocks{accounts: map[string]*accountState{}} }
+func NewMemoryLocks() *MemoryLocks { return &MemoryLocks{scopes: map[string]*scopeState{}} }
 
-func (m *MemoryLocks) state(account string, ref int) *accountState {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := m.accounts[account]
-	if s == nil {
-		s = &accountState{sem: make(chan struct{}, 1), holds: map[string]pricing.Money{}}
-		m.accounts[account] = s
+// stateLocked returns the scope's state, made (or reused) the first time.
+// Called under m.mu.
+func (m *MemoryLocks) stateLocked(scope string) *scopeState {
+	s := m.scopes[scope]
+	if s != nil {
+		return s
 	}
-	s.refs += ref
+	if n := len(m.free); n > 0 {
+		s, m.free = m.free[n-1], m.free[:n-1]
+	} else {
+		s = &scopeState{sem: make(chan struct{}, 1), holds: map[string]pricing.Money{}}
+	}
+	s.name = scope
+	m.scopes[scope] = s
 	return s
 }
 
-func (m *MemoryLocks) drop(account string, s *accountState) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s.refs--
-	if s.refs == 0 && len(s.holds) == 0 {
-		delete(m.accounts, account)
+// forgetLocked drops the scope's state once nobody holds, waits for or
+// has a hold in it. Called under m.mu.
+func (m *MemoryLocks) forgetLocked(s *scopeState) {
+	if s.refs != 0 || len(s.holds) != 0 {
+		return
+	}
+	delete(m.scopes, s.name)
+	if len(m.free) < maxFreeStates {
+		s.name, s.held = "", 0
+		m.free = append(m.free, s)
 	}
 }
 
-// Lock takes the account's lock, waiting at most until ctx ends.
-func (m *MemoryLocks) Lock(ctx context.Context, account string) (func(), error) {
-	s := m.state(account, 1)
+func (m *MemoryLocks) ref(scope string) *scopeState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.stateLocked(scope)
+	s.refs++
+	return s
+}
+
+func (m *MemoryLocks) unref(s *scopeState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.refs--
+	m.forgetLocked(s)
+}
+
+// Lock takes the scopes' locks in their order, waiting at most until ctx
+// ends.
+func (m *MemoryLocks) Lock(ctx context.Context, scopes ...string) (func(), error) {
+	var taken [2]*scopeState // a call's locks: its organization's and its account's
+	if len(scopes) == 0 || len(scopes) > len(taken) {
+		return m.lockMany(ctx, scopes)
+	}
+	for i, scope := range scopes {
+		s, err := m.lock(ctx, scope)
+		if err != nil {
+			m.unlockAll(taken[:i])
+			return nil, err
+		}
+		taken[i] = s
+	}
+	first, second := taken[0], taken[1] // the closure's own copies
+	if second == nil {
+		return func() { m.unlock(first) }, nil
+	}
+	return func() { m.unlock(second); m.unlock(first) }, nil
+}
+
+// lockMany is Lock of more scopes than a call takes.
+func (m *MemoryLocks) lockMany(ctx context.Context, scopes []string) (func(), error) {
+	taken := make([]*scopeState, 0, len(scopes))
+	for _, scope := range scopes {
+		s, err := m.lock(ctx, scope)
+		if err != nil {
+			m.unlockAll(taken)
+			return nil, err
+		}
+		taken = append(taken, s)
+	}
+	return func() { m.unlockAll(taken) }, nil
+}
+
+// unlockAll releases the locks taken, the last taken first.
+func (m *MemoryLocks) unlockAll(taken []*scopeState) {
+	for i := len(taken) - 1; i >= 0; i-- {
+		m.unlock(taken[i])
+	}
+}
+
+func (m *MemoryLocks) lock(ctx context.Context, scope string) (*scopeState, error) {
+	s := m.ref(scope)
 	select {
 	case s.sem <- struct{}{}:
-		return func() { <-s.sem; m.drop(account, s) }, nil
+		return s, nil
 	case <-ctx.Done():
-		m.drop(account, s)
+		m.unref(s)
 		return nil, ctx.Err()
 	}
 }
 
-// Held returns the account's outstanding reservations.
-func (m *MemoryLocks) Held(_ context.Context, account string) (pricing.Money, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s := m.accounts[account]; s != nil {
-		return s.held, nil
-	}
-	return 0, nil
+func (m *MemoryLocks) unlock(s *scopeState) {
+	<-s.sem
+	m.unref(s)
 }
 
-// Hold records a hold of amount for the account and returns its id.
-func (m *MemoryLocks) Hold(_ context.Context, account string, amount pricing.Money) (string, error) {
+// Held writes each scope's outstanding reservations to held.
+func (m *MemoryLocks) Held(_ context.Context, scopes []string, held []pricing.Money) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := m.accounts[account]
-	if s == nil {
-		s = &accountState{sem: make(chan struct{}, 1), holds: map[string]pricing.Money{}}
-		m.accounts[account] = s
+	for i, scope := range scopes {
+		held[i] = 0
+		if s := m.scopes[scope]; s != nil {
+			held[i] = s.held
+		}
 	}
+	return nil
+}
+
+// Hold records a hold of amount in each scope and returns its id.
+func (m *MemoryLocks) Hold(_ context.Context, scopes []string, amount pricing.Money) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.seq++
 	id := strconv.FormatUint(m.seq, 36)
-	s.holds[id] = amount
-	s.held += amount
+	for _, scope := range scopes {
+		s := m.stateLocked(scope)
+		s.holds[id] = amount
+		s.held += amount
+	}
 	return id, nil
 }
 
-// Drop deletes hold id of the account; an id it does not hold changes
-// nothing.
-func (m *MemoryLocks) Drop(_ context.Context, account, id string) error {
+// Drop deletes hold id in each scope; a scope without it changes nothing.
+func (m *MemoryLocks) Drop(_ context.Context, scopes []string, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := m.accounts[account]
-	if s == nil {
-		return nil
-	}
-	if amount, ok := s.holds[id]; ok {
-		delete(s.holds, id)
-		s.held -= amount
-	}
-	if s.refs == 0 && len(s.holds) == 0 {
-		delete(m.accounts, account)
+	for _, scope := range scopes {
+		s := m.scopes[scope]
+		if s == nil {
+			continue
+		}
+		if amount, ok := s.holds[id]; ok {
+			delete(s.holds, id)
+			s.held -= amount
+		}
+		m.forgetLocked(s)
 	}
 	return nil
 }

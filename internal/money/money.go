@@ -10,6 +10,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -81,46 +82,82 @@ func wholeMonths(a, b time.Time) int64 {
 
 // Locks serialises the money decisions of one account and keeps its
 // outstanding reservations, one record per hold, so that releasing a hold
-// can only take back what that hold added. The embedded implementation is
-// in memory; a multi-node one keeps both in a shared store.
+// can only take back what that hold added. Locks and holds are kept by
+// scope: an account, or the scope of a key or an organization (keyScope,
+// orgScope); a call's methods take the scopes it needs at once, so that a
+// shared implementation answers them in one round trip. The embedded
+// implementation is in memory; a multi-node one keeps both in a shared
+// store.
 type Locks interface {
-	// Lock takes the account's lock; unlock releases it.
-	Lock(ctx context.Context, account string) (unlock func(), err error)
-	// Held returns the sum of the account's outstanding holds (under
-	// Lock), never below zero.
-	Held(ctx context.Context, account string) (pricing.Money, error)
-	// Hold records a hold of amount for the account and returns its id.
-	Hold(ctx context.Context, account string, amount pricing.Money) (id string, err error)
-	// Drop deletes the account's hold id; a hold already gone changes
-	// nothing.
-	Drop(ctx context.Context, account, id string) error
+	// Lock takes the locks of scopes, every one of them (in their order,
+	// or all at once), waiting until ctx ends while any is taken; unlock
+	// releases them.
+	Lock(ctx context.Context, scopes ...string) (unlock func(), err error)
+	// Held writes to held[i] the sum of the outstanding holds of
+	// scopes[i] (under its Lock), never below zero.
+	Held(ctx context.Context, scopes []string, held []pricing.Money) error
+	// Hold records a hold of amount in each of scopes, all under the id
+	// it returns.
+	Hold(ctx context.Context, scopes []string, amount pricing.Money) (id string, err error)
+	// Drop deletes hold id in each of scopes; a record already gone
+	// changes nothing.
+	Drop(ctx context.Context, scopes []string, id string) error
 }
 
 // Keeper is Locks that can keep a hold past its node's life (see
 // RedisLocks.Keep).
 type Keeper interface {
-	Keep(ctx context.Context, account, id string, amount pricing.Money) error
+	Keep(ctx context.Context, scope, id string, amount pricing.Money) error
 }
 
-// KeepSpooled keeps the hold of e, a charge a node keeps in its spool, at
-// what e charged, on every node and past the node's life, until
-// DropSpooled: other nodes then never admit calls against a balance that
-// lacks it, even when its node dies before the shared store has it. Locks
-// that are not a Keeper (one node's memory) keep it as it is.
+// KeepSpooled keeps the holds of e, a charge a node keeps in its spool,
+// at what e charged, on every node and past the node's life, until
+// DropSpooled: its account's, and its key's and organization's when the
+// call held in their scopes (see spooledHolds). Other nodes then never
+// admit calls against a balance or past a cap that lacks it, even when
+// its node dies before the shared store has it. Locks that are not a
+// Keeper (one node's memory) keep them as they are.
 func KeepSpooled(ctx context.Context, l Locks, e store.Entry) error {
-	if k, ok := l.(Keeper); ok && e.HoldID != "" {
-		return k.Keep(ctx, e.AccountID, e.HoldID, e.Cost)
-	}
-	return nil
-}
-
-// DropSpooled drops the hold of e, a spooled charge the shared store now
-// has.
-func DropSpooled(ctx context.Context, l Locks, e store.Entry) error {
-	if e.HoldID == "" {
+	k, ok := l.(Keeper)
+	if !ok {
 		return nil
 	}
-	return l.Drop(ctx, e.AccountID, e.HoldID)
+	var errs []error
+	for _, h := range spooledHolds(&e) {
+		errs = append(errs, k.Keep(ctx, h.scope, h.id, e.Cost))
+	}
+	return errors.Join(errs...)
+}
+
+// DropSpooled drops the holds of e, a spooled charge the shared store now
+// has.
+func DropSpooled(ctx context.Context, l Locks, e store.Entry) error {
+	var errs []error
+	for _, h := range spooledHolds(&e) {
+		errs = append(errs, l.Drop(ctx, []string{h.scope}, h.id))
+	}
+	return errors.Join(errs...)
+}
+
+// scopedHold is one hold's record in the Locks: its scope (an account,
+// keyScope or orgScope) and its id there.
+type scopedHold struct{ scope, id string }
+
+// spooledHolds are the records of e's holds that Settle wrote into it:
+// its account's (HoldID), its key's (KeyHoldID, in the scope of KeyID)
+// and its organization's (OrgHoldID, in the scope of OrgID), those it has.
+func spooledHolds(e *store.Entry) []scopedHold {
+	hs := make([]scopedHold, 0, 3)
+	if e.HoldID != "" {
+		hs = append(hs, scopedHold{e.AccountID, e.HoldID})
+	}
+	if e.KeyHoldID != "" && e.KeyID != "" {
+		hs = append(hs, scopedHold{keyScope(e.KeyID), e.KeyHoldID})
+	}
+	if e.OrgHoldID != "" && e.OrgID != "" {
+		hs = append(hs, scopedHold{orgScope(e.OrgID), e.OrgHoldID})
+	}
+	return hs
 }
 
 // Gate is the money gate.
@@ -137,6 +174,8 @@ type Gate struct {
 	// OnShortfall, when set, is told of every settlement the account could
 	// not pay in full: charged is what it paid, shortfall the rest.
 	OnShortfall func(account, requestID string, charged, shortfall pricing.Money)
+
+	orgs atomic.Pointer[orgGuesses]
 }
 
 func (g *Gate) now() time.Time {
@@ -171,36 +210,50 @@ func keyScope(keyID string) string { return "key:" + keyID }
 
 // orgScope names an organization's lock and holds in the Locks. Every
 // call of an account in an organization takes the organization's lock
-// before the account's, so the accounts of one organization are admitted
-// and settled one at a time against its caps, and no two locks are ever
-// taken in the other order.
-func orgScope(orgID string) string { return "org:" + orgID }
+// with the account's (before it, or both at once), so the accounts of one
+// organization are admitted and settled one at a time against its caps,
+// and no two locks are ever taken in the other order.
+func orgScope(orgID string) string { return orgScopePrefix + orgID }
+
+// orgScopePrefix begins every orgScope.
+const orgScopePrefix = "org:"
 
 // orgLockTries bounds how often Reserve takes the locks again when the
 // account moved to another organization while it waited for them.
 const orgLockTries = 3
 
+// maxScopes is how many scopes one call locks and holds in at most: its
+// account's, its key's and its organization's.
+const maxScopes = 3
+
+// lockScopes are the scopes a call of account locks: its organization's
+// (orgLock, its orgScope; "" for none) first, then the account's.
+func lockScopes(account, orgLock string) (scopes [2]string, n int) {
+	if orgLock == "" {
+		return [2]string{account}, 1
+	}
+	return [2]string{orgLock, account}, 2
+}
+
 // lock takes the locks a call of account takes: its organization's (when
-// it is in one), then its own. org is the organization locked ("" for
-// none); the caller checks it is still the account's once it has read the
-// account under the lock.
-func (g *Gate) lock(ctx context.Context, account string) (unlock func(), org string, err error) {
-	acc, err := g.Store.Account(ctx, account)
-	if err != nil {
-		return nil, "", Unresolved()
-	}
-	unlockOrg := func() {}
-	if acc.Org != "" {
-		if unlockOrg, err = g.Locks.Lock(ctx, orgScope(acc.Org)); err != nil {
-			return nil, "", Unresolved()
+// it is in one), then its own. org is the organization locked, and
+// orgLock its scope: the one the account was last seen in (see
+// orgGuesses), else read from the store; the caller checks it is still
+// the account's once it has read the account under the lock.
+func (g *Gate) lock(ctx context.Context, account string) (unlock func(), org, orgLock string, err error) {
+	guess := g.guesses().get(account)
+	if guess == nil {
+		acc, err := g.Store.Account(ctx, account)
+		if err != nil {
+			return nil, "", "", Unresolved()
 		}
+		guess = g.guesses().put(account, acc.Org)
 	}
-	unlockAccount, err := g.Locks.Lock(ctx, account)
-	if err != nil {
-		unlockOrg()
-		return nil, "", Unresolved()
+	scopes, n := lockScopes(account, guess.scope)
+	if unlock, err = g.Locks.Lock(ctx, scopes[:n]...); err != nil {
+		return nil, "", "", Unresolved()
 	}
-	return func() { unlockAccount(); unlockOrg() }, acc.Org, nil
+	return unlock, guess.org, guess.scope, nil
 }
 
 // Check refuses a billed call that could not start now (no credit left, a
@@ -233,16 +286,19 @@ func (g *Gate) ReserveFor(ctx context.Context, p Payer, kind Kind, est pricing.M
 		est = 0
 	}
 	var st payerState
+	var orgLock string
 	for try := 1; ; try++ {
-		unlock, org, err := g.lock(ctx, p.Account)
+		unlock, org, scope, err := g.lock(ctx, p.Account)
 		if err != nil {
 			return nil, err
 		}
-		if st, err = g.state(ctx, p); err != nil {
+		if st, err = g.state(ctx, p, scope); err != nil {
 			unlock()
 			return nil, err
 		}
+		g.guesses().put(p.Account, st.account.Org)
 		if st.account.Org == org {
+			orgLock = scope
 			defer unlock()
 			break
 		}
@@ -258,24 +314,13 @@ func (g *Gate) ReserveFor(ctx context.Context, p Payer, kind Kind, est pricing.M
 			return nil, refuse(r.code, r.msg)
 		}
 	}
-	h := &Hold{gate: g, account: p.Account, org: st.account.Org, amount: est, limits: g.limits(&st.account, kind, st.spend, st.now)}
+	h := &Hold{gate: g, account: p.Account, org: st.account.Org, orgLock: orgLock, amount: est, limits: g.limits(&st.account, kind, st.spend, st.now)}
 	if est > 0 {
+		// One record of the hold in each scope whose rules it counts in.
+		h.scopes, h.n, h.keyHeld, h.orgHeld = st.scopes, st.n, st.keyCapped, st.orgCapped
 		var err error
-		if h.id, err = g.Locks.Hold(ctx, p.Account, est); err != nil {
+		if h.id, err = g.Locks.Hold(ctx, h.scopes[:h.n], est); err != nil {
 			return nil, Unresolved()
-		}
-		if st.key != nil {
-			h.key = keyScope(st.key.ID)
-			if h.keyHold, err = g.Locks.Hold(ctx, h.key, est); err != nil {
-				h.drop(ctx)
-				return nil, Unresolved()
-			}
-		}
-		if st.org != nil {
-			if h.orgHold, err = g.Locks.Hold(ctx, orgScope(st.org.ID), est); err != nil {
-				h.drop(ctx)
-				return nil, Unresolved()
-			}
 		}
 	}
 	return h, nil
@@ -288,66 +333,104 @@ type payerState struct {
 	account store.Account
 	spend   store.Spend
 	held    pricing.Money
-	// key is nil when the call was made without a key or with one that
-	// has no cap.
-	key      *store.Key
-	keySpend store.Spend
-	keyHeld  pricing.Money
-	// org is nil when the account is in no organization or in one with
-	// no cap.
-	org      *store.Org
-	orgSpend store.Spend
-	orgHeld  pricing.Money
+	// keyCapped: the call was made with key, which has caps.
+	keyCapped bool
+	key       store.Key
+	keySpend  store.Spend
+	keyHeld   pricing.Money
+	// orgCapped: the account is in org, which has caps.
+	orgCapped bool
+	org       store.Org
+	orgSpend  store.Spend
+	orgHeld   pricing.Money
+	// scopes[:n] are the scopes whose holds the rules count: the
+	// account's, then the key's (with caps), then the organization's
+	// (with caps).
+	scopes [maxScopes]string
+	n      int
 }
 
-// state reads what the rules of p's call need, under the account's lock;
-// a store or lock store that cannot answer refuses with
-// credit_unresolved.
-func (g *Gate) state(ctx context.Context, p Payer) (payerState, error) {
-	st := payerState{now: g.now()}
-	var err error
+// state reads what the rules of p's call need, under the account's lock,
+// the holds of all its scopes at once; a store or lock store that cannot
+// answer refuses with credit_unresolved. orgLock, when it is the scope of
+// the account's organization, is used as that scope.
+func (g *Gate) state(ctx context.Context, p Payer, orgLock string) (st payerState, err error) {
+	st.now = g.now()
 	if st.account, err = g.Store.Account(ctx, p.Account); err != nil {
 		return st, Unresolved()
 	}
 	if st.spend, err = g.Store.Spend(ctx, p.Account, st.now); err != nil {
 		return st, Unresolved()
 	}
-	if st.held, err = g.Locks.Held(ctx, p.Account); err != nil {
+	st.scopes[0], st.n = p.Account, 1
+	if err := g.keyState(ctx, p.Key, &st); err != nil {
+		return st, err
+	}
+	if err := g.orgState(ctx, &st, orgLock); err != nil {
+		return st, err
+	}
+	var held [maxScopes]pricing.Money
+	if err := g.Locks.Held(ctx, st.scopes[:st.n], held[:st.n]); err != nil {
 		return st, Unresolved()
 	}
-	if id := st.account.Org; id != "" {
-		o, err := g.Store.Org(ctx, id)
-		if err != nil {
-			return st, Unresolved()
-		}
-		if o.HasCaps() {
-			st.org = &o
-			if st.orgSpend, err = g.Store.OrgSpend(ctx, id, st.now); err != nil {
-				return st, Unresolved()
-			}
-			if st.orgHeld, err = g.Locks.Held(ctx, orgScope(id)); err != nil {
-				return st, Unresolved()
-			}
-		}
+	st.held = held[0]
+	i := 1
+	if st.keyCapped {
+		st.keyHeld, i = held[i], i+1
 	}
-	if p.Key == "" {
-		return st, nil
-	}
-	k, err := g.Store.Key(ctx, p.Key)
-	if err != nil {
-		return st, Unresolved()
-	}
-	if !k.HasCaps() {
-		return st, nil
-	}
-	st.key = &k
-	if st.keySpend, err = g.Store.KeySpend(ctx, k.ID, st.now); err != nil {
-		return st, Unresolved()
-	}
-	if st.keyHeld, err = g.Locks.Held(ctx, keyScope(k.ID)); err != nil {
-		return st, Unresolved()
+	if st.orgCapped {
+		st.orgHeld = held[i]
 	}
 	return st, nil
+}
+
+// keyState reads the key of a call made with keyID ("" for none), and
+// its spend when it has caps (then its scope's holds count too).
+func (g *Gate) keyState(ctx context.Context, keyID string, st *payerState) error {
+	if keyID == "" {
+		return nil
+	}
+	k, err := g.Store.Key(ctx, keyID)
+	if err != nil {
+		return Unresolved()
+	}
+	if !k.HasCaps() {
+		return nil
+	}
+	st.key, st.keyCapped = k, true
+	if st.keySpend, err = g.Store.KeySpend(ctx, k.ID, st.now); err != nil {
+		return Unresolved()
+	}
+	st.scopes[st.n] = keyScope(k.ID)
+	st.n++
+	return nil
+}
+
+// orgState reads the account's organization, and its spend when it has
+// caps (then its scope's holds count too, under orgLock when that is its
+// scope).
+func (g *Gate) orgState(ctx context.Context, st *payerState, orgLock string) error {
+	id := st.account.Org
+	if id == "" {
+		return nil
+	}
+	o, err := g.Store.Org(ctx, id)
+	if err != nil {
+		return Unresolved()
+	}
+	if !o.HasCaps() {
+		return nil
+	}
+	st.org, st.orgCapped = o, true
+	if st.orgSpend, err = g.Store.OrgSpend(ctx, id, st.now); err != nil {
+		return Unresolved()
+	}
+	if len(orgLock) != len(orgScopePrefix)+len(id) || orgLock[len(orgScopePrefix):] != id {
+		orgLock = orgScope(id)
+	}
+	st.scopes[st.n] = orgLock
+	st.n++
+	return nil
 }
 
 // rule is one money limit a call is under: what it counts as used (spend
@@ -395,12 +478,12 @@ func (g *Gate) rules(st *payerState, kind Kind) (rs [maxRules]rule, n int) {
 			n++
 		}
 	}
-	if k := st.key; k != nil {
+	if k := &st.key; st.keyCapped {
 		capped(st.keySpend.Today, st.keyHeld, k.DailyCap, gwerr.CodeKeyDailyCap, "the key's daily spend cap is reached")
 		capped(st.keySpend.Month, st.keyHeld, k.MonthlyCap, gwerr.CodeKeyMonthlyCap, "the key's monthly spend cap is reached")
 		capped(st.keySpend.Total, st.keyHeld, k.TotalCap, gwerr.CodeKeyTotalCap, "the key's total spend cap is reached")
 	}
-	if o := st.org; o != nil {
+	if o := &st.org; st.orgCapped {
 		capped(st.orgSpend.Today, st.orgHeld, o.DailyCap, gwerr.CodeOrgDailyCap, "the organization's daily spend cap is reached")
 		capped(st.orgSpend.Month, st.orgHeld, o.MonthlyCap, gwerr.CodeOrgMonthlyCap, "the organization's monthly spend cap is reached")
 	}
@@ -441,7 +524,7 @@ func (g *Gate) limits(acc *store.Account, kind Kind, sp store.Spend, now time.Ti
 // left (see the chat handler's tightening) reserves its amount after, and
 // Reserve refuses it if another call took the room meanwhile.
 func (g *Gate) Room(ctx context.Context, p Payer, kind Kind) (pricing.Money, error) {
-	st, err := g.state(ctx, p)
+	st, err := g.state(ctx, p, "")
 	if err != nil {
 		return 0, err
 	}
@@ -501,14 +584,16 @@ type Hold struct {
 	account string
 	amount  pricing.Money
 	limits  store.Limits // the policy's limits the settlement is held to
-	id      string       // the Locks' record of it ("" when amount is zero)
-	// key and keyHold are the key's scope in the Locks and the hold's
-	// record there, for a call made with a key that has caps.
-	key, keyHold string
+	// id is the Locks' record of it ("" when amount is zero) in each of
+	// scopes[:n]: the account's, then its key's (keyHeld: a key with
+	// caps), then its organization's (orgHeld: one with caps).
+	id               string
+	scopes           [maxScopes]string
+	n                int
+	keyHeld, orgHeld bool
 	// org is the account's organization at Reserve ("" for none), whose
-	// lock Settle takes before the account's; orgHold is the hold's
-	// record in its scope, when it has caps.
-	org, orgHold string
+	// lock (orgLock, its scope) Settle takes before the account's.
+	org, orgLock string
 	done         bool
 }
 
@@ -553,7 +638,13 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 	e.FreeMonthlyCredit = h.gate.Policy.FreeMonthlyCredit
 	e.Limits = h.limits
 	e.Held = &h.amount
-	e.HoldID = h.id
+	e.HoldID, e.KeyHoldID, e.OrgHoldID, e.OrgID = h.id, "", "", h.org
+	if h.keyHeld {
+		e.KeyHoldID = h.id
+	}
+	if h.orgHeld {
+		e.OrgHoldID = h.id
+	}
 	cost := e.Cost
 	if e.Time.IsZero() {
 		e.Time = h.gate.now()
@@ -581,8 +672,7 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 		h.done = true
 		go func() {
 			<-applied
-			_ = h.gate.Locks.Drop(context.Background(), h.account, h.id)
-			h.dropScopes(context.Background())
+			_ = h.gate.Locks.Drop(context.Background(), h.scopes[:h.n], h.id)
 		}()
 	} else {
 		h.drop(ctx)
@@ -602,21 +692,16 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 }
 
 // settleLock takes the locks Settle takes: the organization's the call
-// was admitted under (when any), then the account's. A lock that cannot
-// be had by ctx's end is gone without: the charge is recorded all the
-// same, since the work it pays for is done.
+// was admitted under (when any), then the account's. Locks that cannot be
+// had by ctx's end are gone without: the charge is recorded all the same,
+// since the work it pays for is done.
 func (h *Hold) settleLock(ctx context.Context) (unlock func()) {
-	unlockOrg := func() {}
-	if h.org != "" {
-		if u, err := h.gate.Locks.Lock(ctx, orgScope(h.org)); err == nil {
-			unlockOrg = u
-		}
-	}
-	unlockAccount, err := h.gate.Locks.Lock(ctx, h.account)
+	scopes, n := lockScopes(h.account, h.orgLock)
+	unlock, err := h.gate.Locks.Lock(ctx, scopes[:n]...)
 	if err != nil {
-		return unlockOrg
+		return func() {}
 	}
-	return func() { unlockAccount(); unlockOrg() }
+	return unlock
 }
 
 func unsettled() error {
@@ -631,23 +716,11 @@ func (h *Hold) Release(ctx context.Context) {
 	h.drop(context.WithoutCancel(ctx))
 }
 
-// drop marks the hold done and deletes its record (one the lock store
+// drop marks the hold done and deletes its records (one the lock store
 // cannot delete now expires there).
 func (h *Hold) drop(ctx context.Context) {
 	h.done = true
 	if h.id != "" {
-		_ = h.gate.Locks.Drop(ctx, h.account, h.id)
-	}
-	h.dropScopes(ctx)
-}
-
-// dropScopes deletes the hold's records in its key's and its
-// organization's scopes.
-func (h *Hold) dropScopes(ctx context.Context) {
-	if h.keyHold != "" {
-		_ = h.gate.Locks.Drop(ctx, h.key, h.keyHold)
-	}
-	if h.orgHold != "" {
-		_ = h.gate.Locks.Drop(ctx, orgScope(h.org), h.orgHold)
+		_ = h.gate.Locks.Drop(ctx, h.scopes[:h.n], h.id)
 	}
 }

@@ -231,7 +231,7 @@ func TestReleaseChargesNothing(t *testing.T) {
 	if *acc.Balance != usd("1") || sp.Total != 0 {
 		t.Fatalf("balance %s spend %s after release", acc.Balance, sp.Total)
 	}
-	if held, _ := f.gate.Locks.Held(ctx, "a"); held != 0 {
+	if held, _ := heldIn(ctx, f.gate.Locks, "a"); held != 0 {
 		t.Fatalf("held %s after release", held)
 	}
 }
@@ -304,7 +304,7 @@ func TestStoreFaultIsCreditUnresolved(t *testing.T) {
 	if *acc.Balance != usd("5") || len(entries) != 0 {
 		t.Fatalf("after a failed settle: balance %s, %d entries", acc.Balance, len(entries))
 	}
-	if held, _ := f.gate.Locks.Held(ctx, "a"); held != 0 {
+	if held, _ := heldIn(ctx, f.gate.Locks, "a"); held != 0 {
 		t.Fatalf("held %s after a failed settle", held)
 	}
 	// Recovered.
@@ -422,9 +422,19 @@ func TestLockHonoursContext(t *testing.T) {
 	if _, err := m.Lock(ctx, "a"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("lock with a cancelled context: %v", err)
 	}
+	// Several scopes: one taken already, the others taken before it are
+	// let go when the context ends.
+	if _, err := m.Lock(ctx, "org:o", "a"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("locks with a cancelled context: %v", err)
+	}
+	if u, err := m.Lock(context.Background(), "org:o"); err != nil {
+		t.Fatalf("the organization's lock after a failed lock of it and its account: %v", err)
+	} else {
+		u()
+	}
 	unlock()
-	if len(m.accounts) != 0 {
-		t.Fatalf("%d account states left after unlock", len(m.accounts))
+	if len(m.scopes) != 0 {
+		t.Fatalf("%d scope states left after unlock", len(m.scopes))
 	}
 }
 
@@ -611,7 +621,7 @@ func TestKeptHoldOutlivesItsNode(t *testing.T) {
 	// clean stop of the node's locks.
 	waitHeld(t, other, "spooler", usd("0.30"))
 	dying.Destruct()
-	if held, err := other.Held(ctx, "spooler"); err != nil || held != usd("0.30") {
+	if held, err := heldIn(ctx, other, "spooler"); err != nil || held != usd("0.30") {
 		t.Fatalf("held %s (%v) after the node stopped, want the kept 0.30", held, err)
 	}
 	og := &Gate{Store: f.store, Locks: other, Now: func() time.Time { return f.now }}
@@ -622,7 +632,7 @@ func TestKeptHoldOutlivesItsNode(t *testing.T) {
 	if err := DropSpooled(ctx, other, e); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := other.Held(ctx, "spooler"); err != nil || held != 0 {
+	if held, err := heldIn(ctx, other, "spooler"); err != nil || held != 0 {
 		t.Fatalf("held %s (%v) after the spool was applied, want 0", held, err)
 	}
 }
@@ -643,11 +653,18 @@ func reserveRestored(t *testing.T, g *Gate, account, est string) (*Hold, error) 
 }
 
 // waitHeld waits (at most 10 s) until the account's holds sum to want.
+// heldIn is what l holds in scope.
+func heldIn(ctx context.Context, l Locks, scope string) (pricing.Money, error) {
+	var held [1]pricing.Money
+	err := l.Held(ctx, []string{scope}, held[:])
+	return held[0], err
+}
+
 func waitHeld(t *testing.T, l Locks, account string, want pricing.Money) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		held, err := l.Held(context.Background(), account)
+		held, err := heldIn(context.Background(), l, account)
 		if err == nil && held == want {
 			return
 		}
@@ -748,7 +765,7 @@ func TestRedisHoldsLostNeverNegative(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Release(ctx)
-	if held, err := lone.Held(ctx, "a"); err != nil || held != 0 {
+	if held, err := heldIn(ctx, lone, "a"); err != nil || held != 0 {
 		t.Fatalf("held %s (%v) after releasing a lost hold", held, err)
 	}
 	mustRefuse(g, "1.01")
@@ -891,7 +908,7 @@ func socketOf(t *testing.T, url string) string {
 }
 
 // redisClientAt connects to the Redis at url.
-func redisClientAt(t *testing.T, url string) *redis.Client {
+func redisClientAt(t testing.TB, url string) *redis.Client {
 	t.Helper()
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -1045,7 +1062,7 @@ func TestSpooledChargeKeepsItsHold(t *testing.T) {
 	if charged, err := h.Settle(ctx, &store.Entry{RequestID: "kept", Cost: usd("0.20")}); err != nil || !charged {
 		t.Fatalf("settle: %v %v", charged, err)
 	}
-	if held, err := f.gate.Locks.Held(ctx, "a"); err != nil || held != usd("0.30") {
+	if held, err := heldIn(ctx, f.gate.Locks, "a"); err != nil || held != usd("0.30") {
 		t.Fatalf("held %s (%v) while the charge is kept on the node, want 0.30", held, err)
 	}
 	close(sp.applied)

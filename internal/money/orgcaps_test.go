@@ -89,3 +89,72 @@ func TestOrgCaps(t *testing.T) {
 		})
 	}
 }
+
+// A call of an account that moved to another organization since its last
+// call (the gate remembers the organization it last saw the account in)
+// is held to its new organization's caps, and holds in its scope: the
+// account is read again under the locks, and a call that locked the old
+// organization takes the new one's lock instead. Likewise an account
+// that joins an organization, and one that leaves it.
+func TestOrgMoveBetweenCalls(t *testing.T) {
+	for name, newF := range map[string]func(*testing.T, Policy) *fixture{"sqlite": newFixture, "cached": newCachedFixture} {
+		t.Run(name, func(t *testing.T) {
+			f := newF(t, Policy{})
+			ctx := context.Background()
+			for id, limit := range map[string]string{"x": "1.00", "y": "0.10"} {
+				if err := f.store.CreateOrg(ctx, store.Org{ID: id, DailyCap: ptr(usd(limit)), CreatedAt: t0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.account(t, store.Account{ID: "a", Plan: store.PlanPaid, Cleared: true})
+			move := func(org string) {
+				t.Helper()
+				if _, err := f.store.UpdateAccount(ctx, "a", func(a *store.Account) error { a.Org = org; return nil }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reserve := func(est string) (*Hold, error) { return f.gate.Reserve(ctx, "a", Chat, usd(est)) }
+			held := func(scope, want string) {
+				t.Helper()
+				if got, err := heldIn(ctx, f.gate.Locks, scope); err != nil || got != usd(want) {
+					t.Fatalf("%s holds %s (%v), want %s", scope, got, err, want)
+				}
+			}
+			outside, err := reserve("0.50") // remembered in no organization
+			if err != nil {
+				t.Fatal(err)
+			}
+			move("x")
+			inX, err := reserve("0.50")
+			if err != nil {
+				t.Fatal(err)
+			}
+			held("org:x", "0.50")
+			if _, err := reserve("0.60"); code(t, err) != gwerr.CodeOrgDailyCap {
+				t.Fatalf("past x's cap: %v, want org_daily_cap", err)
+			}
+			move("y")
+			if _, err := reserve("0.20"); code(t, err) != gwerr.CodeOrgDailyCap {
+				t.Fatalf("past y's cap, a last seen in x: %v, want org_daily_cap", err)
+			}
+			inY, err := reserve("0.05")
+			if err != nil {
+				t.Fatal(err)
+			}
+			held("org:y", "0.05")
+			held("org:x", "0.50")
+			move("")
+			if h, err := reserve("3"); err != nil {
+				t.Fatalf("a out of every organization, last seen in y: %v", err)
+			} else {
+				h.Release(ctx)
+			}
+			for _, h := range []*Hold{outside, inX, inY} {
+				h.Release(ctx)
+			}
+			held("org:x", "0")
+			held("org:y", "0")
+			held("a", "0")
+		})
+	}
+}

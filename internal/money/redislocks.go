@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,13 +65,13 @@ type RedisLocks struct {
 	lease, renew, restore time.Duration
 
 	mu    sync.Mutex
-	holds map[string]redisHold // this node's outstanding holds by id
+	holds map[holdRef]pricing.Money // this node's outstanding holds
 	// kept are the holds of charges this node keeps in its spool (see
 	// Keep), which outlive the node; renewals write them again.
-	kept map[string]redisHold
+	kept map[holdRef]pricing.Money
 	// orphans are holds released while Redis could not be told; each
 	// renewal tries to delete them again (they expire in any case).
-	orphans map[string]string // hold id → account
+	orphans map[holdRef]bool
 	seq     uint64
 
 	stop chan struct{}
@@ -78,11 +79,9 @@ type RedisLocks struct {
 	once sync.Once
 }
 
-// redisHold is one outstanding hold of this node.
-type redisHold struct {
-	account string
-	amount  pricing.Money
-}
+// holdRef names one hold's record: its scope and its id there (one hold
+// of a call has the same id in each of its scopes).
+type holdRef struct{ scope, id string }
 
 var _ Locks = (*RedisLocks)(nil)
 
@@ -99,7 +98,7 @@ func NewRedisLocks(ctx context.Context, c redis.UniversalClient) (*RedisLocks, e
 
 func newRedisLocks(c redis.UniversalClient, lease, renew, restore time.Duration) *RedisLocks {
 	return &RedisLocks{Client: c, node: randomToken(), lease: lease, renew: renew, restore: restore,
-		holds: map[string]redisHold{}, kept: map[string]redisHold{}, orphans: map[string]string{}, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+		holds: map[holdRef]pricing.Money{}, kept: map[holdRef]pricing.Money{}, orphans: map[holdRef]bool{}, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
 // Node is this node's id, the prefix of its holds' ids.
@@ -132,11 +131,11 @@ func (l *RedisLocks) Destruct() error {
 		defer cancel()
 		l.mu.Lock()
 		holds := l.holds
-		l.holds = map[string]redisHold{}
+		l.holds = map[holdRef]pricing.Money{}
 		l.mu.Unlock()
 		pipe := l.Client.Pipeline()
-		for id, h := range holds {
-			pipe.HDel(ctx, holdsKey(h.account), id)
+		for h := range holds {
+			pipe.HDel(ctx, holdsKey(h.scope), h.id)
 		}
 		_, _ = pipe.Exec(ctx)
 	})
@@ -157,9 +156,9 @@ const (
 // wholeKeys are the keys of the mark, in the order the scripts read them.
 var wholeKeys = []string{sinceKey, serverKey}
 
-func lockKey(account string) string  { return "gw:lock:{" + account + "}" }
-func holdsKey(account string) string { return "gw:holds:{" + account + "}" }
-func keptKey(account string) string  { return "gw:kept:{" + account + "}" }
+func lockKey(scope string) string  { return "gw:lock:{" + scope + "}" }
+func holdsKey(scope string) string { return "gw:holds:{" + scope + "}" }
+func keptKey(scope string) string  { return "gw:kept:{" + scope + "}" }
 
 func randomToken() string {
 	var b [12]byte
@@ -167,19 +166,39 @@ func randomToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// unlockScript deletes the lock only if it is still this holder's.
+// unlockScript deletes the locks (KEYS) that are still this holder's
+// (ARGV[1]).
 var unlockScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+for i = 1, #KEYS do
+	if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+end
 return 0
 `)
 
-// Lock takes the account's lock, waiting (until ctx ends) while another
-// node or call holds it.
-func (l *RedisLocks) Lock(ctx context.Context, account string) (func(), error) {
+// lockScript takes every lock of KEYS for holder ARGV[1], with a lease of
+// ARGV[2] milliseconds, or none when any is taken: 1 when it took them.
+var lockScript = redis.NewScript(`
+for i = 1, #KEYS do
+	if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
+end
+for i = 1, #KEYS do
+	redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return 1
+`)
+
+// Lock takes the scopes' locks, all at once (one round trip; a single
+// scope with SET NX), waiting (until ctx ends) while another node or call
+// holds any of them.
+func (l *RedisLocks) Lock(ctx context.Context, scopes ...string) (func(), error) {
 	token := randomToken()
+	keys := make([]string, len(scopes))
+	for i, scope := range scopes {
+		keys[i] = lockKey(scope)
+	}
 	pause := 50 * time.Microsecond
 	for {
-		ok, err := l.Client.SetNX(ctx, lockKey(account), token, LockLease).Result()
+		ok, err := l.tryLock(ctx, keys, token)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +206,7 @@ func (l *RedisLocks) Lock(ctx context.Context, account string) (func(), error) {
 			return func() {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
-				_ = unlockScript.Run(ctx, l.Client, []string{lockKey(account)}, token).Err()
+				_ = unlockScript.Run(ctx, l.Client, keys, token).Err()
 			}, nil
 		}
 		t := time.NewTimer(pause)
@@ -199,6 +218,15 @@ func (l *RedisLocks) Lock(ctx context.Context, account string) (func(), error) {
 		}
 		pause = min(2*pause, lockRetry)
 	}
+}
+
+// tryLock takes every lock of keys for token, or none.
+func (l *RedisLocks) tryLock(ctx context.Context, keys []string, token string) (bool, error) {
+	if len(keys) == 1 {
+		return l.Client.SetNX(ctx, keys[0], token, LockLease).Result()
+	}
+	n, err := lockScript.Run(ctx, l.Client, keys, token, LockLease.Milliseconds()).Int()
+	return n == 1, err
 }
 
 // nowMs is the Lua that reads the Redis server's clock in milliseconds:
@@ -239,11 +267,11 @@ end
 return 0
 `)
 
-// heldScript sums an account's holds (KEYS[3]) that have not expired,
-// deleting the expired ones, and its kept holds (KEYS[4], which never
-// expire); never below zero. With the holds not whole
-// (Redis lost them less than RestoreWait ago) it answers the error
-// errRestoring.
+// heldScript sums the holds of each scope that have not expired (KEYS[3],
+// KEYS[5], ...: its hash of holds), deleting the expired ones, and its
+// kept holds (KEYS[4], KEYS[6], ...: which never expire); never below
+// zero; one sum a scope, in order. With the holds not whole (Redis lost
+// them less than RestoreWait ago) it answers the error errRestoring.
 var heldScript = redis.NewScript(wholeCheck + `
 if lost then
 	return redis.error_reply('GWRESTORING holds lost')
@@ -251,36 +279,49 @@ end
 if now - tonumber(since) < tonumber(ARGV[1]) then
 	return redis.error_reply('GWRESTORING holds being restored')
 end
-local fields = redis.call('HGETALL', KEYS[3])
-local sum = 0
-for i = 1, #fields, 2 do
-	local v = fields[i + 1]
-	local sep = string.find(v, ':', 1, true)
-	local amount, expiry = 0, 0
-	if sep then
-		amount, expiry = tonumber(string.sub(v, 1, sep - 1)) or 0, tonumber(string.sub(v, sep + 1)) or 0
+local sums = {}
+for k = 3, #KEYS, 2 do
+	local fields = redis.call('HGETALL', KEYS[k])
+	local sum = 0
+	for i = 1, #fields, 2 do
+		local v = fields[i + 1]
+		local sep = string.find(v, ':', 1, true)
+		local amount, expiry = 0, 0
+		if sep then
+			amount, expiry = tonumber(string.sub(v, 1, sep - 1)) or 0, tonumber(string.sub(v, sep + 1)) or 0
+		end
+		if expiry <= now then
+			redis.call('HDEL', KEYS[k], fields[i])
+		elseif amount > 0 then
+			sum = sum + amount
+		end
 	end
-	if expiry <= now then
-		redis.call('HDEL', KEYS[3], fields[i])
-	elseif amount > 0 then
-		sum = sum + amount
+	local kept = redis.call('HVALS', KEYS[k + 1])
+	for i = 1, #kept do
+		local amount = tonumber(kept[i]) or 0
+		if amount > 0 then sum = sum + amount end
 	end
+	if sum < 0 then sum = 0 end
+	sums[#sums + 1] = tostring(sum)
 end
-local kept = redis.call('HVALS', KEYS[4])
-for i = 1, #kept do
-	local amount = tonumber(kept[i]) or 0
-	if amount > 0 then sum = sum + amount end
-end
-if sum < 0 then sum = 0 end
-return tostring(sum)
+return sums
 `)
 
-// holdScript writes (or renews) one hold: amount and an expiry lease
-// from now; the account's hash lives as long as its newest hold.
+// holdScript writes (or renews) hold ARGV[1] of ARGV[2] in each hash of
+// KEYS, with an expiry lease of ARGV[3] milliseconds from now; a hash
+// lives as long as its newest hold.
 var holdScript = redis.NewScript(nowMs + `
 local expiry = now + tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. expiry)
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+for i = 1, #KEYS do
+	redis.call('HSET', KEYS[i], ARGV[1], ARGV[2] .. ':' .. expiry)
+	if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
+end
+return 0
+`)
+
+// dropScript deletes hold ARGV[1] from each hash of KEYS.
+var dropScript = redis.NewScript(`
+for i = 1, #KEYS do redis.call('HDEL', KEYS[i], ARGV[1]) end
 return 0
 `)
 
@@ -291,9 +332,15 @@ func (l *RedisLocks) first(ctx context.Context) error {
 	return firstScript.Run(ctx, l.Client, wholeKeys, l.restore.Milliseconds()).Err()
 }
 
-// Held sums the account's outstanding holds of every node.
-func (l *RedisLocks) Held(ctx context.Context, account string) (pricing.Money, error) {
-	s, err := heldScript.Run(ctx, l.Client, []string{sinceKey, serverKey, holdsKey(account), keptKey(account)}, l.restore.Milliseconds()).Text()
+// Held writes to held each scope's outstanding holds of every node, in
+// one round trip.
+func (l *RedisLocks) Held(ctx context.Context, scopes []string, held []pricing.Money) error {
+	keys := make([]string, 2, 2+2*len(scopes))
+	keys[0], keys[1] = sinceKey, serverKey
+	for _, scope := range scopes {
+		keys = append(keys, holdsKey(scope), keptKey(scope))
+	}
+	sums, err := heldScript.Run(ctx, l.Client, keys, l.restore.Milliseconds()).StringSlice()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "GWRESTORING") {
 			// Put this node's holds back at once; the other nodes do at
@@ -302,29 +349,42 @@ func (l *RedisLocks) Held(ctx context.Context, account string) (pricing.Money, e
 			case l.kick <- struct{}{}:
 			default:
 			}
-			return 0, errRestoring
+			return errRestoring
 		}
-		return 0, err
+		return err
 	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, errors.New("money: unreadable holds")
+	if len(sums) != len(scopes) {
+		return errors.New("money: unreadable holds")
 	}
-	return pricing.Money(v), nil
+	for i, s := range sums {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return errors.New("money: unreadable holds")
+		}
+		held[i] = pricing.Money(v)
+	}
+	return nil
 }
 
-// Hold records a hold of amount for the account and returns its id.
-func (l *RedisLocks) Hold(ctx context.Context, account string, amount pricing.Money) (string, error) {
+// Hold records a hold of amount in each scope, in one round trip, and
+// returns its id.
+func (l *RedisLocks) Hold(ctx context.Context, scopes []string, amount pricing.Money) (string, error) {
+	keys := make([]string, len(scopes))
 	l.mu.Lock()
 	l.seq++
 	id := l.node + "-" + strconv.FormatUint(l.seq, 36)
-	l.holds[id] = redisHold{account: account, amount: amount}
+	for i, scope := range scopes {
+		l.holds[holdRef{scope, id}] = amount
+		keys[i] = holdsKey(scope)
+	}
 	l.mu.Unlock()
-	err := holdScript.Run(ctx, l.Client, []string{holdsKey(account)}, id, int64(amount), l.lease.Milliseconds()).Err()
+	err := holdScript.Run(ctx, l.Client, keys, id, int64(amount), l.lease.Milliseconds()).Err()
 	if err != nil {
 		l.mu.Lock()
-		delete(l.holds, id)
-		l.orphans[id] = account // it may have been written all the same
+		for _, scope := range scopes {
+			delete(l.holds, holdRef{scope, id})
+			l.orphans[holdRef{scope, id}] = true // it may have been written all the same
+		}
 		l.mu.Unlock()
 		return "", err
 	}
@@ -345,31 +405,31 @@ return 0
 // node (or the next process on its data folder) drops it once the store
 // has it. An id this node does not know is kept all the same (a spool left
 // by an earlier process).
-func (l *RedisLocks) Keep(ctx context.Context, account, id string, amount pricing.Money) error {
+func (l *RedisLocks) Keep(ctx context.Context, scope, id string, amount pricing.Money) error {
 	l.mu.Lock()
-	delete(l.holds, id)
-	l.kept[id] = redisHold{account: account, amount: amount}
+	delete(l.holds, holdRef{scope, id})
+	l.kept[holdRef{scope, id}] = amount
 	l.mu.Unlock()
-	return keepScript.Run(ctx, l.Client, []string{holdsKey(account), keptKey(account)}, id, int64(amount)).Err()
+	return keepScript.Run(ctx, l.Client, []string{holdsKey(scope), keptKey(scope)}, id, int64(amount)).Err()
 }
 
-// Drop deletes hold id of the account, kept or not. One Redis could not be
-// told of is deleted at a later renewal (a hold not kept expires in any
-// case).
-func (l *RedisLocks) Drop(ctx context.Context, account, id string) error {
+// Drop deletes hold id in each scope, kept or not, in one round trip. One
+// Redis could not be told of is deleted at a later renewal (a hold not
+// kept expires in any case).
+func (l *RedisLocks) Drop(ctx context.Context, scopes []string, id string) error {
+	keys := make([]string, 0, 2*len(scopes))
 	l.mu.Lock()
-	delete(l.holds, id)
-	delete(l.kept, id)
-	l.mu.Unlock()
-	if err := l.Client.HDel(ctx, holdsKey(account), id).Err(); err != nil {
-		l.mu.Lock()
-		l.orphans[id] = account
-		l.mu.Unlock()
-		return err
+	for _, scope := range scopes {
+		delete(l.holds, holdRef{scope, id})
+		delete(l.kept, holdRef{scope, id})
+		keys = append(keys, holdsKey(scope), keptKey(scope))
 	}
-	if err := l.Client.HDel(ctx, keptKey(account), id).Err(); err != nil {
+	l.mu.Unlock()
+	if err := dropScript.Run(ctx, l.Client, keys, id).Err(); err != nil {
 		l.mu.Lock()
-		l.orphans[id] = account
+		for _, scope := range scopes {
+			l.orphans[holdRef{scope, id}] = true
+		}
 		l.mu.Unlock()
 		return err
 	}
@@ -383,69 +443,58 @@ func (l *RedisLocks) Drop(ctx context.Context, account, id string) error {
 // while the renewal ran is deleted again after it.
 func (l *RedisLocks) renewAll(ctx context.Context) error {
 	l.mu.Lock()
-	holds := make(map[string]redisHold, len(l.holds))
-	for id, h := range l.holds {
-		holds[id] = h
-	}
-	kept := make(map[string]redisHold, len(l.kept))
-	for id, h := range l.kept {
-		kept[id] = h
-	}
+	holds := maps.Clone(l.holds)
+	kept := maps.Clone(l.kept)
 	orphans := l.orphans
-	l.orphans = map[string]string{}
+	l.orphans = map[holdRef]bool{}
 	l.mu.Unlock()
 
 	// One connection carries the whole pipeline: a server that restarts
 	// or is replaced after the check fails the writes that follow it.
 	pipe := l.Client.Pipeline()
 	sinceScript.Eval(ctx, pipe, wholeKeys)
-	for id, h := range holds {
-		holdScript.Eval(ctx, pipe, []string{holdsKey(h.account)}, id, int64(h.amount), l.lease.Milliseconds())
+	for h, amount := range holds {
+		holdScript.Eval(ctx, pipe, []string{holdsKey(h.scope)}, h.id, int64(amount), l.lease.Milliseconds())
 	}
-	for id, h := range kept {
-		pipe.HSet(ctx, keptKey(h.account), id, int64(h.amount))
+	for h, amount := range kept {
+		pipe.HSet(ctx, keptKey(h.scope), h.id, int64(amount))
 	}
-	for id, account := range orphans {
-		pipe.HDel(ctx, holdsKey(account), id)
-		pipe.HDel(ctx, keptKey(account), id)
+	for h := range orphans {
+		pipe.HDel(ctx, holdsKey(h.scope), h.id)
+		pipe.HDel(ctx, keptKey(h.scope), h.id)
 	}
 	_, err := pipe.Exec(ctx)
 
 	l.mu.Lock()
 	if err != nil {
-		for id, account := range orphans {
-			l.orphans[id] = account
-		}
+		maps.Copy(l.orphans, orphans)
 	}
 	// gone: written again above, but dropped (or kept, for a hold)
 	// meanwhile.
-	gone := map[string]string{}
-	for id, h := range holds {
-		if _, ok := l.holds[id]; !ok {
-			gone[id] = h.account
+	var gone, goneKept []holdRef
+	for h := range holds {
+		if _, ok := l.holds[h]; !ok {
+			gone = append(gone, h)
 		}
 	}
-	goneKept := map[string]string{}
-	for id, h := range kept {
-		if _, ok := l.kept[id]; !ok {
-			goneKept[id] = h.account
+	for h := range kept {
+		if _, ok := l.kept[h]; !ok {
+			goneKept = append(goneKept, h)
 		}
 	}
 	l.mu.Unlock()
 	if len(gone)+len(goneKept) > 0 {
 		pipe := l.Client.Pipeline()
-		for id, account := range gone {
-			pipe.HDel(ctx, holdsKey(account), id)
+		for _, h := range gone {
+			pipe.HDel(ctx, holdsKey(h.scope), h.id)
 		}
-		for id, account := range goneKept {
-			pipe.HDel(ctx, keptKey(account), id)
+		for _, h := range goneKept {
+			pipe.HDel(ctx, keptKey(h.scope), h.id)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			l.mu.Lock()
-			for _, g := range []map[string]string{gone, goneKept} {
-				for id, account := range g {
-					l.orphans[id] = account
-				}
+			for _, h := range append(gone, goneKept...) {
+				l.orphans[h] = true
 			}
 			l.mu.Unlock()
 		}

@@ -77,6 +77,16 @@ func (f *fixture) ledger(t *testing.T) (sum pricing.Money, n int) {
 	return sum, len(entries)
 }
 
+// held is what the money locks hold for scope.
+func (f *fixture) held(t *testing.T, scope string) pricing.Money {
+	t.Helper()
+	var held [1]pricing.Money
+	if err := f.gw.Money.Locks.Held(context.Background(), []string{scope}, held[:]); err != nil {
+		t.Fatal(err)
+	}
+	return held[0]
+}
+
 func errorCode(t *testing.T, w *httptest.ResponseRecorder) string {
 	t.Helper()
 	var b struct {
@@ -156,7 +166,7 @@ func TestStoreFailsMidFlight(t *testing.T) {
 	if sum, n := f.ledger(t); sum != 0 || n != 0 {
 		t.Fatalf("charged %s in %d entries", sum, n)
 	}
-	if held, _ := f.gw.Money.Locks.Held(context.Background(), "a"); held != 0 {
+	if held := f.held(t, "a"); held != 0 {
 		t.Fatalf("%s still held", held)
 	}
 	f.store.Down.Store(false)
@@ -182,7 +192,7 @@ func TestFailedCallReleases(t *testing.T) {
 	if w := f.call(); w.Code != http.StatusBadGateway {
 		t.Fatalf("status %d", w.Code)
 	}
-	if held, _ := f.gw.Money.Locks.Held(context.Background(), "a"); held != 0 {
+	if held := f.held(t, "a"); held != 0 {
 		t.Fatalf("%s still held", held)
 	}
 	if sum, _ := f.ledger(t); sum != 0 {

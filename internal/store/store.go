@@ -168,6 +168,16 @@ type Entry struct {
 	// a node keeps in its spool keeps its hold until the shared store has
 	// it (the spool stores it; the ledger does not).
 	HoldID string
+	// KeyHoldID and OrgHoldID name the reservation's records in the
+	// scopes of its key (one with caps) and of its organization (one with
+	// caps) in the money locks, and OrgID is that organization: the
+	// account's when the call was admitted ("" for none). A spooled
+	// charge keeps these holds too, and counts in the organization's
+	// spend on its node, until the shared store has it (the spool stores
+	// them; the ledger does not: it counts a charge in the organization
+	// its account is in when it settles).
+	KeyHoldID, OrgHoldID string
+	OrgID                string
 }
 
 // Limits are bounds of the gateway's policy on what an account may spend,
@@ -529,4 +539,26 @@ func CopyMoney(m *pricing.Money) *pricing.Money {
 	}
 	v := *m
 	return &v
+}
+
+// CopyMoneys points each non-nil pointer of ps at a copy of its amount,
+// the copies made in one allocation: a record copied so shares nothing
+// with the original, for the price of one amount.
+func CopyMoneys(ps ...**pricing.Money) {
+	n := 0
+	for _, p := range ps {
+		if *p != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	vs := make([]pricing.Money, 0, n)
+	for _, p := range ps {
+		if *p != nil {
+			vs = append(vs, **p)
+			*p = &vs[len(vs)-1]
+		}
+	}
 }

@@ -79,3 +79,22 @@ func TestKeyRoom(t *testing.T) {
 		}
 	}
 }
+
+// CopyMoneys gives each amount a copy of its own, nil stays nil, and the
+// original is never written through the copies.
+func TestCopyMoneys(t *testing.T) {
+	a, b := pricing.Money(7), pricing.Money(9)
+	x, y, z := &a, (*pricing.Money)(nil), &b
+	CopyMoneys(&x, &y, &z)
+	if x == &a || z == &b || y != nil || *x != 7 || *z != 9 {
+		t.Fatalf("copies %v %v %v of 7, nil, 9", x, y, z)
+	}
+	*x, *z = 1, 2
+	if a != 7 || b != 9 || *x != 1 || *z != 2 {
+		t.Fatalf("originals %d %d, copies %d %d: they share", a, b, *x, *z)
+	}
+	CopyMoneys(&y) // nothing to copy
+	if y != nil {
+		t.Fatal("a nil amount copied")
+	}
+}

@@ -235,7 +235,7 @@ func (s *Batched) commit(batch []*shared) {
 // (before it is durable there), and of every charge an earlier process
 // left in it (at once), and release of every charge that leaves it (the
 // database has it, or refused it for good), each charge's keep before its
-// release. The money gate keeps each spooled charge's hold so
+// release. The money gate keeps each spooled charge's holds so
 // (money.KeepSpooled, money.DropSpooled): other nodes count it until the
 // database has the charge, even when this node dies meanwhile.
 func (s *Batched) SetSpoolHooks(keep, release func(store.Entry)) {

@@ -187,9 +187,22 @@ func (r *running) count(cost pricing.Money, inDay, inMonth bool, sign pricing.Mo
 	}
 }
 
+// dayLength is a UTC day in Unix time (which has no leap seconds).
+const dayLength = 24 * 60 * 60
+
+// inPeriods reports whether t falls in the day the totals count, and so
+// in their month: nothing moves.
+func (r *running) inPeriods(t time.Time) bool {
+	s, d := t.Unix(), r.day.Unix()
+	return s >= d && s-d < dayLength
+}
+
 // periodsOf moves the periods forward to t and reports whether t falls
 // in the day and the month they count.
 func (r *running) periodsOf(t time.Time) (inDay, inMonth bool) {
+	if r.inPeriods(t) {
+		return true, true
+	}
 	r.roll(t)
 	day, _ := store.DayOf(t)
 	month, _ := store.MonthOf(t)
@@ -501,7 +514,7 @@ func (s *Store) keysChanged(keyID string) {
 
 func copyKey(k store.Key) store.Key {
 	k.Models = slices.Clone(k.Models)
-	k.DailyCap, k.MonthlyCap, k.TotalCap = store.CopyMoney(k.DailyCap), store.CopyMoney(k.MonthlyCap), store.CopyMoney(k.TotalCap)
+	store.CopyMoneys(&k.DailyCap, &k.MonthlyCap, &k.TotalCap)
 	if k.ExpiresAt != nil {
 		t := *k.ExpiresAt
 		k.ExpiresAt = &t
@@ -583,6 +596,9 @@ func (s *Store) Spend(ctx context.Context, id string, now time.Time) (store.Spen
 		}
 		return store.Spend{}, err
 	}
+	if a.inPeriods(now) {
+		return a.sp, nil
+	}
 	if day, _ := store.DayOf(now); day.Before(a.day) {
 		// A time before the periods memory counts: the disk's totals,
 		// with every charge still in flight counted in each, so a check
@@ -655,7 +671,7 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, fn func(*store.Acc
 }
 
 func copyAccount(a store.Account) store.Account {
-	a.Balance, a.DailyCap, a.MonthlyCap, a.LowBalance = store.CopyMoney(a.Balance), store.CopyMoney(a.DailyCap), store.CopyMoney(a.MonthlyCap), store.CopyMoney(a.LowBalance)
+	store.CopyMoneys(&a.Balance, &a.DailyCap, &a.MonthlyCap, &a.LowBalance)
 	a.Abilities = slices.Clone(a.Abilities)
 	return a
 }

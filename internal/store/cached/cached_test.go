@@ -598,3 +598,40 @@ func TestClaimRecentIDs(t *testing.T) {
 		t.Fatalf("r0 not known, or %d ids kept (want the ring and the new claim of a)", len(s.ids))
 	}
 }
+
+// The running totals' periods need not move while a time falls in the
+// day they count (its first and last instants included); a time past it
+// moves them, a time before it does not.
+func TestRunningPeriods(t *testing.T) {
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	var r running
+	r.loadSpend(store.Spend{Today: 3, Month: 5, Total: 8}, day.Add(13*time.Hour))
+	for _, tc := range []struct {
+		at             time.Time
+		in             bool
+		inDay, inMonth bool
+	}{
+		{day, true, true, true},
+		{day.Add(24*time.Hour - time.Nanosecond), true, true, true},
+		{day.Add(-time.Nanosecond), false, false, true},
+		{day.Add(-24 * time.Hour), false, false, true},
+	} {
+		if got := r.inPeriods(tc.at); got != tc.in {
+			t.Errorf("inPeriods(%s) = %v, want %v", tc.at, got, tc.in)
+		}
+		if d, m := r.periodsOf(tc.at); d != tc.inDay || m != tc.inMonth {
+			t.Errorf("periodsOf(%s) = %v %v, want %v %v", tc.at, d, m, tc.inDay, tc.inMonth)
+		}
+	}
+	if r.sp != (store.Spend{Today: 3, Month: 5, Total: 8}) {
+		t.Fatalf("totals moved by earlier times: %+v", r.sp)
+	}
+	// The next day, in the next month: both periods start again.
+	next := day.Add(24 * time.Hour)
+	if r.inPeriods(next) {
+		t.Fatal("the next day counted as the same")
+	}
+	if d, m := r.periodsOf(next); !d || !m || r.sp != (store.Spend{Total: 8}) {
+		t.Fatalf("periodsOf(the next day) = %v %v with totals %+v, want true true and only the total left", d, m, r.sp)
+	}
+}

@@ -152,6 +152,9 @@ func (s *Store) KeySpend(ctx context.Context, keyID string, now time.Time) (stor
 	if err := s.loadKey(ctx, k, keyID, now, false); err != nil {
 		return store.Spend{}, err
 	}
+	if k.inPeriods(now) {
+		return k.sp, nil
+	}
 	if day, _ := store.DayOf(now); day.Before(k.day) {
 		// As Spend: the disk's totals with every charge in flight counted.
 		sp, err := s.Backend.KeySpend(ctx, keyID, now)

@@ -55,6 +55,10 @@ type chargeLog struct {
 	// broken is set when a failed batch could not be zeroed again: the
 	// log takes no more charges (a later start would read that batch).
 	broken error
+	// holds: the lines carry their charges' hold records and organization
+	// (the spool's, whose charges keep their holds until the database has
+	// them); the charge log's leave them out.
+	holds bool
 }
 
 // logFile is what the log does with its file (tests fail it on purpose).
@@ -97,8 +101,12 @@ type logLine struct {
 	// applied later (from the spool) is still held to.
 	LimitMonth int64 `json:"lm,omitempty"`
 	LimitTotal int64 `json:"lt,omitempty"`
-	// Hold is the entry's HoldID.
-	Hold string `json:"h,omitempty"`
+	// Hold is the entry's HoldID; KeyHold, OrgHold and Org its
+	// KeyHoldID, OrgHoldID and OrgID.
+	Hold    string `json:"h,omitempty"`
+	KeyHold string `json:"hk,omitempty"`
+	OrgHold string `json:"ho,omitempty"`
+	Org     string `json:"o,omitempty"`
 }
 
 // lineOf is e's line in the log.
@@ -106,7 +114,8 @@ func lineOf(e *store.Entry) logLine {
 	return logLine{RequestID: e.RequestID, Account: e.AccountID, Endpoint: e.Endpoint, Model: e.Model,
 		Units: e.Units, Unit: e.Unit, Cost: int64(e.Cost), Time: e.Time.UnixNano(), Free: int64(e.FreeMonthlyCredit),
 		Key: e.KeyID, Input: e.InputTokens, Output: e.OutputTokens, Shortfall: int64(e.Shortfall),
-		LimitMonth: int64(e.Limits.Month), LimitTotal: int64(e.Limits.Total), Hold: e.HoldID}
+		LimitMonth: int64(e.Limits.Month), LimitTotal: int64(e.Limits.Total), Hold: e.HoldID,
+		KeyHold: e.KeyHoldID, OrgHold: e.OrgHoldID, Org: e.OrgID}
 }
 
 // entry is the charge l holds.
@@ -114,7 +123,8 @@ func (l *logLine) entry() store.Entry {
 	return store.Entry{RequestID: l.RequestID, AccountID: l.Account, Endpoint: l.Endpoint, Model: l.Model,
 		Units: l.Units, Unit: l.Unit, Cost: pricing.Money(l.Cost), Time: fromNanos(l.Time), FreeMonthlyCredit: pricing.Money(l.Free),
 		KeyID: l.Key, InputTokens: l.Input, OutputTokens: l.Output, Shortfall: pricing.Money(l.Shortfall),
-		Limits: store.Limits{Month: pricing.Money(l.LimitMonth), Total: pricing.Money(l.LimitTotal)}, HoldID: l.Hold}
+		Limits: store.Limits{Month: pricing.Money(l.LimitMonth), Total: pricing.Money(l.LimitTotal)}, HoldID: l.Hold,
+		KeyHoldID: l.KeyHold, OrgHoldID: l.OrgHold, OrgID: l.Org}
 }
 
 // appendLine appends l as JSON, byte for byte as json.Marshal writes it
@@ -150,6 +160,9 @@ func appendLine(b []byte, l logLine) []byte {
 	b = num(b, "lm", l.LimitMonth, true)
 	b = num(b, "lt", l.LimitTotal, true)
 	b = str(b, "h", l.Hold, true)
+	b = str(b, "hk", l.KeyHold, true)
+	b = str(b, "ho", l.OrgHold, true)
+	b = str(b, "o", l.Org, true)
 	return append(b, '}')
 }
 
@@ -228,7 +241,11 @@ func (l *chargeLog) zero(from, to, length int64) error {
 func (l *chargeLog) append(entries []store.Entry) error {
 	l.buf = l.buf[:0]
 	for i := range entries {
-		l.buf = append(appendLine(l.buf, lineOf(&entries[i])), '\n')
+		line := lineOf(&entries[i])
+		if !l.holds {
+			line.Hold, line.KeyHold, line.OrgHold, line.Org = "", "", "", ""
+		}
+		l.buf = append(appendLine(l.buf, line), '\n')
 	}
 	if l.broken != nil {
 		return l.broken

@@ -380,11 +380,12 @@ func TestLogSegmentsReplayedInOrder(t *testing.T) {
 // appendLine writes a charge's line exactly as json.Marshal does, so the
 // log reads back as before, whatever the strings hold.
 func FuzzAppendLine(f *testing.F) {
-	f.Add("req-0123", "acct", "chat", "gpt-4.1-mini", "token", int64(88), int64(1000), int64(1764000000000000000), int64(0), "key-1", int64(80), int64(8), int64(0), int64(0), int64(0), "")
-	f.Add("", "a\"<b>&\\", "", "\x00\x1f\x7f", "é\u2028\xff", int64(0), int64(-5), int64(-1), int64(7), "", int64(0), int64(0), int64(12), int64(-3), int64(1e9), "node-1\"x")
-	f.Fuzz(func(t *testing.T, id, account, endpoint, model, unit string, units, cost, at, free int64, key string, in, out, short, lm, lt int64, hold string) {
+	f.Add("req-0123", "acct", "chat", "gpt-4.1-mini", "token", int64(88), int64(1000), int64(1764000000000000000), int64(0), "key-1", int64(80), int64(8), int64(0), int64(0), int64(0), "", "", "", "")
+	f.Add("", "a\"<b>&\\", "", "\x00\x1f\x7f", "é\u2028\xff", int64(0), int64(-5), int64(-1), int64(7), "", int64(0), int64(0), int64(12), int64(-3), int64(1e9), "node-1\"x", "n1-8", "\u2028n1-9", "acme\x00")
+	f.Fuzz(func(t *testing.T, id, account, endpoint, model, unit string, units, cost, at, free int64, key string, in, out, short, lm, lt int64, hold, keyHold, orgHold, org string) {
 		l := logLine{RequestID: id, Account: account, Endpoint: endpoint, Model: model, Units: units, Unit: unit, Cost: cost, Time: at, Free: free,
-			Key: key, Input: in, Output: out, Shortfall: short, LimitMonth: lm, LimitTotal: lt, Hold: hold}
+			Key: key, Input: in, Output: out, Shortfall: short, LimitMonth: lm, LimitTotal: lt, Hold: hold,
+			KeyHold: keyHold, OrgHold: orgHold, Org: org}
 		want, err := json.Marshal(l)
 		if err != nil {
 			t.Fatal(err)
@@ -397,28 +398,42 @@ func FuzzAppendLine(f *testing.F) {
 
 // A charge read back from the log is the charge written: its key and its
 // tokens too, so a charge applied after a crash counts in usage figures
-// as it would have.
+// as it would have; the spool's lines carry its hold records and
+// organization too, the charge log's leave them out (no hold outlives
+// the process there).
 func TestLogKeepsEveryField(t *testing.T) {
-	dir := t.TempDir()
-	l, _, err := openLog(dir, LogFile, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []store.Entry{
+	wrote := []store.Entry{
 		{RequestID: "r1", AccountID: "a", Endpoint: "chat", Model: "m", Units: 130, Unit: "token", Cost: 7, Time: time.Unix(5, 6).UTC(),
-			FreeMonthlyCredit: 9, KeyID: "key_1", InputTokens: 100, OutputTokens: 30, Shortfall: 4, Limits: store.Limits{Month: 11, Total: 12}, HoldID: "n1-7"},
+			FreeMonthlyCredit: 9, KeyID: "key_1", InputTokens: 100, OutputTokens: 30, Shortfall: 4, Limits: store.Limits{Month: 11, Total: 12}, HoldID: "n1-7",
+			KeyHoldID: "n1-8", OrgHoldID: "n1-9", OrgID: "acme"},
 		{RequestID: "r2", AccountID: "b", Endpoint: "images", Model: "gpt-image-1", Units: 2, Unit: "image", Cost: 8, Time: time.Unix(7, 0).UTC(), KeyID: "key_2"},
 	}
-	if err := l.append(want); err != nil {
-		t.Fatal(err)
-	}
-	l.close()
-	l, got, err := openLog(dir, LogFile, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.close()
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("read back\n%+v\nwrote\n%+v", got, want)
+	withoutHolds := slices.Clone(wrote)
+	withoutHolds[0].HoldID, withoutHolds[0].KeyHoldID, withoutHolds[0].OrgHoldID, withoutHolds[0].OrgID = "", "", "", ""
+	for _, tc := range []struct {
+		name  string
+		holds bool
+		want  []store.Entry
+	}{{"charge log", false, withoutHolds}, {"spool", true, wrote}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l, _, err := openLog(dir, LogFile, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.holds = tc.holds
+			if err := l.append(wrote); err != nil {
+				t.Fatal(err)
+			}
+			l.close()
+			l, got, err := openLog(dir, LogFile, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.close()
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("read back\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -83,7 +83,7 @@ func (s *Store) loadCaps(ctx context.Context, o *orgState, id string) error {
 
 // copyOrg is a copy of o that shares nothing with it.
 func copyOrg(o store.Org) store.Org {
-	o.DailyCap, o.MonthlyCap = store.CopyMoney(o.DailyCap), store.CopyMoney(o.MonthlyCap)
+	store.CopyMoneys(&o.DailyCap, &o.MonthlyCap)
 	return o
 }
 
@@ -171,6 +171,9 @@ func (s *Store) OrgSpend(ctx context.Context, orgID string, now time.Time) (stor
 	defer o.mu.Unlock()
 	if err := s.loadOrg(ctx, o, orgID, now, false); err != nil {
 		return store.Spend{}, err
+	}
+	if o.inPeriods(now) {
+		return o.sp, nil
 	}
 	if day, _ := store.DayOf(now); day.Before(o.day) {
 		// As Spend: the disk's totals with every charge in flight counted.

@@ -56,6 +56,7 @@ func openSpool(dir string) (*spool, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.holds = true
 	sp := &spool{log: l, ids: map[string]bool{}, applied: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
 	for _, e := range entries {
 		if !sp.ids[e.RequestID] {
@@ -156,6 +157,14 @@ func (sp *spool) owed(account string, now time.Time) (add store.Spend, draw pric
 // by the periods of now.
 func (sp *spool) owedKey(keyID string, now time.Time) store.Spend {
 	add, _ := sp.sum(func(e *store.Entry) bool { return e.KeyID == keyID }, now)
+	return add
+}
+
+// owedOrg is what the spooled charges of an organization's accounts (the
+// organization each was admitted under) add to its spend, by the periods
+// of now.
+func (sp *spool) owedOrg(orgID string, now time.Time) store.Spend {
+	add, _ := sp.sum(func(e *store.Entry) bool { return e.OrgID == orgID }, now)
 	return add
 }
 
@@ -299,10 +308,7 @@ func (s *Batched) Spend(ctx context.Context, id string, now time.Time) (store.Sp
 		return sp, err
 	}
 	owed, _ := s.spool.owed(id, now)
-	sp.Total += owed.Total
-	sp.Today += owed.Today
-	sp.Month += owed.Month
-	return sp, nil
+	return addSpend(sp, owed), nil
 }
 
 // KeySpend is the database's spend of the key, with this node's spooled
@@ -312,9 +318,23 @@ func (s *Batched) KeySpend(ctx context.Context, keyID string, now time.Time) (st
 	if err != nil || s.spool == nil || keyID == "" {
 		return sp, err
 	}
-	owed := s.spool.owedKey(keyID, now)
+	return addSpend(sp, s.spool.owedKey(keyID, now)), nil
+}
+
+// OrgSpend is the database's spend of the organization, with this node's
+// spooled charges of its accounts added.
+func (s *Batched) OrgSpend(ctx context.Context, orgID string, now time.Time) (store.Spend, error) {
+	sp, err := s.SharedBackend.OrgSpend(ctx, orgID, now)
+	if err != nil || s.spool == nil || orgID == "" {
+		return sp, err
+	}
+	return addSpend(sp, s.spool.owedOrg(orgID, now)), nil
+}
+
+// addSpend is sp with owed added, period by period.
+func addSpend(sp, owed store.Spend) store.Spend {
 	sp.Total += owed.Total
 	sp.Today += owed.Today
 	sp.Month += owed.Month
-	return sp, nil
+	return sp
 }
