@@ -23,19 +23,31 @@ type cloudEnv struct {
 
 func newCloudEnv(t *testing.T) *cloudEnv {
 	t.Helper()
-	oa, an, vx, br, gm := fake.NewOpenAI(), fake.NewAnthropic(), fake.NewVertex(), fake.NewBedrock(), fake.NewGemini()
-	for _, u := range []*fake.Upstream{oa, an, vx, br, gm} {
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	clouds, env := newClouds(t)
+	env["GW_OPENAI_BASE_URL"], env["GW_ANTHROPIC_BASE_URL"] = oa.URL, an.URL
+	const key = "sk-cloud-bootstrap-0123456789abcdefghijklmn"
+	g := startGateway(t, gwOptions{BootstrapKey: key, Env: env})
+	return &cloudEnv{chatEnv: &chatEnv{gateway: g, OA: oa, AN: an, BootKey: key}, VX: clouds[0], BR: clouds[1], GM: clouds[2]}
+}
+
+// newClouds starts the Vertex AI, Bedrock and Gemini fakes (in that
+// order) and returns them with the environment that points
+// Caddyfile.example at them.
+func newClouds(t *testing.T) ([]*fake.Upstream, map[string]string) {
+	t.Helper()
+	vx, br, gm := fake.NewVertex(), fake.NewBedrock(), fake.NewGemini()
+	for _, u := range []*fake.Upstream{vx, br, gm} {
 		t.Cleanup(u.Close)
 	}
-	const key = "sk-cloud-bootstrap-0123456789abcdefghijklmn"
-	g := startGateway(t, gwOptions{BootstrapKey: key, Env: map[string]string{
-		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
+	return []*fake.Upstream{vx, br, gm}, map[string]string{
 		"GW_VERTEX_BASE_URL": vx.URL, "GW_VERTEX_PROJECT": cloudProject, "GOOGLE_APPLICATION_CREDENTIALS": vx.KeyFile(t.TempDir()),
 		"GW_GEMINI_BASE_URL": gm.URL, "GEMINI_API_KEY": "gemini-key",
 		"GW_BEDROCK_BASE_URL": br.URL, "AWS_REGION": fake.BedrockRegion,
 		"AWS_ACCESS_KEY_ID": fake.BedrockAccessKeyID, "AWS_SECRET_ACCESS_KEY": fake.BedrockSecretAccessKey,
-	}})
-	return &cloudEnv{chatEnv: &chatEnv{gateway: g, OA: oa, AN: an, BootKey: key}, VX: vx, BR: br, GM: gm}
+	}
 }
 
 // cloudBackend is a model of a cloud's own API as the tests call it: the

@@ -33,7 +33,9 @@ import (
 // images whole and streamed, transcriptions) and top-ups, drawn from a
 // seeded generator and run concurrently against prepaid, capped and free
 // accounts, one of them with a second key under its own daily cap, two
-// of them in an organization with a daily cap over both.
+// of them in an organization with a daily cap over both, on models of
+// every provider format (the Gemini API, Vertex AI's Gemini and Claude,
+// Bedrock's Claude besides the two chat formats).
 // Whatever the interleaving, no balance goes below zero, every receipt is
 // exactly one ledger entry, nothing refused is charged, no cap (the key's
 // included) or free stop is passed, and the ledger, the spend and the
@@ -235,9 +237,9 @@ func propOps(t *testing.T) int {
 // propModels are the pinned models chat operations use; the free account
 // also uses the dearest, so that it reaches its stop.
 var (
-	propPaidModels = []backend{openaiBackend, anthropicBackend}
+	propPaidModels = []backend{openaiBackend, anthropicBackend, geminiFlash, vertexClaude, vertexGemini, bedrockClaude}
 	propOpus       = backend{name: "anthropic", model: "gw-pinned-claude-opus-4-1", backing: "claude-opus-4-1", anthropic: true}
-	propFreeModels = []backend{openaiBackend, anthropicBackend, propOpus}
+	propFreeModels = []backend{openaiBackend, anthropicBackend, propOpus, geminiFlash, bedrockClaude}
 )
 
 // propGenerate draws the operations of a run.
@@ -354,20 +356,26 @@ func TestMoneyProperties(t *testing.T) {
 	t.Parallel()
 	t.Run("one node", func(t *testing.T) {
 		t.Parallel()
-		e := newChatEnv(t, withAccessLog(t))
-		propTest(t, []*gateway{e.gateway}, e.OA, e.AN)
+		oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+		t.Cleanup(oa.Close)
+		t.Cleanup(an.Close)
+		clouds, env := newClouds(t)
+		env["GW_OPENAI_BASE_URL"], env["GW_ANTHROPIC_BASE_URL"] = oa.URL, an.URL
+		g := startGateway(t, gwOptions{BootstrapKey: "sk-prop-bootstrap-0123456789abcdefghijklmn", Caddyfile: withAccessLog(t), Env: env})
+		propTest(t, []*gateway{g}, append([]*fake.Upstream{oa, an}, clouds...))
 	})
 	t.Run("two nodes", func(t *testing.T) {
 		t.Parallel()
-		s := startSharedNodes(t, 2, 100000)
-		propTest(t, s.nodes, s.oa, s.an)
+		clouds, env := newClouds(t)
+		s := startSharedNodesWith(t, 2, 100000, env)
+		propTest(t, s.nodes, append([]*fake.Upstream{s.oa, s.an}, clouds...))
 	})
 }
 
 // propTest is one run of the property test on nodes (which share their
-// store), the fakes oa and an behind them; operation i goes to node i mod
+// store), the fakes ups behind them; operation i goes to node i mod
 // len(nodes).
-func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
+func propTest(t *testing.T, nodes []*gateway, ups []*fake.Upstream) {
 	seed := propSeed(t)
 	nOps := propOps(t)
 	t.Logf("seed %d, %d operations (replay: GW_PROPERTY_SEED=%d GW_PROPERTY_OPS=%d)", seed, nOps, seed, nOps)
@@ -413,7 +421,9 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 		}
 		return ops[i].script, true
 	}
-	oa.Choose, an.Choose = choose, choose
+	for _, u := range ups {
+		u.Choose = choose
+	}
 
 	g := nodes[0]
 	hooks := newHookReceiver(t, propHookSecret, nil)
@@ -482,6 +492,12 @@ func propTest(t *testing.T, nodes []*gateway, oa, an *fake.Upstream) {
 	propCheck(t, g, accounts, ops, ledgers)
 	propShortfalls(t, nodes, accounts, ops, ledgers)
 	propAlerts(t, nodes, accounts, ledgers, hooks, hook["id"].(string))
+	// Every provider, the clouds' included, served calls of the run.
+	for _, u := range ups {
+		if len(u.Requests()) == 0 {
+			t.Errorf("the fake at %s served no call of the run", u.URL)
+		}
+	}
 	propStats(t, ops)
 }
 

@@ -378,14 +378,24 @@ type sharedNodes struct {
 // chatPerMinute a minute) on a new database and Redis of their own.
 func startSharedNodes(t *testing.T, n, chatPerMinute int) *sharedNodes {
 	t.Helper()
+	return startSharedNodesWith(t, n, chatPerMinute, nil)
+}
+
+// startSharedNodesWith is startSharedNodes with env added to each node's
+// environment.
+func startSharedNodesWith(t *testing.T, n, chatPerMinute int, env map[string]string) *sharedNodes {
+	t.Helper()
 	s := &sharedNodes{pg: testsvc.PostgresServer(t), rs: testsvc.RedisServer(t), oa: fake.NewOpenAI(), an: fake.NewAnthropic()}
 	t.Cleanup(s.oa.Close)
 	t.Cleanup(s.an.Close)
 	db := s.pg.NewDatabase(t)
 	cfg := withGW(t, fmt.Sprintf("\t\tlimits {\n\t\t\tchat_requests_per_minute %d\n\t\t}", chatPerMinute))
 	for range n {
-		s.nodes = append(s.nodes, startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg,
-			Env: map[string]string{"GW_OPENAI_BASE_URL": s.oa.URL, "GW_ANTHROPIC_BASE_URL": s.an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": s.rs.URL()}}))
+		vars := map[string]string{"GW_OPENAI_BASE_URL": s.oa.URL, "GW_ANTHROPIC_BASE_URL": s.an.URL, "GW_DATABASE_URL": db, "GW_REDIS_URL": s.rs.URL()}
+		for k, v := range env {
+			vars[k] = v
+		}
+		s.nodes = append(s.nodes, startGateway(t, gwOptions{BootstrapKey: nodesBootstrapKey, Caddyfile: cfg, Env: vars}))
 	}
 	return s
 }
