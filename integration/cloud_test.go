@@ -206,3 +206,67 @@ func TestCloudLeftOutWithoutCredentials(t *testing.T) {
 		return strings.Count(log, `"msg":"provider left out: its credentials are not set"`) >= 3
 	}, "the three cloud providers left out")
 }
+
+// TestCloudCountTokens: count_tokens of a Gemini model (the Gemini API's
+// and Vertex AI's) is the cloud's own countTokens of the request made the
+// API's, and for Claude on Vertex AI and on Bedrock the gateway's own
+// count, with no call to the cloud.
+func TestCloudCountTokens(t *testing.T) {
+	t.Parallel()
+	e := newCloudEnv(t)
+	key := e.account(t, "counted", nil)
+	body := func(model string) string {
+		return `{"model":"` + model + `","system":"Answer in French.","messages":[{"role":"user","content":"How far is the moon from Paris, in kilometres?"}]}`
+	}
+	for _, c := range []struct {
+		cb   cloudBackend
+		path string
+	}{
+		{cloudOf(t, "gemini"), "/v1beta/models/gemini-2.5-flash:countTokens"},
+		{cloudOf(t, "vertex-gemini"), "/v1/projects/" + cloudProject + "/locations/us-east5/publishers/google/models/gemini-2.5-flash-lite:countTokens"},
+	} {
+		up := c.cb.fake(e)
+		up.Reset()
+		r := e.do(t, http.MethodPost, "/alt/v1/messages/count_tokens", body(c.cb.model), bearer(key)...)
+		var sent []fake.Request
+		for _, q := range up.Requests() {
+			if q.Path != "/token" {
+				sent = append(sent, q)
+			}
+		}
+		if len(sent) != 1 || sent[0].Path != c.path {
+			t.Fatalf("%s: the fake got %+v, want one countTokens call at %s", c.cb.name, sent, c.path)
+		}
+		want := fake.GeminiCountTokens(sent[0].Body)
+		if r.Status != http.StatusOK || r.JSON(t)["input_tokens"] != float64(want) {
+			t.Errorf("%s: count_tokens %d %s, want input_tokens %d", c.cb.name, r.Status, r.Body, want)
+		}
+		if !strings.Contains(string(sent[0].Body), "Answer in French.") || !strings.Contains(string(sent[0].Body), "moon from Paris") {
+			t.Errorf("%s: the count's body lacks the system prompt or the message: %s", c.cb.name, sent[0].Body)
+		}
+	}
+	for _, cb := range []cloudBackend{cloudOf(t, "vertex"), cloudOf(t, "bedrock")} {
+		up := cb.fake(e)
+		up.Reset()
+		r := e.do(t, http.MethodPost, "/alt/v1/messages/count_tokens", body(cb.model), bearer(key)...)
+		if n, _ := r.JSON(t)["input_tokens"].(float64); r.Status != http.StatusOK || n < 10 {
+			t.Errorf("%s: count_tokens %d %s, want the gateway's own count", cb.name, r.Status, r.Body)
+		}
+		for _, q := range up.Requests() {
+			if q.Path != "/token" {
+				t.Errorf("%s: count_tokens called the cloud at %s", cb.name, q.Path)
+			}
+		}
+	}
+}
+
+// cloudOf is the cloud backend of that name.
+func cloudOf(t *testing.T, name string) cloudBackend {
+	for _, cb := range cloudBackends {
+		if cb.name == name {
+			return cb
+		}
+	}
+	t.Fatalf("no cloud backend %s", name)
+	return cloudBackend{}
+}

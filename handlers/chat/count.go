@@ -57,7 +57,9 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 	m := rt.Candidates[0]
 	p := c.Gateway.Catalog.Providers[m.Provider]
 	var n int
-	if reachOf(p, m.ID).counts() {
+	if rc := reachOf(p, m.ID); rc.native != nil && rc.counts() {
+		n, err = h.countNative(c, p, m, rc, body, Messages)
+	} else if rc.counts() {
 		var betas *callBetas
 		if betas, err = h.betas().forCall(c.R.Header); err != nil {
 			return err
@@ -131,6 +133,32 @@ func (h *Handler) countUpstream(c *pipeline.Call, p *catalog.Provider, m *catalo
 		return 0, gwerr.New(gwerr.Upstream, "%s did not count the tokens", m.ID)
 	}
 	return int(n.Int()), nil
+}
+
+// countNative asks m's cloud API to count the prompt of body, a client
+// body of format from, made the API's request.
+func (h *Handler) countNative(c *pipeline.Call, p *catalog.Provider, m *catalog.Model, rc reach, body []byte, from Format) (int, error) {
+	req, _, err := rc.requestFor(body, from, p, m.ID, false)
+	if err == nil {
+		req, err = rc.native.count.body(req, m.ID)
+	}
+	if err != nil {
+		return 0, gwerr.New(gwerr.Invalid, "the prompt cannot be counted by %s: %v", m.ID, err)
+	}
+	resp, err := h.Upstream.Do(c.R.Context(), upstream.Request{Provider: p, Path: rc.native.count.path(p, m.ID), Body: req, Client: c.R})
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse))
+	var n int64
+	if err == nil {
+		n, err = rc.native.count.read(b)
+	}
+	if err != nil || n <= 0 {
+		return 0, gwerr.New(gwerr.Upstream, "%s did not count the tokens", m.ID)
+	}
+	return int(n), nil
 }
 
 // promptTokens counts a client body of format f's prompt locally.

@@ -41,6 +41,18 @@ type native struct {
 	// already).
 	events func(r io.Reader) eventSource
 	stream func(model string) translate.Stream
+	// count is the API's own count of a prompt (nil: it has none the
+	// gateway asks; the prompt is counted locally).
+	count *nativeCount
+}
+
+// nativeCount is a cloud API's count of a prompt: where it is asked, its
+// body made from a call's body in the API's shape, and how its answer
+// says the number.
+type nativeCount struct {
+	path func(p *catalog.Provider, model string) string
+	body func(request []byte, model string) ([]byte, error)
+	read func(answer []byte) (int64, error)
 }
 
 // eventSource is a stream read event by event (sse.Reader is one).
@@ -73,9 +85,14 @@ func reachOf(p *catalog.Provider, model string) reach {
 	return reach{format: ChatCompletions}
 }
 
-// counts reports whether the reach's provider counts a prompt for free
-// (the format's count endpoint); a native API's count is not asked.
-func (r reach) counts() bool { return r.native == nil && r.format.spec().counts }
+// counts reports whether the reach's provider counts a prompt for free:
+// the format's count endpoint, or the native API's own count.
+func (r reach) counts() bool {
+	if r.native != nil {
+		return r.native.count != nil
+	}
+	return r.format.spec().counts
+}
 
 // betas reports whether the reach's provider takes the call's betas.
 func (r reach) betas() bool { return r.native == nil && r.format.spec().betas }
@@ -231,6 +248,13 @@ var geminiAPI = native{
 	request: translate.ChatToGeminiRequest,
 	answer:  translate.GeminiToChatResponse,
 	stream:  translate.NewGeminiToChat,
+	count: &nativeCount{
+		path: func(_ *catalog.Provider, model string) string {
+			return translate.GeminiPath(model, translate.GeminiCountMethod)
+		},
+		body: translate.GeminiCountRequest,
+		read: translate.GeminiCountTokens,
+	},
 }
 
 // vertexGemini is a Gemini model on Vertex AI: the Gemini API at Vertex
@@ -242,6 +266,13 @@ var vertexGemini = native{
 	request: translate.ChatToGeminiRequest,
 	answer:  translate.GeminiToChatResponse,
 	stream:  translate.NewGeminiToChat,
+	// Vertex AI's countTokens takes a generateContent body's members as
+	// they are.
+	count: &nativeCount{
+		path: func(p *catalog.Provider, model string) string { return vertexPath(p, model, "countTokens") },
+		body: func(request []byte, _ string) ([]byte, error) { return request, nil },
+		read: translate.GeminiCountTokens,
+	},
 }
 
 // bedrockConverse is Amazon Bedrock Runtime's Converse API: its bodies,

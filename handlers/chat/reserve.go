@@ -144,17 +144,24 @@ func (cl *call) countPrompt(m *catalog.Model) int64 {
 	var n int64
 	counted := false
 	if rc := reachOf(p, m.ID); rc.counts() && cl.req.documentTokens == 0 {
-		up := rc.format
-		body := cl.body
-		var err error
-		if cl.format != up {
-			body, _, err = requestFor(cl.body, cl.format, up, m.ID, false)
-		}
-		if err == nil {
-			root := gjson.ParseBytes(body)
-			var c int
-			if c, err = cl.h.countUpstream(cl.Call, p, m, root, cl.betas.forwarded(cl.Gateway.Catalog, m)); err == nil {
-				n, counted = int64(c)+uncountable(up.spec().billing, root), true
+		if rc.native != nil {
+			// The cloud's count takes the whole request.
+			if c, err := cl.h.countNative(cl.Call, p, m, rc, cl.body, cl.format); err == nil {
+				n, counted = int64(c), true
+			}
+		} else {
+			up := rc.format
+			body := cl.body
+			var err error
+			if cl.format != up {
+				body, _, err = requestFor(cl.body, cl.format, up, m.ID, false)
+			}
+			if err == nil {
+				root := gjson.ParseBytes(body)
+				var c int
+				if c, err = cl.h.countUpstream(cl.Call, p, m, root, cl.betas.forwarded(cl.Gateway.Catalog, m)); err == nil {
+					n, counted = int64(c)+uncountable(up.spec().billing, root), true
+				}
 			}
 		}
 	}

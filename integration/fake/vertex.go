@@ -39,8 +39,8 @@ var vertexModelPath = regexp.MustCompile(`^/v1/projects/([^/]+)/locations/([^/]+
 // /v1/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict
 // and :streamRawPredict as the Anthropic fake serves messages (the same
 // scripts), with the body Vertex AI takes (the version in it, no model),
-// and Gemini models at .../publishers/google/models/{m}:generateContent
-// and :streamGenerateContent as the Gemini fake serves them. Anything
+// and Gemini models at .../publishers/google/models/{m}:generateContent,
+// :streamGenerateContent and :countTokens as the Gemini fake serves them. Anything
 // else is a 404 in Google's error shape.
 func NewVertex() *Upstream {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -97,8 +97,13 @@ func serveVertex(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 		return
 	}
 	publisher, model, verb := m[3], m[4], m[5]
-	if publisher == "google" && (verb == "generateContent" || verb == "streamGenerateContent") {
-		// As the Gemini fake serves it, with its key.
+	if publisher == "google" && (verb == "generateContent" || verb == "streamGenerateContent" || verb == "countTokens") {
+		// As the Gemini fake serves it, with its key; Vertex AI's
+		// countTokens takes a generateContent body's members as they are.
+		if verb == "countTokens" {
+			inner, _ := sjson.SetBytes(body, "model", "models/"+model)
+			body, _ = sjson.SetRawBytes([]byte(`{}`), "generateContentRequest", inner)
+		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = "/v1beta/models/" + model + ":" + verb
 		r2.Header.Set("x-goog-api-key", cmp.Or(u.APIKey, "vertex"))
