@@ -368,6 +368,9 @@ func (a *App) Start() error {
 		toolSet.Apps.Links = tools.StoredLinks{Store: ls}
 	}
 	upstreams.SetLimiter(limiter)
+	upstreams.SetRefused(func(provider string, err error) {
+		a.logger.Warn("provider credentials failed; its calls answer 503", zap.String("provider", provider), zap.Error(err))
+	})
 	a.gateway = &pipeline.Gateway{Store: st, Catalog: a.catalog, Logger: a.logger, Metrics: metrics, Annotate: annotate, Identify: identify,
 		Money: &money.Gate{Store: st, Locks: locks, Policy: a.policy, OnOverrun: a.logOverrun, OnShortfall: a.logShortfall}, Limits: limiter,
 		InFlight: memInFlight, MaxInFlight: a.Limits.MaxInFlight,

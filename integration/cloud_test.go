@@ -3,6 +3,8 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -269,4 +271,40 @@ func cloudOf(t *testing.T, name string) cloudBackend {
 	}
 	t.Fatalf("no cloud backend %s", name)
 	return cloudBackend{}
+}
+
+// A Vertex AI key file its token endpoint refuses makes the provider's
+// calls 503 (unavailable, in the caller's shape, saying no more), and
+// the operator's log says why, without the file's key.
+func TestCloudCredentialsRefused(t *testing.T) {
+	t.Parallel()
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	clouds, env := newClouds(t)
+	// A key file of another key: the token endpoint refuses its grant.
+	other := fake.NewVertex()
+	t.Cleanup(other.Close)
+	b, err := os.ReadFile(other.KeyFile(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bogus := filepath.Join(t.TempDir(), "bogus.json")
+	if err := os.WriteFile(bogus, []byte(strings.ReplaceAll(string(b), other.URL, clouds[0].URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env["GOOGLE_APPLICATION_CREDENTIALS"] = bogus
+	env["GW_OPENAI_BASE_URL"], env["GW_ANTHROPIC_BASE_URL"] = oa.URL, an.URL
+	const key = "sk-cloud-refused-0123456789abcdefghijklmnop"
+	g := startGateway(t, gwOptions{BootstrapKey: key, Env: env})
+	r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"`+vertexClaude.model+`","messages":[{"role":"user","content":"hi"}]}`, bearer(key)...)
+	if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "vertex cannot be reached") {
+		t.Fatalf("a call with refused credentials: %d %s", r.Status, r.Body)
+	}
+	g.waitLog(t, func(log string) bool {
+		return strings.Contains(log, `"msg":"provider credentials failed; its calls answer 503"`) && strings.Contains(log, "HTTP 400")
+	}, "why the credentials failed")
+	if strings.Contains(g.log.String(), "PRIVATE KEY") {
+		t.Error("the log holds the key file's private key")
+	}
 }

@@ -122,7 +122,15 @@ type Client struct {
 	// tokens are the access token sources of vertex providers, by key
 	// file: each file is read once.
 	tokens map[string]*gcpauth.Source
+	// refused hears why a provider's own credentials failed (SetRefused);
+	// the caller is told only that the provider is unavailable.
+	refused atomic.Pointer[func(provider string, err error)]
 }
+
+// SetRefused has fn told why a provider's own credentials failed (a key
+// file unread, a token refused, a signature that cannot be made), for
+// the operator's log; the caller gets a 503 that says no more.
+func (c *Client) SetRefused(fn func(provider string, err error)) { c.refused.Store(&fn) }
 
 // urlKey names an upstream address: a provider's base URL and a path.
 type urlKey struct{ base, path string }
@@ -527,6 +535,9 @@ func (c *Client) sign(req *http.Request, p *catalog.Provider, body []byte) error
 		return nil
 	}
 	if err := f.sign(c, req, p, body); err != nil {
+		if fn := c.refused.Load(); fn != nil {
+			(*fn)(p.Name, err)
+		}
 		// The gateway's own credentials for the provider failed: the
 		// provider is out of reach for every caller, as when it refuses
 		// the account.
