@@ -2,13 +2,11 @@ package translate
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 )
 
 // FuzzChatToConverseRequest holds any translated request to what
@@ -110,21 +108,3 @@ func FuzzStreamConverseToChat(f *testing.F) {
 	})
 }
 
-// FuzzConverseError reads any error answer into a fault that shows
-// Bedrock's words only for the client's own mistakes.
-func FuzzConverseError(f *testing.F) {
-	f.Add(400, "ValidationException:http://x", []byte(`{"message":"m"}`))
-	f.Add(429, "", []byte(`{"__type":"a#ThrottlingException","Message":"m"}`))
-	f.Add(500, "x#y:z", []byte(`{"code":5}`))
-	f.Fuzz(func(t *testing.T, status int, typ string, body []byte) {
-		h := http.Header{}
-		h.Set(ConverseErrorTypeHeader, typ)
-		got := ConverseError(status, h, body)
-		if got.Kind == 0 || strings.ContainsAny(got.Type, ":#") {
-			t.Fatalf("%+v", got)
-		}
-		if client := got.Kind == gwerr.Invalid || got.Kind == gwerr.TooLarge || got.Kind == gwerr.Unprocessable; !client && got.Message != "" || client && got.Retryable {
-			t.Fatalf("%+v", got)
-		}
-	})
-}

@@ -3,12 +3,10 @@ package translate
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/caddy-gw/caddy-gw/internal/awsstream"
-	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/sse"
 )
 
@@ -432,53 +430,3 @@ func TestConverseChains(t *testing.T) {
 	}
 }
 
-func TestConverseError(t *testing.T) {
-	h := func(typ string) http.Header {
-		if typ == "" {
-			return http.Header{}
-		}
-		return http.Header{"X-Amzn-Errortype": {typ}}
-	}
-	for _, tc := range []struct {
-		name   string
-		status int
-		header string
-		body   string
-		want   ConverseFault
-	}{
-		{"throttled", 429, "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/", `{"message":"Too many requests, please wait before trying again."}`,
-			ConverseFault{Type: "ThrottlingException", Kind: gwerr.RateLimited, Retryable: true}},
-		{"the client's mistake", 400, "ValidationException", `{"message":"The model returned the following errors: max_tokens: 300000 > 64000"}`,
-			ConverseFault{Type: "ValidationException", Kind: gwerr.Invalid, Message: "The model returned the following errors: max_tokens: 300000 > 64000"}},
-		{"a quota (a 400)", 400, "ServiceQuotaExceededException", `{"message":"Too many tokens per day, please wait before trying again."}`,
-			ConverseFault{Type: "ServiceQuotaExceededException", Kind: gwerr.Unavailable, Retryable: true, Account: true}},
-		{"access denied", 403, "AccessDeniedException", `{"message":"You don't have access to the model with the specified model ID."}`,
-			ConverseFault{Type: "AccessDeniedException", Kind: gwerr.Upstream, Retryable: true}},
-		{"a bad key, named in the body", 403, "", `{"__type":"com.amazon.coral.service#UnrecognizedClientException","message":"The security token included in the request is invalid."}`,
-			ConverseFault{Type: "UnrecognizedClientException", Kind: gwerr.Upstream, Retryable: true}},
-		{"an unknown model", 404, "ResourceNotFoundException", `{"message":"Could not resolve the foundation model from the provided model identifier."}`,
-			ConverseFault{Type: "ResourceNotFoundException", Kind: gwerr.Upstream, Retryable: true}},
-		{"model time-out", 408, "ModelTimeoutException", `{"message":"Model has timed out in processing the request."}`,
-			ConverseFault{Type: "ModelTimeoutException", Kind: gwerr.Timeout, Retryable: true}},
-		{"model error", 424, "ModelErrorException", `{"message":"The model failed.","originalStatusCode":500}`,
-			ConverseFault{Type: "ModelErrorException", Kind: gwerr.Upstream, Retryable: true}},
-		{"model not ready (a 429)", 429, "ModelNotReadyException", `{"message":"Model is not ready."}`,
-			ConverseFault{Type: "ModelNotReadyException", Kind: gwerr.Unavailable, Retryable: true}},
-		{"internal", 500, "InternalServerException", `{"message":"x"}`, ConverseFault{Type: "InternalServerException", Kind: gwerr.Upstream, Retryable: true}},
-		{"unavailable", 503, "ServiceUnavailableException", `{"message":"x"}`, ConverseFault{Type: "ServiceUnavailableException", Kind: gwerr.Unavailable, Retryable: true}},
-		{"an unknown type by its status", 413, "RequestEntityTooLarge", `{"message":"Request too large"}`,
-			ConverseFault{Type: "RequestEntityTooLarge", Kind: gwerr.TooLarge, Message: "Request too large"}},
-		{"no type, Message", 400, "", `{"Message":"Upper"}`, ConverseFault{Kind: gwerr.Invalid, Message: "Upper"}},
-		{"a code", 422, "", `{"code":"SomeCode","message":"m"}`, ConverseFault{Type: "SomeCode", Kind: gwerr.Unprocessable, Message: "m"}},
-		{"not JSON", 502, "", `<html>bad gateway</html>`, ConverseFault{Kind: gwerr.Upstream, Retryable: true}},
-		{"overloaded", 529, "", ``, ConverseFault{Kind: gwerr.Overloaded, Retryable: true}},
-		{"payment", 402, "", `{}`, ConverseFault{Kind: gwerr.Unavailable, Retryable: true, Account: true}},
-		{"gateway time-out", 504, "", `{}`, ConverseFault{Kind: gwerr.Timeout, Retryable: true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := ConverseError(tc.status, h(tc.header), []byte(tc.body)); got != tc.want {
-				t.Fatalf("got %+v\nwant %+v", got, tc.want)
-			}
-		})
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/caddy-gw/caddy-gw/internal/awssig"
 	"github.com/caddy-gw/caddy-gw/internal/gcpauth"
+	"github.com/caddy-gw/caddy-gw/internal/translate"
 	"io"
 	"net"
 	"net/http"
@@ -501,14 +502,18 @@ type providerFormat struct {
 	auth    string
 	headers headerFunc
 	sign    func(c *Client, req *http.Request, p *catalog.Provider, body []byte) error
+	// setup reports an error answer about the gateway's own setup at the
+	// provider (its key, project or API switched off) whatever its status:
+	// the provider's failure, never the caller's 400.
+	setup func(body []byte) bool
 }
 
 // providerFormats are the rows of providerFormat by catalogue format.
 var providerFormats = map[string]providerFormat{
 	catalog.FormatOpenAI:    {auth: catalog.AuthBearer},
 	catalog.FormatAnthropic: {auth: authXAPIKey, headers: messagesHeaders},
-	catalog.FormatGemini:    {auth: authGoogAPIKey},
-	catalog.FormatVertex:    {auth: catalog.AuthNone, sign: (*Client).vertexToken},
+	catalog.FormatGemini:    {auth: authGoogAPIKey, setup: googleSetup},
+	catalog.FormatVertex:    {auth: catalog.AuthNone, sign: (*Client).vertexToken, setup: googleSetup},
 	catalog.FormatBedrock:   {auth: catalog.AuthNone, sign: (*Client).awsSign},
 }
 
@@ -526,6 +531,13 @@ var keyHeaders = map[string]func(h http.Header, key string){
 	authXAPIKey:        func(h http.Header, key string) { h.Set("x-api-key", key) },
 	authGoogAPIKey:     func(h http.Header, key string) { h.Set("x-goog-api-key", key) },
 	catalog.AuthNone:   func(http.Header, string) {},
+}
+
+// googleSetup reports a Google API's error about the gateway's key,
+// project or billing (the Gemini API answers a bad key 400).
+func googleSetup(body []byte) bool {
+	e, ok := translate.ReadGeminiError(body)
+	return ok && e.Setup()
 }
 
 // sign authenticates req to p as its format does by itself, when it does.
@@ -688,7 +700,12 @@ func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 	}
 	g := &gwerr.Error{Message: msg}
 	e := &Error{Err: g, Status: resp.StatusCode, ProviderCode: gjson.GetBytes(body, "error.code").String()}
+	setup := providerFormats[p.Format].setup
 	switch s := resp.StatusCode; {
+	case setup != nil && setup(body) && !accountRefusal(s, resp.Header, body):
+		// The gateway's own setup: its words stay out, as a 401's.
+		g.Kind, e.Retryable = gwerr.Upstream, true
+		g.Message = fmt.Sprintf("provider %s failed (%d)", p.Name, resp.StatusCode)
 	case accountRefusal(s, resp.Header, body):
 		g.Kind, e.Retryable, e.Account = gwerr.Unavailable, true, true
 		g.Message = fmt.Sprintf("provider %s is unavailable; retry later", p.Name)

@@ -180,6 +180,34 @@ func TestStatusErrors(t *testing.T) {
 	}
 }
 
+// A Google API's answer about the gateway's own key, project or billing
+// is the provider's failure (502), never the caller's 400, and its words
+// stay out; the same 400 about the request is the caller's.
+func TestGoogleSetupErrors(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		kind   gwerr.Kind
+	}{
+		{400, `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`, gwerr.Upstream},
+		{403, `{"error":{"code":403,"message":"Generative Language API has not been used in project 123 before or it is disabled.","status":"PERMISSION_DENIED"}}`, gwerr.Upstream},
+		{400, `{"error":{"code":400,"message":"* GenerateContentRequest.contents: contents is not specified","status":"INVALID_ARGUMENT"}}`, gwerr.Invalid},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(tc.status)
+			io.WriteString(w, tc.body)
+		}))
+		p := provider("openai", srv.URL)
+		p.Format = catalog.FormatGemini
+		_, err := New().Do(context.Background(), Request{Provider: p, Path: "/v1beta/models/m:generateContent"})
+		srv.Close()
+		g := gwerr.As(err)
+		if g.Kind != tc.kind || (tc.kind == gwerr.Upstream && (strings.Contains(g.Message, "API key") || strings.Contains(g.Message, "project"))) {
+			t.Errorf("%d %s: kind %v, message %q", tc.status, tc.body, g.Kind, g.Message)
+		}
+	}
+}
+
 // Bedrock names its errors in a header: a quota of the AWS account is
 // the account's refusal (503), a throttle a rate limit.
 func TestAWSErrorTypes(t *testing.T) {
