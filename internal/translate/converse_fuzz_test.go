@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
-
 )
 
 // FuzzChatToConverseRequest holds any translated request to what
@@ -107,4 +106,3 @@ func FuzzStreamConverseToChat(f *testing.F) {
 		}
 	})
 }
-

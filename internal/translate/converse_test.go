@@ -429,4 +429,3 @@ func TestConverseChains(t *testing.T) {
 		t.Fatalf("responses %+v", rr)
 	}
 }
-
