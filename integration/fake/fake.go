@@ -1,6 +1,8 @@
 // Package fake provides fake model upstreams for the gateway's integration
-// tests and benchmarks: an OpenAI-style server (NewOpenAI) and an
-// Anthropic-style server (NewAnthropic), each an httptest.Server on
+// tests and benchmarks: an OpenAI-style server (NewOpenAI), an
+// Anthropic-style server (NewAnthropic), and the clouds' own APIs: the
+// Gemini API (NewGemini), Vertex AI with its token endpoint (NewVertex)
+// and Bedrock Runtime's Converse (NewBedrock), each an httptest.Server on
 // 127.0.0.1 that speaks the provider's real wire format, streams included.
 //
 // A test scripts what the next request(s) get with Push, or changes Default
