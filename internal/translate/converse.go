@@ -465,18 +465,7 @@ func converseInference(req gjson.Result) []byte {
 	if t := req.Get("top_p"); t.Type == gjson.Number {
 		ic = ic.rawS("topP", t.Raw)
 	}
-	var stops []string
-	switch s := req.Get("stop"); {
-	case s.Type == gjson.String && s.String() != "":
-		stops = append(stops, s.String())
-	case s.IsArray():
-		s.ForEach(func(_, v gjson.Result) bool {
-			if v.Type == gjson.String && v.String() != "" {
-				stops = append(stops, v.String())
-			}
-			return true
-		})
-	}
+	stops := chatStops(req)
 	if len(stops) > 0 {
 		raw := make([][]byte, len(stops))
 		for i, s := range stops {
@@ -610,18 +599,7 @@ func ConverseToChatResponse(body []byte, model string) ([]byte, error) {
 		return nil, &FieldError{Message: "upstream body is not a Converse answer (no output)"}
 	}
 	text, calls := converseTextAndCalls(output.Get("message.content"))
-	msg := newObject().val("role", "assistant")
-	if text != "" || len(calls) == 0 {
-		msg = msg.val("content", text)
-	} else {
-		msg = msg.rawS("content", "null")
-	}
-	msg = msg.rawS("refusal", "null")
-	if len(calls) > 0 {
-		msg = msg.raw("tool_calls", rawArray(calls))
-	}
-	choice := newObject().val("index", 0).raw("message", msg.done()).rawS("logprobs", "null").
-		val("finish_reason", converseFinish(stop.String()))
+	choice := chatChoice(text, calls, converseFinish(stop.String()))
 	return newObject().val("id", newID("chatcmpl-")).val("object", "chat.completion").
 		val("created", now().Unix()).val("model", model).raw("choices", rawArray([][]byte{choice.done()})).
 		raw("usage", chatUsageRaw(ConverseUsageOf(usage))).done(), nil

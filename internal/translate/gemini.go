@@ -497,18 +497,7 @@ func geminiToolConfig(c gjson.Result) []byte {
 // when it sets nothing Gemini has.
 func geminiGenerationConfig(req gjson.Result) []byte {
 	gc := newObject()
-	var stops []string
-	switch s := req.Get("stop"); {
-	case s.Type == gjson.String && s.String() != "":
-		stops = append(stops, s.String())
-	case s.IsArray():
-		s.ForEach(func(_, v gjson.Result) bool {
-			if v.Type == gjson.String && v.String() != "" {
-				stops = append(stops, v.String())
-			}
-			return true
-		})
-	}
+	stops := chatStops(req)
 	if len(stops) > 0 {
 		gc = gc.val("stopSequences", stops)
 	}

@@ -117,18 +117,7 @@ func GeminiToChatResponse(body []byte, model string) ([]byte, error) {
 		return nil, &FieldError{Message: "upstream body is an error, not a response"}
 	}
 	text, calls, reason := geminiCandidate(r)
-	msg := newObject().val("role", "assistant")
-	if text != "" || len(calls) == 0 {
-		msg = msg.val("content", text)
-	} else {
-		msg = msg.rawS("content", "null")
-	}
-	msg = msg.rawS("refusal", "null")
-	if len(calls) > 0 {
-		msg = msg.raw("tool_calls", rawArray(calls))
-	}
-	choice := newObject().val("index", 0).raw("message", msg.done()).rawS("logprobs", "null").
-		val("finish_reason", geminiFinish(reason, len(calls) > 0))
+	choice := chatChoice(text, calls, geminiFinish(reason, len(calls) > 0))
 	u := r.Get("usageMetadata")
 	return newObject().val("id", swapID(r.Get("responseId").String(), "chatcmpl-")).val("object", "chat.completion").
 		val("created", now().Unix()).val("model", model).raw("choices", rawArray([][]byte{choice.done()})).

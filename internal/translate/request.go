@@ -203,25 +203,7 @@ func ChatToMessagesRequest(body []byte, model string) ([]byte, error) {
 	}
 
 	// Sampling and the rest.
-	var stops []string
-	switch s := req.Get("stop"); {
-	case s.Type == gjson.String:
-		stops = append(stops, s.String())
-	case s.IsArray():
-		s.ForEach(func(_, v gjson.Result) bool {
-			if v.Type == gjson.String {
-				stops = append(stops, v.String())
-			}
-			return true
-		})
-	}
-	var kept []string
-	for _, s := range stops {
-		if s != "" {
-			kept = append(kept, s)
-		}
-	}
-	if len(kept) > 0 {
+	if kept := chatStops(req); len(kept) > 0 {
 		res = set(res, "stop_sequences", kept)
 	}
 	if t := req.Get("temperature"); t.Type == gjson.Number {

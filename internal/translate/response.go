@@ -45,18 +45,7 @@ func MessagesToChatResponse(body []byte, model string) ([]byte, error) {
 		return nil, &FieldError{Message: "upstream body is an error, not a message"}
 	}
 	text, calls := messagesTextAndCalls(r.Get("content"))
-	msg := newObject().val("role", "assistant")
-	if text != "" || len(calls) == 0 {
-		msg = msg.val("content", text)
-	} else {
-		msg = msg.rawS("content", "null")
-	}
-	msg = msg.rawS("refusal", "null")
-	if len(calls) > 0 {
-		msg = msg.raw("tool_calls", rawArray(calls))
-	}
-	choice := newObject().val("index", 0).raw("message", msg.done()).rawS("logprobs", "null").
-		val("finish_reason", chatFinish(r.Get("stop_reason").String()))
+	choice := chatChoice(text, calls, chatFinish(r.Get("stop_reason").String()))
 	return newObject().val("id", swapID(r.Get("id").String(), "chatcmpl-")).val("object", "chat.completion").
 		val("created", now().Unix()).val("model", model).raw("choices", rawArray([][]byte{choice.done()})).
 		raw("usage", chatUsageRaw(MessagesUsageOf(r.Get("usage")))).done(), nil
@@ -231,4 +220,39 @@ func ChatToResponsesResponse(body []byte, model string) ([]byte, error) {
 	}
 	usage := responsesUsageRaw(ChatUsageOf(r.usage), r.usage.Get("completion_tokens_details.reasoning_tokens").Int())
 	return responseObject(swapID(r.id.String(), "resp_"), created, model, status, output, usage, incomplete, "null"), nil
+}
+
+// chatChoice is the one choice of a chat completion: the assistant's
+// text (null when it only called tools), its tool calls, and why it
+// finished.
+func chatChoice(text string, calls [][]byte, finish string) object {
+	msg := newObject().val("role", "assistant")
+	if text != "" || len(calls) == 0 {
+		msg = msg.val("content", text)
+	} else {
+		msg = msg.rawS("content", "null")
+	}
+	msg = msg.rawS("refusal", "null")
+	if len(calls) > 0 {
+		msg = msg.raw("tool_calls", rawArray(calls))
+	}
+	return newObject().val("index", 0).raw("message", msg.done()).rawS("logprobs", "null").val("finish_reason", finish)
+}
+
+// chatStops are a chat request's stop sequences: its stop string, or the
+// strings of its list, empty ones left out.
+func chatStops(req gjson.Result) []string {
+	var stops []string
+	switch s := req.Get("stop"); {
+	case s.Type == gjson.String && s.String() != "":
+		stops = append(stops, s.String())
+	case s.IsArray():
+		s.ForEach(func(_, v gjson.Result) bool {
+			if v.Type == gjson.String && v.String() != "" {
+				stops = append(stops, v.String())
+			}
+			return true
+		})
+	}
+	return stops
 }
