@@ -70,9 +70,6 @@ var accountMessages = []string{
 	"your credit balance is too low",
 	"you have reached your specified api usage limits",
 	"you have reached your specified workspace api usage limits",
-	// The Gemini API's RESOURCE_EXHAUSTED of a used-up quota (its rate
-	// limits say "quota exceeded for metric").
-	"you exceeded your current quota",
 }
 
 // accountRefusal reports an error answer about the provider's account
@@ -502,9 +499,10 @@ type providerFormat struct {
 	auth    string
 	headers headerFunc
 	sign    func(c *Client, req *http.Request, p *catalog.Provider, body []byte) error
-	// setup reports an error answer about the gateway's own setup at the
-	// provider (its key, project or API switched off) whatever its status:
-	// the provider's failure, never the caller's 400.
+	// setup reports an error answer about the gateway's own account at
+	// the provider (its key, project, billing or API switched off)
+	// whatever its status: refused as the account's (503), never the
+	// caller's 400.
 	setup func(body []byte) bool
 }
 
@@ -702,11 +700,7 @@ func statusError(p *catalog.Provider, resp *http.Response, body []byte) error {
 	e := &Error{Err: g, Status: resp.StatusCode, ProviderCode: gjson.GetBytes(body, "error.code").String()}
 	setup := providerFormats[p.Format].setup
 	switch s := resp.StatusCode; {
-	case setup != nil && setup(body) && !accountRefusal(s, resp.Header, body):
-		// The gateway's own setup: its words stay out, as a 401's.
-		g.Kind, e.Retryable = gwerr.Upstream, true
-		g.Message = fmt.Sprintf("provider %s failed (%d)", p.Name, resp.StatusCode)
-	case accountRefusal(s, resp.Header, body):
+	case accountRefusal(s, resp.Header, body) || (setup != nil && setup(body)):
 		g.Kind, e.Retryable, e.Account = gwerr.Unavailable, true, true
 		g.Message = fmt.Sprintf("provider %s is unavailable; retry later", p.Name)
 	case s == http.StatusBadRequest:

@@ -151,10 +151,9 @@ func TestStatusErrors(t *testing.T) {
 		{400, `{"type":"error","error":{"type":"invalid_request_error","message":"You have reached your specified workspace API usage limits. You will regain access on 2026-04-01 at 00:00 UTC."}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
 		{402, `{"type":"error","error":{"type":"billing_error","message":"There is an issue with your billing."}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
 		{402, `{}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
-		// The Gemini API: a used-up quota is the account's, a rate limit
-		// (also RESOURCE_EXHAUSTED) is a rate limit.
-		{429, `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED"}}`, "", gwerr.Unavailable, true, 0, "provider p is unavailable; retry later", ""},
-		{429, `{"error":{"code":429,"message":"Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_requests, limit: 15","status":"RESOURCE_EXHAUSTED"}}`, "", gwerr.RateLimited, true, 0, "provider p is rate limiting; retry later", ""},
+		// The Gemini API's RESOURCE_EXHAUSTED is a rate limit, its
+		// per-minute and per-day quotas alike.
+		{429, `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED"}}`, "", gwerr.RateLimited, true, 0, "provider p is rate limiting; retry later", ""},
 		// An AWS API's 400 says what was wrong in its message.
 		{400, `{"message":"The model returned the following errors: messages: text content blocks must be non-empty"}`, "", gwerr.Invalid, false, 0, "The model returned the following errors: messages: text content blocks must be non-empty", ""},
 		// A request whose own words mention credit is the request's.
@@ -181,7 +180,7 @@ func TestStatusErrors(t *testing.T) {
 }
 
 // A Google API's answer about the gateway's own key, project or billing
-// is the provider's failure (502), never the caller's 400, and its words
+// is the account's refusal (503), never the caller's 400, and its words
 // stay out; the same 400 about the request is the caller's.
 func TestGoogleSetupErrors(t *testing.T) {
 	for _, tc := range []struct {
@@ -189,8 +188,8 @@ func TestGoogleSetupErrors(t *testing.T) {
 		body   string
 		kind   gwerr.Kind
 	}{
-		{400, `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`, gwerr.Upstream},
-		{403, `{"error":{"code":403,"message":"Generative Language API has not been used in project 123 before or it is disabled.","status":"PERMISSION_DENIED"}}`, gwerr.Upstream},
+		{400, `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`, gwerr.Unavailable},
+		{403, `{"error":{"code":403,"message":"Generative Language API has not been used in project 123 before or it is disabled.","status":"PERMISSION_DENIED"}}`, gwerr.Unavailable},
 		{400, `{"error":{"code":400,"message":"* GenerateContentRequest.contents: contents is not specified","status":"INVALID_ARGUMENT"}}`, gwerr.Invalid},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -202,7 +201,7 @@ func TestGoogleSetupErrors(t *testing.T) {
 		_, err := New().Do(context.Background(), Request{Provider: p, Path: "/v1beta/models/m:generateContent"})
 		srv.Close()
 		g := gwerr.As(err)
-		if g.Kind != tc.kind || (tc.kind == gwerr.Upstream && (strings.Contains(g.Message, "API key") || strings.Contains(g.Message, "project"))) {
+		if g.Kind != tc.kind || AccountRefused(err) != (tc.kind == gwerr.Unavailable) || strings.Contains(g.Message, "API key") || strings.Contains(g.Message, "project 123") {
 			t.Errorf("%d %s: kind %v, message %q", tc.status, tc.body, g.Kind, g.Message)
 		}
 	}
