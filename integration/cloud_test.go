@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -209,10 +210,10 @@ func TestCloudLeftOutWithoutCredentials(t *testing.T) {
 	}, "the three cloud providers left out")
 }
 
-// TestCloudCountTokens: count_tokens of a Gemini model (the Gemini API's
-// and Vertex AI's) is the cloud's own countTokens of the request made the
-// API's, and for Claude on Vertex AI and on Bedrock the gateway's own
-// count, with no call to the cloud.
+// TestCloudCountTokens: count_tokens of each cloud model is the cloud's
+// own count of the request made the API's: Gemini's countTokens (the
+// Gemini API's and Vertex AI's), Vertex AI's count-tokens model for
+// Claude, Bedrock's CountTokens.
 func TestCloudCountTokens(t *testing.T) {
 	t.Parallel()
 	e := newCloudEnv(t)
@@ -220,12 +221,26 @@ func TestCloudCountTokens(t *testing.T) {
 	body := func(model string) string {
 		return `{"model":"` + model + `","system":"Answer in French.","messages":[{"role":"user","content":"How far is the moon from Paris, in kilometres?"}]}`
 	}
+	vertexBase := "/v1/projects/" + cloudProject + "/locations/us-east5/publishers/"
 	for _, c := range []struct {
-		cb   cloudBackend
-		path string
+		cb    cloudBackend
+		path  string
+		count func(body []byte) int
 	}{
-		{cloudOf(t, "gemini"), "/v1beta/models/gemini-2.5-flash:countTokens"},
-		{cloudOf(t, "vertex-gemini"), "/v1/projects/" + cloudProject + "/locations/us-east5/publishers/google/models/gemini-2.5-flash-lite:countTokens"},
+		{cloudOf(t, "gemini"), "/v1beta/models/gemini-2.5-flash:countTokens", fake.GeminiCountTokens},
+		{cloudOf(t, "vertex-gemini"), vertexBase + "google/models/gemini-2.5-flash-lite:countTokens", fake.GeminiCountTokens},
+		{cloudOf(t, "vertex"), vertexBase + "anthropic/models/count-tokens:rawPredict", fake.CountTokens},
+		{cloudOf(t, "bedrock"), "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/count-tokens", func(b []byte) int {
+			var req struct {
+				Input struct {
+					Converse map[string]any `json:"converse"`
+				} `json:"input"`
+			}
+			if err := json.Unmarshal(b, &req); err != nil {
+				t.Fatal(err)
+			}
+			return fake.BedrockCountTokens(req.Input.Converse)
+		}},
 	} {
 		up := c.cb.fake(e)
 		up.Reset()
@@ -237,27 +252,17 @@ func TestCloudCountTokens(t *testing.T) {
 			}
 		}
 		if len(sent) != 1 || sent[0].Path != c.path {
-			t.Fatalf("%s: the fake got %+v, want one countTokens call at %s", c.cb.name, sent, c.path)
+			t.Fatalf("%s: the fake got %+v, want one count at %s", c.cb.name, sent, c.path)
 		}
-		want := fake.GeminiCountTokens(sent[0].Body)
+		if msg := c.cb.check(sent[0]); msg != "" && c.cb.name != "vertex" {
+			t.Errorf("%s: the count call: %s", c.cb.name, msg)
+		}
+		want := c.count(sent[0].Body)
 		if r.Status != http.StatusOK || r.JSON(t)["input_tokens"] != float64(want) {
 			t.Errorf("%s: count_tokens %d %s, want input_tokens %d", c.cb.name, r.Status, r.Body, want)
 		}
 		if !strings.Contains(string(sent[0].Body), "Answer in French.") || !strings.Contains(string(sent[0].Body), "moon from Paris") {
 			t.Errorf("%s: the count's body lacks the system prompt or the message: %s", c.cb.name, sent[0].Body)
-		}
-	}
-	for _, cb := range []cloudBackend{cloudOf(t, "vertex"), cloudOf(t, "bedrock")} {
-		up := cb.fake(e)
-		up.Reset()
-		r := e.do(t, http.MethodPost, "/alt/v1/messages/count_tokens", body(cb.model), bearer(key)...)
-		if n, _ := r.JSON(t)["input_tokens"].(float64); r.Status != http.StatusOK || n < 10 {
-			t.Errorf("%s: count_tokens %d %s, want the gateway's own count", cb.name, r.Status, r.Body)
-		}
-		for _, q := range up.Requests() {
-			if q.Path != "/token" {
-				t.Errorf("%s: count_tokens called the cloud at %s", cb.name, q.Path)
-			}
 		}
 	}
 }

@@ -58,7 +58,11 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 	p := c.Gateway.Catalog.Providers[m.Provider]
 	var n int
 	if rc := reachOf(p, m.ID); rc.native != nil && rc.counts() {
-		n, err = h.countNative(c, p, m, rc, body, Messages)
+		// A cloud counts the prompts of some of its models only: for the
+		// others, or when it cannot answer, the gateway counts.
+		if n, err = h.countNative(c, p, m, rc, body, Messages); err != nil {
+			n, err = countLocal(messagesMembers, root)
+		}
 	} else if rc.counts() {
 		var betas *callBetas
 		if betas, err = h.betas().forCall(c.R.Header); err != nil {

@@ -1,11 +1,13 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
 
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"github.com/caddy-gw/caddy-gw/internal/awsstream"
@@ -229,7 +231,40 @@ var vertexClaude = native{
 		}
 		return sjson.SetBytes(body, "anthropic_version", vertexAnthropicVersion)
 	},
+	// Vertex AI counts a Claude prompt at the publisher's count-tokens
+	// model: the members the messages format counts, and the model named
+	// in the body.
+	count: &nativeCount{
+		path: func(p *catalog.Provider, _ string) string {
+			return fmt.Sprintf("/v1/projects/%s/locations/%s/publishers/%s/models/count-tokens:rawPredict",
+				url.PathEscape(p.Project), url.PathEscape(p.Location), vertexAnthropic)
+		},
+		body: func(request []byte, model string) ([]byte, error) {
+			out := []byte(`{}`)
+			var err error
+			table := Messages.spec().billing
+			gjson.ParseBytes(request).ForEach(func(k, v gjson.Result) bool {
+				if table.rule(k.Str).countable {
+					out, err = setRaw(out, k.Str, v.Raw)
+				}
+				return err == nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			return sjson.SetBytes(out, "model", model)
+		},
+		read: func(answer []byte) (int64, error) {
+			if n := gjson.GetBytes(answer, "input_tokens"); n.Type == gjson.Number {
+				return n.Int(), nil
+			}
+			return 0, errNoCount
+		},
+	},
 }
+
+// errNoCount is an answer of a count that holds no count.
+var errNoCount = errors.New("the answer holds no token count")
 
 // geminiMethod is the Gemini API's method of a call, whole or streamed.
 func geminiMethod(stream bool) string {
@@ -285,4 +320,9 @@ var bedrockConverse = native{
 	answer:  translate.ConverseToChatResponse,
 	events:  func(r io.Reader) eventSource { return awsstream.NewReader(r) },
 	stream:  translate.NewConverseToChat,
+	count: &nativeCount{
+		path: func(_ *catalog.Provider, model string) string { return translate.ConverseCountPath(model) },
+		body: translate.ConverseCountRequest,
+		read: translate.ConverseCountTokens,
+	},
 }

@@ -56,7 +56,7 @@ const formatBedrock format = 16
 func NewBedrock() *Upstream { return newUpstream(formatBedrock, serveBedrock) }
 
 // bedrockOperations are the fake's operations, by the last path segment.
-var bedrockOperations = map[string]bool{"converse": true, "converse-stream": true}
+var bedrockOperations = map[string]bool{"converse": true, "converse-stream": true, "count-tokens": true}
 
 func serveBedrock(u *Upstream, w http.ResponseWriter, r *http.Request, body []byte) {
 	w.Header().Set("x-amzn-RequestId", newHexID("", 8)+"-"+newHexID("", 4)+"-"+newHexID("", 4)+"-"+newHexID("", 4)+"-"+newHexID("", 12))
@@ -80,6 +80,10 @@ func serveBedrock(u *Upstream, w http.ResponseWriter, r *http.Request, body []by
 	var req map[string]any
 	if err := json.Unmarshal(body, &req); err != nil || req == nil {
 		bedrockError(w, http.StatusBadRequest, "SerializationException", "Unexpected token in the request body.")
+		return
+	}
+	if parts[3] == "count-tokens" {
+		u.converseCount(w, req)
 		return
 	}
 	if msg := checkConverse(req); msg != "" {
@@ -379,4 +383,44 @@ func writeFrame(w http.ResponseWriter, rc *http.ResponseController, enc *eventst
 		return false
 	}
 	return rc.Flush() == nil
+}
+
+// converseCount answers CountTokens of a Converse input
+// ({"input": {"converse": {...}}}) with BedrockCountTokens of it.
+func (u *Upstream) converseCount(w http.ResponseWriter, req map[string]any) {
+	in, _ := req["input"].(map[string]any)
+	conv, _ := in["converse"].(map[string]any)
+	if len(req) != 1 || len(in) != 1 || conv == nil {
+		bedrockError(w, http.StatusBadRequest, "ValidationException", "1 validation error detected: Value at 'input' failed to satisfy constraint: Member must have exactly one of converse or invokeModel")
+		return
+	}
+	if msg := checkConverse(conv); msg != "" {
+		bedrockError(w, http.StatusBadRequest, "ValidationException", msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"inputTokens": BedrockCountTokens(conv)})
+}
+
+// BedrockCountTokens is the Bedrock fake's count of a Converse input: the
+// runes of its JSON strings (keys excluded) divided by four, rounded up,
+// at least 1.
+func BedrockCountTokens(conv map[string]any) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			n += len([]rune(x))
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(conv)
+	return max(1, (n+3)/4)
 }

@@ -39,7 +39,8 @@ var vertexModelPath = regexp.MustCompile(`^/v1/projects/([^/]+)/locations/([^/]+
 // /v1/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict
 // and :streamRawPredict as the Anthropic fake serves messages (the same
 // scripts), with the body Vertex AI takes (the version in it, no model),
-// and Gemini models at .../publishers/google/models/{m}:generateContent,
+// (and their prompts counted at .../publishers/anthropic/models/
+// count-tokens:rawPredict, the model in the body), and Gemini models at .../publishers/google/models/{m}:generateContent,
 // :streamGenerateContent and :countTokens as the Gemini fake serves them. Anything
 // else is a 404 in Google's error shape.
 func NewVertex() *Upstream {
@@ -108,6 +109,16 @@ func serveVertex(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 		r2.URL.Path = "/v1beta/models/" + model + ":" + verb
 		r2.Header.Set("x-goog-api-key", cmp.Or(u.APIKey, "vertex"))
 		serveGemini(u, w, r2, body)
+		return
+	}
+	if publisher == "anthropic" && model == "count-tokens" && verb == "rawPredict" {
+		// The count of a Claude prompt: the body as count_tokens takes it,
+		// the model named in it.
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/v1/messages/count_tokens"
+		r2.Header.Set("x-api-key", cmp.Or(u.APIKey, "vertex"))
+		r2.Header.Set("anthropic-version", "2023-06-01")
+		serveAnthropic(u, w, r2, body)
 		return
 	}
 	if publisher != "anthropic" || (verb != "rawPredict" && verb != "streamRawPredict") {

@@ -33,6 +33,41 @@ func ConversePath(model string, stream bool) string {
 	return p
 }
 
+// ConverseCountPath is the path of Bedrock Runtime's CountTokens of
+// model.
+func ConverseCountPath(model string) string {
+	return "/model/" + escapeLabel(model) + "/count-tokens"
+}
+
+// ConverseCountRequest makes a CountTokens body from a Converse body
+// (ChatToConverseRequest's): {"input": {"converse": {messages, system,
+// toolConfig}}}, what Converse bills as prompt.
+func ConverseCountRequest(converse []byte, _ string) ([]byte, error) {
+	r, err := parseObject(converse)
+	if err != nil {
+		return nil, err
+	}
+	in := newObject()
+	for _, k := range []string{"messages", "system", "toolConfig"} {
+		if v := r.Get(k); v.Exists() {
+			in = in.raw(k, []byte(v.Raw))
+		}
+	}
+	return newObject().raw("input", newObject().raw("converse", in.done()).done()).done(), nil
+}
+
+// ConverseCountTokens reads a CountTokens answer: its inputTokens.
+func ConverseCountTokens(body []byte) (int64, error) {
+	r, err := parseObject(body)
+	if err != nil {
+		return 0, err
+	}
+	if t := r.Get("inputTokens"); t.Type == gjson.Number {
+		return t.Int(), nil
+	}
+	return 0, &FieldError{Message: "upstream body is not a token count"}
+}
+
 // escapeLabel percent-encodes every byte of s but RFC 3986's unreserved
 // characters.
 func escapeLabel(s string) string {
