@@ -29,9 +29,9 @@ const VertexEmail = "gateway@fake-project.iam.gserviceaccount.com"
 // reads from the body.
 const vertexVersion = "vertex-2023-10-16"
 
-// vertexModelPath matches Vertex AI's model paths: project, location,
-// publisher, model and verb.
-var vertexModelPath = regexp.MustCompile(`^/v1/projects/([^/]+)/locations/([^/]+)/publishers/([^/]+)/models/([^/:]+):([A-Za-z]+)$`)
+// vertexModelPath matches Vertex AI's model paths, under its v1 or
+// v1beta1 version: project, location, publisher, model and verb.
+var vertexModelPath = regexp.MustCompile(`^/v1(?:beta1)?/projects/([^/]+)/locations/([^/]+)/publishers/([^/]+)/models/([^/:]+):([A-Za-z]+)$`)
 
 // NewVertex starts a Vertex AI fake on 127.0.0.1: POST /token answers
 // the JWT bearer grant of a key file it wrote (KeyFile) with an access
@@ -40,9 +40,11 @@ var vertexModelPath = regexp.MustCompile(`^/v1/projects/([^/]+)/locations/([^/]+
 // and :streamRawPredict as the Anthropic fake serves messages (the same
 // scripts), with the body Vertex AI takes (the version in it, no model),
 // (and their prompts counted at .../publishers/anthropic/models/
-// count-tokens:rawPredict, the model in the body), and Gemini models at .../publishers/google/models/{m}:generateContent,
-// :streamGenerateContent and :countTokens as the Gemini fake serves them. Anything
-// else is a 404 in Google's error shape.
+// count-tokens:rawPredict, the model in the body), and Gemini models at
+// .../publishers/google/models/{m}:generateContent, :streamGenerateContent
+// and :countTokens as the Gemini fake serves them; /v1beta1 serves what
+// /v1 does, as on Vertex AI. Anything else is a 404 in Google's error
+// shape.
 func NewVertex() *Upstream {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
