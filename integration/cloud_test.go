@@ -313,3 +313,47 @@ func TestCloudCredentialsRefused(t *testing.T) {
 		t.Error("the log holds the key file's private key")
 	}
 }
+
+// TestCloudErrors: a cloud's error reaches the client in its own family's
+// shape: a throttle is a 429 (chat completions' rate_limit_error shape,
+// messages' rate_limit_error), a refusal of the operator's cloud account
+// (Bedrock's ServiceQuotaExceededException) the gateway's 503, and a
+// request the cloud finds wrong a 400; nothing is charged.
+func TestCloudErrors(t *testing.T) {
+	t.Parallel()
+	e := newCloudEnv(t)
+	const account = "cloud-errors"
+	key := e.account(t, account, nil)
+	for _, c := range []struct {
+		cb     string
+		script fake.Script
+		status int
+	}{
+		{"gemini", fake.Script{Status: http.StatusTooManyRequests}, http.StatusTooManyRequests},
+		{"bedrock", fake.Script{Status: http.StatusTooManyRequests, ErrorType: "ThrottlingException"}, http.StatusTooManyRequests},
+		{"bedrock", fake.Script{Status: http.StatusBadRequest, ErrorType: "ServiceQuotaExceededException"}, http.StatusServiceUnavailable},
+		{"vertex-gemini", fake.Script{Status: http.StatusBadRequest, ErrorType: "INVALID_ARGUMENT"}, http.StatusBadRequest},
+	} {
+		cb := cloudOf(t, c.cb)
+		for _, path := range []string{"/v1/chat/completions", "/alt/v1/messages"} {
+			up := cb.fake(e)
+			up.Reset()
+			up.Push(c.script)
+			body := `{"model":"` + cb.model + `","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+			r := e.do(t, http.MethodPost, path, body, bearer(key)...)
+			got := r.JSON(t)
+			shaped := false
+			if errObj, ok := got["error"].(map[string]any); ok {
+				_, typed := errObj["type"].(string)
+				_, said := errObj["message"].(string)
+				shaped = typed && said && (path == "/v1/chat/completions" || got["type"] == "error")
+			}
+			if r.Status != c.status || !shaped {
+				t.Errorf("%s %v on %s: %d %s, want %d in the family's error shape", c.cb, c.script.ErrorType, path, r.Status, r.Body, c.status)
+			}
+		}
+	}
+	if l := e.ledger(t, account); len(l) != 0 {
+		t.Errorf("failed calls charged: %+v", l)
+	}
+}
