@@ -30,7 +30,12 @@ func TestWebhooks(t *testing.T) {
 	}
 	ownID := own.body.(map[string]any)["id"].(string)
 	hook2 := map[string]any{"id": ownID, "url": "http://127.0.0.1:9/x", "events": []any{"balance.low"}, "created_at": nowJSON}
-	e.expect(e.do("GET", "/gw/webhooks", ""), http.StatusOK, map[string]any{"object": "list", "data": []any{hook, hook2}})
+	// Made at the same instant (the test's clock), they are listed by id.
+	listed := []any{hook, hook2}
+	if ownID < id {
+		listed = []any{hook2, hook}
+	}
+	e.expect(e.do("GET", "/gw/webhooks", ""), http.StatusOK, map[string]any{"object": "list", "data": listed})
 	e.expect(e.do("GET", "/gw/webhooks/"+id, ""), http.StatusOK, hook)
 	e.expectError(e.do("GET", "/gw/webhooks/wh_nobody", ""), http.StatusNotFound, "not found")
 
