@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -355,5 +356,36 @@ func TestCloudErrors(t *testing.T) {
 	}
 	if l := e.ledger(t, account); len(l) != 0 {
 		t.Errorf("failed calls charged: %+v", l)
+	}
+}
+
+// A cloud provider's deployments are tried as any provider's: with the
+// Gemini API's first base URL refusing connections, a call is answered
+// by the second, and the dead one is passed over afterwards.
+func TestCloudDeployments(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	clouds, env := newClouds(t)
+	gm := clouds[2]
+	env["GW_OPENAI_BASE_URL"], env["GW_ANTHROPIC_BASE_URL"] = oa.URL, an.URL
+	env["GW_GEMINI_BASE_URL"] = dead + "," + gm.URL
+	const key = "sk-cloud-deploy-0123456789abcdefghijklmnop"
+	g := startGateway(t, gwOptions{BootstrapKey: key, Env: env})
+	for i := range 3 {
+		r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"`+geminiFlash.model+`","messages":[{"role":"user","content":"hi"}]}`, bearer(key)...)
+		if r.Status != http.StatusOK {
+			t.Fatalf("call %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if n := len(gm.Requests()); n != 3 {
+		t.Errorf("the live deployment served %d calls, want 3", n)
 	}
 }
