@@ -32,10 +32,14 @@ const servers = {
 };
 
 // flux_models lists the lanes, then every chat model of the Caddyfile as
-// gw-pinned-<model>, in its order.
+// gw-pinned-<model>, in its order, but for the models of the clouds'
+// providers (left out: no credentials here).
+const clouds = new Set(['gemini', 'vertex', 'bedrock']);
 const modelIDs = [
 	'gw-auto', 'gw-fast', 'gw-standard', 'gw-reasoning',
-	...[...caddyfile.matchAll(/^\s*model (\S+) \{$/gm)].map((m) => `gw-pinned-${m[1]}`),
+	...[...caddyfile.matchAll(/^\s*model (\S+) \{\n\s*provider (\S+)$/gm)]
+		.filter((m) => !clouds.has(m[2]))
+		.map((m) => `gw-pinned-${m[1]}`),
 ];
 // list_capabilities: the abilities of the account's plan.
 const abilities = ['fetch', 'images', 'search', 'speech', 'transcription'];
