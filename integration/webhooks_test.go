@@ -47,19 +47,28 @@ type hookEvent struct {
 
 // hookReceiver is a webhook endpoint on a fixed loopback port that can be
 // taken down and brought back, answering each delivery as fail says
-// (0: 204; -1: no answer until the sender gives up). It checks every
-// delivery's signature and keeps the events it accepted, in order.
+// (0: 204; -1: no answer until the sender gives up; another status with
+// the answer text). It checks every delivery's signature once its secret
+// is known (setSecret) and keeps the events it accepted, in order.
 type hookReceiver struct {
 	t      *testing.T
 	addr   string
-	secret string
 	fail   func(attempt int, ev hookEvent) int
+	answer string
 
 	mu       sync.Mutex
+	secret   string
 	srv      *http.Server
 	attempts int
 	accepted []hookEvent
 	changed  chan struct{}
+}
+
+// setSecret is the secret the deliveries from now on must be signed with.
+func (r *hookReceiver) setSecret(s string) {
+	r.mu.Lock()
+	r.secret = s
+	r.mu.Unlock()
 }
 
 func newHookReceiver(t *testing.T, secret string, fail func(attempt int, ev hookEvent) int) *hookReceiver {
@@ -106,10 +115,13 @@ func (r *hookReceiver) up() {
 
 func (r *hookReceiver) handle(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
-	m := hmac.New(sha256.New, []byte(r.secret))
+	r.mu.Lock()
+	secret := r.secret
+	r.mu.Unlock()
+	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
-	if want := "sha256=" + hex.EncodeToString(m.Sum(nil)); req.Header.Get("X-Gw-Signature") != want {
-		r.t.Errorf("delivery signed %q, want %q (body %s)", req.Header.Get("X-Gw-Signature"), want, body)
+	if want := "sha256=" + hex.EncodeToString(m.Sum(nil)); secret == "" || req.Header.Get("X-Gw-Signature") != want {
+		r.t.Errorf("delivery signed %q, want %q with the secret %q (body %s)", req.Header.Get("X-Gw-Signature"), want, secret, body)
 	}
 	var ev hookEvent
 	if err := json.Unmarshal(body, &ev); err != nil {
@@ -137,6 +149,7 @@ func (r *hookReceiver) handle(w http.ResponseWriter, req *http.Request) {
 		<-req.Context().Done()
 	default:
 		w.WriteHeader(status)
+		io.WriteString(w, r.answer)
 	}
 }
 
