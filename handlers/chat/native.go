@@ -197,6 +197,9 @@ const (
 	// vertexAnthropicVersion is the version a Claude model on Vertex AI
 	// reads from the body, in place of the header.
 	vertexAnthropicVersion = "vertex-2023-10-16"
+	// vertexCountModel is the model a Claude prompt is counted at on
+	// Vertex AI (by rawPredict, the counted model named in the body).
+	vertexCountModel = "count-tokens"
 )
 
 // vertexPublisher is the publisher of a Vertex AI model: Anthropic's for
@@ -211,8 +214,13 @@ func vertexPublisher(model string) string {
 // vertexPath is where a call of model goes on Vertex AI, by the verb of
 // its publisher's API.
 func vertexPath(p *catalog.Provider, model, verb string) string {
+	return publisherPath(p, vertexPublisher(model), model, verb)
+}
+
+// publisherPath is where a call of a publisher's model goes on Vertex AI.
+func publisherPath(p *catalog.Provider, publisher, model, verb string) string {
 	return fmt.Sprintf("/v1/projects/%s/locations/%s/publishers/%s/models/%s:%s", url.PathEscape(p.Project), url.PathEscape(p.Location),
-		vertexPublisher(model), url.PathEscape(model), verb)
+		publisher, url.PathEscape(model), verb)
 }
 
 // vertexClaude is a Claude model on Vertex AI: the messages format with
@@ -236,8 +244,7 @@ var vertexClaude = native{
 	// in the body.
 	count: &nativeCount{
 		path: func(p *catalog.Provider, _ string) string {
-			return fmt.Sprintf("/v1/projects/%s/locations/%s/publishers/%s/models/count-tokens:rawPredict",
-				url.PathEscape(p.Project), url.PathEscape(p.Location), vertexAnthropic)
+			return publisherPath(p, vertexAnthropic, vertexCountModel, "rawPredict")
 		},
 		body: func(request []byte, model string) ([]byte, error) {
 			out := []byte(`{}`)

@@ -516,7 +516,7 @@ var providerFormats = map[string]providerFormat{
 }
 
 // authXAPIKey is the messages style's own way to send the key, and
-// authGoogAPIKey the Gemini API's.
+// authGoogAPIKey the Gemini API's: each the header that carries it.
 const (
 	authXAPIKey    = "x-api-key"
 	authGoogAPIKey = "x-goog-api-key"
@@ -526,8 +526,8 @@ const (
 var keyHeaders = map[string]func(h http.Header, key string){
 	catalog.AuthBearer: func(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) },
 	catalog.AuthAPIKey: func(h http.Header, key string) { h.Set("api-key", key) },
-	authXAPIKey:        func(h http.Header, key string) { h.Set("x-api-key", key) },
-	authGoogAPIKey:     func(h http.Header, key string) { h.Set("x-goog-api-key", key) },
+	authXAPIKey:        func(h http.Header, key string) { h.Set(authXAPIKey, key) },
+	authGoogAPIKey:     func(h http.Header, key string) { h.Set(authGoogAPIKey, key) },
 	catalog.AuthNone:   func(http.Header, string) {},
 }
 
