@@ -214,14 +214,7 @@ func (u *Upstream) messages(w http.ResponseWriter, r *http.Request, req map[stri
 	}
 
 	id := newID("msg_01", 22)
-	calls := make([]ToolCall, len(s.ToolCalls))
-	for i, tc := range s.ToolCalls {
-		if tc.ID == "" {
-			tc.ID = newID("toolu_01", 22)
-		}
-		tc.Arguments = args(tc)
-		calls[i] = tc
-	}
+	calls := scriptedCalls(s, "toolu_01", 22)
 	stop := s.Finish
 	if stop == "" {
 		stop = "end_turn"

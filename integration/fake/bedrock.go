@@ -236,14 +236,7 @@ func (u *Upstream) converse(w http.ResponseWriter, r *http.Request, req map[stri
 		bedrockError(w, s.Status, typ, msg)
 		return
 	}
-	calls := make([]ToolCall, len(s.ToolCalls))
-	for i, tc := range s.ToolCalls {
-		if tc.ID == "" {
-			tc.ID = newID("tooluse_", 22)
-		}
-		tc.Arguments = args(tc)
-		calls[i] = tc
-	}
+	calls := scriptedCalls(s, "tooluse_", 22)
 	stop := s.Finish
 	if stop == "" {
 		stop = "end_turn"

@@ -757,3 +757,18 @@ func (j jobj) MarshalJSON() ([]byte, error) {
 	b.WriteByte('}')
 	return b.Bytes(), nil
 }
+
+// scriptedCalls are s's tool calls as a fake sends them: each without an
+// id given one of prefix and n random characters, its arguments as args
+// makes them.
+func scriptedCalls(s Script, prefix string, n int) []ToolCall {
+	calls := make([]ToolCall, len(s.ToolCalls))
+	for i, tc := range s.ToolCalls {
+		if tc.ID == "" {
+			tc.ID = newID(prefix, n)
+		}
+		tc.Arguments = args(tc)
+		calls[i] = tc
+	}
+	return calls
+}

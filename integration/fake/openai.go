@@ -312,14 +312,7 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, req map[string]a
 
 	id := newID("chatcmpl-", 29)
 	created := time.Now().Unix()
-	calls := make([]ToolCall, len(s.ToolCalls))
-	for i, tc := range s.ToolCalls {
-		if tc.ID == "" {
-			tc.ID = newID("call_", 24)
-		}
-		tc.Arguments = args(tc)
-		calls[i] = tc
-	}
+	calls := scriptedCalls(s, "call_", 24)
 	finish := s.Finish
 	if finish == "" {
 		finish = "stop"
