@@ -1,8 +1,6 @@
 package admin
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,9 +100,7 @@ func webhookEvents(raw json.RawMessage) ([]string, error) {
 // raw is absent or null.
 func webhookSecret(raw json.RawMessage) (string, error) {
 	if raw == nil || isNull(raw) {
-		var b [32]byte
-		_, _ = rand.Read(b[:]) // never fails (Go 1.24+)
-		return webhookSecretPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+		return store.RandomSecret(webhookSecretPrefix), nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {

@@ -13,11 +13,16 @@ const SecretPrefix = "sk-gw-"
 // NewSecret returns a new API key secret: SecretPrefix followed by the
 // unpadded base64url encoding (43 characters) of 32 random bytes.
 func NewSecret() (string, error) {
+	return RandomSecret(SecretPrefix), nil
+}
+
+// RandomSecret is prefix followed by the unpadded base64url encoding (43
+// characters) of 32 random bytes: an API key's secret, a webhook's.
+func RandomSecret(prefix string) string {
 	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return SecretPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+	// crypto/rand.Read never returns an error (Go 1.24+).
+	_, _ = rand.Read(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // HashSecret returns the lowercase hex SHA-256 of secret, the only form in
