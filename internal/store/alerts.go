@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -34,13 +35,18 @@ var Thresholds = []int{50, 80, 100}
 // Caps an alert names (its Cap): the refusal code of the cap, so an
 // alert and the 402 it warns of name it alike.
 const (
-	CapDaily        = "daily_cap"
-	CapMonthly      = "monthly_cap"
-	CapKeyDaily     = "key_daily_cap"
-	CapKeyMonthly   = "key_monthly_cap"
-	CapKeyTotal     = "key_total_cap"
-	CapOrgDaily     = "org_daily_cap"
-	CapOrgMonthly   = "org_monthly_cap"
+	CapDaily      = gwerr.CodeDailyCap
+	CapMonthly    = gwerr.CodeMonthlyCap
+	CapKeyDaily   = gwerr.CodeKeyDailyCap
+	CapKeyMonthly = gwerr.CodeKeyMonthlyCap
+	CapKeyTotal   = gwerr.CodeKeyTotalCap
+	CapOrgDaily   = gwerr.CodeOrgDailyCap
+	CapOrgMonthly = gwerr.CodeOrgMonthlyCap
+)
+
+// An event's id: this prefix and hex characters of a hash of what makes
+// it one event.
+const (
 	eventIDPrefix   = "evt_"
 	eventIDHexChars = 32
 )
