@@ -218,44 +218,54 @@ type Provider struct {
 	SessionToken    string `json:"session_token,omitempty"`
 }
 
-// HasCredentials reports whether the provider holds what its format
-// authenticates with: a key for gemini, a key file for vertex, an access
-// key and secret for bedrock. The other formats always do (a key may be
-// optional to them).
-func (p *Provider) HasCredentials() bool {
-	switch p.Format {
-	case FormatGemini:
-		return p.APIKey != ""
-	case FormatVertex:
-		return p.CredentialsFile != "" && p.Project != ""
-	case FormatBedrock:
-		return p.AccessKeyID != "" && p.SecretAccessKey != ""
-	}
-	return true
+// cloudFormat is what a cloud's format of provider needs at load: whether
+// it holds its credentials, and the default endpoint (with the default
+// place in it) when it names none.
+type cloudFormat struct {
+	credentials func(p *Provider) bool
+	// place is the provider's field of its location or region (nil:
+	// none) and placeDefault its default; baseURL is the default base
+	// URL, with the place where %s is.
+	place        func(p *Provider) *string
+	placeDefault string
+	baseURL      string
 }
 
-// setCloudDefaults gives a cloud provider its format's base URL, location
-// or region when it names none.
+// cloudFormats are the rows of cloudFormat by catalogue format.
+var cloudFormats = map[string]cloudFormat{
+	FormatGemini: {credentials: func(p *Provider) bool { return p.APIKey != "" }, baseURL: DefaultGeminiBaseURL},
+	FormatVertex: {credentials: func(p *Provider) bool { return p.CredentialsFile != "" && p.Project != "" },
+		place: func(p *Provider) *string { return &p.Location }, placeDefault: DefaultVertexLocation, baseURL: vertexBaseURL},
+	FormatBedrock: {credentials: func(p *Provider) bool { return p.AccessKeyID != "" && p.SecretAccessKey != "" },
+		place: func(p *Provider) *string { return &p.Region }, placeDefault: DefaultBedrockRegion, baseURL: bedrockBaseURL},
+}
+
+// HasCredentials reports whether the provider holds what its format
+// authenticates with: a key for gemini, a key file and project for
+// vertex, an access key and secret for bedrock. The other formats always
+// do (a key may be optional to them).
+func (p *Provider) HasCredentials() bool {
+	f, ok := cloudFormats[p.Format]
+	return !ok || f.credentials(p)
+}
+
+// setCloudDefaults gives a cloud provider its format's location or
+// region, and base URL, when it names none.
 func (p *Provider) setCloudDefaults() {
-	switch p.Format {
-	case FormatGemini:
-		if strings.TrimSpace(p.BaseURL) == "" && len(p.Deployments) == 0 {
-			p.BaseURL = DefaultGeminiBaseURL
+	f, ok := cloudFormats[p.Format]
+	if !ok {
+		return
+	}
+	base := f.baseURL
+	if f.place != nil {
+		place := f.place(p)
+		if *place == "" {
+			*place = f.placeDefault
 		}
-	case FormatVertex:
-		if p.Location == "" {
-			p.Location = DefaultVertexLocation
-		}
-		if strings.TrimSpace(p.BaseURL) == "" && len(p.Deployments) == 0 {
-			p.BaseURL = fmt.Sprintf(vertexBaseURL, p.Location)
-		}
-	case FormatBedrock:
-		if p.Region == "" {
-			p.Region = DefaultBedrockRegion
-		}
-		if strings.TrimSpace(p.BaseURL) == "" && len(p.Deployments) == 0 {
-			p.BaseURL = fmt.Sprintf(bedrockBaseURL, p.Region)
-		}
+		base = fmt.Sprintf(base, *place)
+	}
+	if strings.TrimSpace(p.BaseURL) == "" && len(p.Deployments) == 0 {
+		p.BaseURL = base
 	}
 }
 

@@ -504,3 +504,32 @@ func TestUnpriced(t *testing.T) {
 		t.Fatalf("models %d, unpriced %v: want %s left out", len(c.Models), c.Unpriced, ms[0].ID)
 	}
 }
+
+// A cloud provider naming no base URL gets its format's endpoint, with
+// its location or region (defaulted when it names none) in it; it holds
+// its credentials only with all its format needs.
+func TestCloudDefaults(t *testing.T) {
+	for _, c := range []struct {
+		p       Provider
+		base    string
+		credits bool
+	}{
+		{Provider{Format: FormatGemini, APIKey: "k"}, "https://generativelanguage.googleapis.com", true},
+		{Provider{Format: FormatGemini}, "https://generativelanguage.googleapis.com", false},
+		{Provider{Format: FormatVertex, Project: "p", CredentialsFile: "/k.json"}, "https://us-east5-aiplatform.googleapis.com", true},
+		{Provider{Format: FormatVertex, Location: "europe-west1", CredentialsFile: "/k.json"}, "https://europe-west1-aiplatform.googleapis.com", false},
+		{Provider{Format: FormatBedrock, AccessKeyID: "a", SecretAccessKey: "s"}, "https://bedrock-runtime.us-east-1.amazonaws.com", true},
+		{Provider{Format: FormatBedrock, Region: "eu-west-3", AccessKeyID: "a", BaseURL: "http://127.0.0.1:9"}, "http://127.0.0.1:9", false},
+		{Provider{Format: FormatOpenAI, BaseURL: "http://127.0.0.1:9/v1"}, "http://127.0.0.1:9/v1", true},
+	} {
+		p := c.p
+		p.setCloudDefaults()
+		if p.BaseURL != c.base || p.HasCredentials() != c.credits {
+			t.Errorf("%s %+v: base %q, credentials %v; want %q, %v", c.p.Format, c.p, p.BaseURL, p.HasCredentials(), c.base, c.credits)
+		}
+	}
+	p := Provider{Format: FormatBedrock, Region: "eu-west-3"}
+	if p.setCloudDefaults(); p.BaseURL != "https://bedrock-runtime.eu-west-3.amazonaws.com" || p.Region != "eu-west-3" {
+		t.Errorf("bedrock in eu-west-3: %q", p.BaseURL)
+	}
+}
