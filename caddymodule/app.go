@@ -142,6 +142,17 @@ type App struct {
 	// loopback names, from which browsers may call the MCP servers; any
 	// other Origin is refused (DNS rebinding protection).
 	MCPAllowedHosts []string `json:"mcp_allowed_hosts,omitempty"`
+	// MCPServers are the upstream MCP servers the MCP gateway offers
+	// (/mcp-gateway/).
+	MCPServers []MCPServerConfig `json:"mcp_servers,omitempty"`
+	// MCPServerURLs are more of them given as name=url (auth none, price
+	// MCPPrice). Placeholders expand at load and an element may hold
+	// several, comma-separated, so ["{env.GW_MCP_SERVERS}"] takes a list
+	// from the environment.
+	MCPServerURLs []string `json:"mcp_server_urls,omitempty"`
+	// MCPPrice is the price of one call of a server of MCPServerURLs, in
+	// US dollars. Default: 0.001.
+	MCPPrice *pricing.Money `json:"mcp_price,omitempty"`
 
 	// Built by Provision from the config alone: the catalogue, the money
 	// rules and the routes' handlers (on the process's in-memory state).
@@ -164,10 +175,13 @@ type App struct {
 	inflight *inflight
 	// prev is the app that served before this one started, handed the
 	// admin API back if this one is stopped after a failed reload.
-	prev     *atomic.Pointer[App]
-	admin    *admin.API
-	apps     *tools.Apps
-	alerts   *alerts.Sender
+	prev   *atomic.Pointer[App]
+	admin  *admin.API
+	apps   *tools.Apps
+	alerts *alerts.Sender
+	// mcpKeys are this config's references to the MCP gateway's pooled
+	// upstreams.
+	mcpKeys  []string
 	storeKey string
 	redisKey string
 	lockKey  string
@@ -265,6 +279,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	opts := routes.Options{AltPrefix: a.AltPrefix, Chat: chatHandler, Decide: &decide.Handler{Upstream: upstreams}, Routing: routing,
 		Embeddings: &embeddings.Handler{Upstream: upstreams, Cache: chatHandler.Cache},
 		Tools:      &mcp.ToolsServer{Tools: toolSet, AllowedHosts: a.MCPAllowedHosts}, Search: searchH, Fetch: a.fetchHandler()}
+	if opts.MCPGateway, err = a.mcpGateway(toolSet.UpgradeURL); err != nil {
+		return err
+	}
 	if opts.Images, err = a.imagesHandler(cat); err != nil {
 		return err
 	}
@@ -457,13 +474,14 @@ func (a *App) Cleanup() error {
 	if a.started != nil {
 		a.markStarted() // a config cleaned up unstarted serves nothing
 	}
-	key, rkey, lkey := a.storeKey, a.redisKey, a.lockKey
-	a.storeKey, a.redisKey, a.lockKey = "", "", ""
-	if key == "" && rkey == "" && lkey == "" {
+	key, rkey, lkey, mkeys := a.storeKey, a.redisKey, a.lockKey, a.mcpKeys
+	a.storeKey, a.redisKey, a.lockKey, a.mcpKeys = "", "", "", nil
+	if key == "" && rkey == "" && lkey == "" && len(mkeys) == 0 {
 		return nil
 	}
 	go func() {
 		<-a.inflight.drained()
+		releaseMCP(mkeys)
 		if a.apps != nil {
 			_ = a.apps.Close()
 		}

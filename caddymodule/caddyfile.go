@@ -47,6 +47,17 @@ func init() {
 //		app_action_price <USD>
 //		app_links_per_account <n>
 //		mcp_allowed_hosts <host[:port]>...
+//		mcp_server <name> {                   # repeatable: an upstream server of the MCP gateway
+//			url <url>
+//			auth none | bearer <token> | oauth_client_credentials <token_url> <client_id> <client_secret> [<scope>]
+//			allow <glob>...                   # tools offered (default: all)
+//			deny <glob>...                    # tools never offered; wins over allow
+//			price <USD>                       # per successful call (default 0)
+//			tool_price <tool> <USD>           # repeatable
+//			timeout <duration>                # per call (default 60s)
+//		}
+//		mcp_servers <name>=<url>...           # auth none, price mcp_price; an argument may hold several, comma-separated
+//		mcp_price <USD>                       # default 0.001
 //		provider <name> {                     # repeatable
 //			format openai|anthropic
 //			base_url <url>[,<url>...]
@@ -425,7 +436,13 @@ func globalOptions(a *App) options {
 		"app_action_price":      planPriceOption(&a.AppActionPriceMicrocents),
 		"app_links_per_account": wholeOption(&a.AppLinksPerAccount, 1),
 		"mcp_allowed_hosts":     listOption(&a.MCPAllowedHosts),
-		"beta":                  {repeat: true, read: func(d *caddyfile.Dispenser) error { return parseBeta(d, &a.Betas) }},
+		"mcp_server":            namedOption(&a.MCPServers, "mcp_server", func(s *MCPServerConfig) *string { return &s.Name }, mcpServerOptions),
+		"mcp_servers":           commaListOption(&a.MCPServerURLs),
+		"mcp_price": {read: func(d *caddyfile.Dispenser) error {
+			a.MCPPrice = new(pricing.Money)
+			return usdOption(1, "one amount of US dollars", a.MCPPrice).read(d)
+		}},
+		"beta": {repeat: true, read: func(d *caddyfile.Dispenser) error { return parseBeta(d, &a.Betas) }},
 		"images": func() option {
 			ic := &ImagesConfig{}
 			return blockOption("images", imagesOptions(ic), func(*caddyfile.Dispenser) error { a.Images = ic; return nil })

@@ -34,6 +34,7 @@ func TestConfigurationDocsListEveryOption(t *testing.T) {
 		"limits":     limitsOptions(new(LimitsConfig)),
 		"webhooks":   webhooksOptions(new(WebhooksConfig)),
 		"runtime":    runtimeOptions(new(RuntimeConfig)),
+		"mcp_server": mcpServerOptions(new(MCPServerConfig)),
 	}
 	parsed := map[string][]string{}
 	for block, table := range tables {
@@ -193,6 +194,7 @@ var jsonObjects = map[string]reflect.Type{
 	"images":      reflect.TypeFor[ImagesConfig](),
 	"runtime":     reflect.TypeFor[RuntimeConfig](),
 	"webhooks":    reflect.TypeFor[WebhooksConfig](),
+	"mcp_servers": reflect.TypeFor[MCPServerConfig](),
 }
 
 // inlineObjects are objects documented in the type cell of their field's

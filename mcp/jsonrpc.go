@@ -284,6 +284,8 @@ type ToolResult struct {
 	Content           []map[string]any `json:"content"`
 	StructuredContent any              `json:"structuredContent,omitempty"`
 	IsError           bool             `json:"isError"`
+	// Meta is the result's _meta (the MCP gateway's receipt).
+	Meta map[string]any `json:"_meta,omitempty"`
 }
 
 // TextResult is a tool result whose content is obj as JSON text, also

@@ -24,6 +24,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/mcp"
+	"github.com/caddy-gw/caddy-gw/mcp/gateway"
 )
 
 // DefaultAltPrefix is the messages-style path prefix.
@@ -49,6 +50,9 @@ const (
 	PathUsage         = "/v1/usage"
 	PathTools         = "/mcp-tools/"
 	PathRouting       = "/mcp"
+	// PathMCPGateway serves every upstream MCP server's tools; each server's
+	// own are under it, at PathMCPGateway + <server> + "/".
+	PathMCPGateway = gateway.Path
 	// PathDoubleV1 is what a messages-style client given the /v1 base asks
 	// for; it answers 404 naming the right base address.
 	PathDoubleV1 = "/v1/v1/messages"
@@ -83,10 +87,12 @@ const (
 	Decide     Family = "decide"     // decision mode
 	MCP        Family = "mcp"        // the routing MCP server at /mcp
 	MCPTools   Family = "mcp_tools"  // the tools MCP server at /mcp-tools/
+	// MCPGateway is the MCP gateway at /mcp-gateway/ and under it.
+	MCPGateway Family = "mcp_gateway"
 )
 
 // Families lists every family, in the order the gw handler tries them.
-var Families = []Family{Chat, Embeddings, Models, Usage, Audio, Images, Search, Fetch, Decide, MCP, MCPTools}
+var Families = []Family{Chat, Embeddings, Models, Usage, Audio, Images, Search, Fetch, Decide, MCP, MCPTools, MCPGateway}
 
 // All serves every family (the gw handler).
 const All Family = ""
@@ -105,7 +111,7 @@ type Router struct {
 	// Fixed answers to mistaken paths, served through the pipeline too
 	// (request id, metrics) but without a key: altOther and doubleV1 by
 	// the chat family, toolsSlash by the tools server's.
-	altOther, doubleV1, toolsSlash *pipeline.Endpoint
+	altOther, doubleV1, toolsSlash, gatewaySlash *pipeline.Endpoint
 	// notFound and messagesNotFound answer the gateway's own paths that
 	// are not routes, in the chat and the messages shape.
 	notFound, messagesNotFound *pipeline.Endpoint
@@ -141,6 +147,9 @@ type Options struct {
 	// Tools serves the tools server at /mcp-tools/; nil leaves it
 	// answering 501.
 	Tools *mcp.ToolsServer
+	// MCPGateway serves the MCP gateway at /mcp-gateway/ and under it;
+	// nil leaves it answering 501. Its calls take the MCP budgets.
+	MCPGateway *gateway.Gateway
 	// Search serves web search; nil leaves it answering 501.
 	Search *search.Handler
 	// Fetch serves page reading; nil leaves it answering 501.
@@ -217,6 +226,14 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 	if opt.Tools != nil {
 		toolsEP.Handler = opt.Tools.Serve
 	}
+	// The MCP gateway's calls are billed as abilities, each tools/call at
+	// its tool's price; its lists and refusals are JSON-RPC.
+	mcpGatewayEP := &pipeline.Endpoint{Name: "mcp_gateway", Methods: post, Family: gwerr.RPC, Auth: pipeline.BearerOnly,
+		Ability: store.AbilityMCPGateway, Billing: &abilitySpend, Budgets: opt.MCPBudgets, Concurrency: opt.MCPConcurrency,
+		Refuse: mcp.Refuse(gwerr.RPC)}
+	if opt.MCPGateway != nil {
+		mcpGatewayEP.Handler = opt.MCPGateway.Serve
+	}
 	// Embeddings take the key as Bearer or x-api-key, as the clients of
 	// embedding models (retrieval libraries) send either.
 	embeddingsEP := &pipeline.Endpoint{Name: "embeddings", Methods: post, Family: gwerr.Chat, Billing: &chatSpend, Budgets: opt.ChatBudgets}
@@ -246,6 +263,7 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		Decide:     {PathDecide: decideEP, PathSystemOne: decideEP},
 		MCP:        {PathRouting: routingEP},
 		MCPTools:   {PathTools: toolsEP},
+		MCPGateway: {PathMCPGateway: mcpGatewayEP},
 	}
 	t := make(map[string]route)
 	for f, paths := range families {
@@ -266,19 +284,26 @@ func New(gw *pipeline.Gateway, opt Options) *Router {
 		doubleV1: fixed("messages", gwerr.Messages, func(c *pipeline.Call) error {
 			return gwerr.New(gwerr.NotFound, "no route %s: the messages-style base address is %s, not /v1", c.R.URL.Path, altPrefix)
 		}),
-		toolsSlash: fixed("mcp_tools", gwerr.Tools, func(c *pipeline.Call) error {
-			target := PathTools
-			if c.R.URL.RawQuery != "" {
-				target += "?" + c.R.URL.RawQuery
-			}
-			http.Redirect(c.W, c.R, target, http.StatusTemporaryRedirect)
-			return nil
-		}),
+		toolsSlash:   fixed("mcp_tools", gwerr.Tools, redirect(PathTools)),
+		gatewaySlash: fixed("mcp_gateway", gwerr.RPC, redirect(PathMCPGateway)),
 	}
 	notFound := func(c *pipeline.Call) error { return gwerr.New(gwerr.NotFound, "%s", rt.notFoundMessage(c.R)) }
 	rt.notFound = fixed("not_found", gwerr.Chat, notFound)
 	rt.messagesNotFound = fixed("not_found", gwerr.Messages, notFound)
 	return rt
+}
+
+// redirect answers a path given without its trailing slash with a
+// redirect to target, the query kept.
+func redirect(target string) pipeline.Handler {
+	return func(c *pipeline.Call) error {
+		to := target
+		if c.R.URL.RawQuery != "" {
+			to += "?" + c.R.URL.RawQuery
+		}
+		http.Redirect(c.W, c.R, to, http.StatusTemporaryRedirect)
+		return nil
+	}
 }
 
 // Endpoint returns the endpoint serving path, for tests and handlers.
@@ -323,6 +348,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, f Family) bo
 	switch {
 	case p == strings.TrimSuffix(PathTools, "/") && (f == All || f == MCPTools):
 		ep = rt.toolsSlash
+	case p == strings.TrimSuffix(PathMCPGateway, "/") && (f == All || f == MCPGateway):
+		ep = rt.gatewaySlash
+	case strings.HasPrefix(p, PathMCPGateway) && (f == All || f == MCPGateway):
+		// A server's own path: the gateway tells its servers apart.
+		ep = rt.table[PathMCPGateway].ep
 	case f != All && f != Chat:
 		return false
 	case p == PathDoubleV1 || strings.HasPrefix(p, PathDoubleV1+"/"):

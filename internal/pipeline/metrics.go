@@ -43,6 +43,11 @@ type Metrics struct {
 	// WebhookAttempts counts attempts to deliver alerts, by outcome
 	// (delivered, failed).
 	WebhookAttempts *prometheus.CounterVec
+	// MCPToolCalls counts the MCP gateway's tool calls by server, tool and
+	// outcome; MCPServerUp is 1 for an upstream MCP server whose last
+	// list or call reached it, 0 for one that could not be reached.
+	MCPToolCalls *prometheus.CounterVec
+	MCPServerUp  *prometheus.GaugeVec
 
 	// families and models hold the children of the vectors a call
 	// touches, looked up once: WithLabelValues hashes and checks its
@@ -217,7 +222,40 @@ func NewMetrics() *Metrics {
 			Namespace: "gw", Name: "webhook_attempts_total",
 			Help: "Attempts to deliver an alert to its webhook, by outcome (delivered, failed).",
 		}, []string{"outcome"}),
+		MCPToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gw", Name: "mcp_tool_calls_total",
+			Help: "Tool calls through the MCP gateway, by server, tool and outcome (ok, tool_error, refused, upstream_error).",
+		}, []string{"server", "tool", "outcome"}),
+		MCPServerUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "gw", Name: "mcp_server_up",
+			Help: "Whether the MCP gateway's last list or call reached the upstream MCP server (1) or not (0).",
+		}, []string{"server"}),
 	}
+}
+
+// MCPToolCall counts a tool call of an MCP gateway server: tool is its
+// label only when the server listed it (Admit, as "<server>/<tool>"), else
+// LabelOther.
+func (m *Metrics) MCPToolCall(server, tool, outcome string) {
+	if m == nil {
+		return
+	}
+	if !m.admitted(server + "/" + tool) {
+		tool = LabelOther
+	}
+	m.MCPToolCalls.WithLabelValues(server, tool, outcome).Inc()
+}
+
+// ServerUp records whether an MCP gateway server was reached.
+func (m *Metrics) ServerUp(server string, up bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.MCPServerUp.WithLabelValues(server).Set(v)
 }
 
 // ObserveCommit records a batch of charges made durable in d.
@@ -230,7 +268,7 @@ func (m *Metrics) ObserveCommit(d time.Duration, charges int) {
 // already registered under the same name.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.Requests, m.Duration, m.UpstreamErrors, m.UpstreamUnbilled, m.ChargeCommit, m.ChargesCommitted,
-		m.Tokens, m.Cost, m.Shortfall, m.TTFT, m.Overhead, m.Refusals, m.CacheHits, m.WebhookAttempts} {
+		m.Tokens, m.Cost, m.Shortfall, m.TTFT, m.Overhead, m.Refusals, m.CacheHits, m.WebhookAttempts, m.MCPToolCalls, m.MCPServerUp} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -36,7 +36,7 @@ func familyOf(ep *Endpoint, path string) string {
 	switch ep.Name {
 	case "transcription", "speech", "voices":
 		return familyAudio
-	case "mcp_routing", "mcp_tools", "apps":
+	case "mcp_routing", "mcp_tools", "apps", "mcp_gateway":
 		return familyMCP
 	case "chat":
 		if strings.HasSuffix(path, "/responses") {
