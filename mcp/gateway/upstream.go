@@ -199,8 +199,7 @@ func (u *Upstream) withSession(ctx context.Context, f func(*sdk.ClientSession) e
 			return err
 		}
 		err = f(s)
-		var rpcErr *jsonrpc.Error
-		if err == nil || errors.As(err, &rpcErr) {
+		if err == nil || serverError(err) != nil {
 			return err
 		}
 		u.drop(s)
@@ -210,12 +209,30 @@ func (u *Upstream) withSession(ctx context.Context, f func(*sdk.ClientSession) e
 	}
 }
 
+// rejectedCode and rejectedMessage are the SDK's own error for a request
+// that never reached the server (the connection failed, the answer was
+// not JSON-RPC): a *jsonrpc.Error too, told from the server's by both.
+const (
+	rejectedCode    = -32005
+	rejectedMessage = "rejected by transport"
+)
+
+// serverError is the server's own JSON-RPC error that err carries, or nil
+// when the call failed on the way (which the SDK wraps as a JSON-RPC
+// error of its own).
+func serverError(err error) *jsonrpc.Error {
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code == rejectedCode && rpcErr.Message == rejectedMessage {
+		return nil
+	}
+	return rpcErr
+}
+
 // classify maps an upstream failure to the server's own JSON-RPC error,
 // ErrTimeout or ErrUnavailable.
 func classify(ctx context.Context, err error) error {
-	var rpcErr *jsonrpc.Error
-	switch {
-	case errors.As(err, &rpcErr):
+	switch rpcErr := serverError(err); {
+	case rpcErr != nil:
 		return rpcErr
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 		return ErrTimeout
