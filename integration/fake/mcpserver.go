@@ -97,10 +97,12 @@ type MCPOptions struct {
 //   - echo {text}: the text content EchoPrefix + text.
 //   - add {a, b numbers}: the sum as text and structuredContent {"sum": a+b}.
 //   - fail {}: a result with isError true and the text FailText.
-//   - slow {ms}: waits ms milliseconds, or until the call's context ends,
-//     then answers SlowDone. In the 2026-07-28 era the context ends when
-//     the POST is closed; in the 2025-11-25 era when the client cancels
-//     the request (notifications/cancelled) or the session ends.
+//   - slow {ms}: waits ms milliseconds, then answers SlowDone; it ends
+//     early, with no answer that can reach anyone, when the call's
+//     context ends or the server stops. In the 2026-07-28 era the context
+//     ends when the POST is closed; in the 2025-11-25 era only when the
+//     client cancels the request (notifications/cancelled) or the session
+//     ends, not when the POST is closed.
 //   - boom {}: no result but the JSON-RPC error BoomCode, BoomMessage.
 //   - each of MCPOptions.Extra: answers ExtraText.
 //

@@ -419,6 +419,36 @@ func TestMCPStopInFlight(t *testing.T) {
 	}
 }
 
+// TestMCPJSONResponse: with JSONResponse a call is answered with one
+// application/json body, and the SDK's client reads it in both eras.
+func TestMCPJSONResponse(t *testing.T) {
+	for _, stateless := range []bool{true, false} {
+		m := fake.NewMCP(t, fake.MCPOptions{Stateless: stateless, JSONResponse: true})
+		cs := mustConnect(t, m.URL(), "", nil)
+		if text, _ := callText(t, cs, "echo", map[string]any{"text": "j"}); text != "echo: j" {
+			t.Fatalf("stateless %v: echo %q", stateless, text)
+		}
+	}
+	m := fake.NewMCP(t, fake.MCPOptions{Stateless: true, JSONResponse: true})
+	req, err := http.NewRequest(http.MethodPost, m.URL(), strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"boom","arguments":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != http.StatusOK ||
+		res.Header.Get("Content-Type") != "application/json" ||
+		!reflect.DeepEqual(body, map[string]any{"jsonrpc": "2.0", "id": 7.0, "error": map[string]any{"code": -32603.0, "message": "boom"}}) {
+		t.Fatalf("%d %v %v %v", res.StatusCode, res.Header, body, err)
+	}
+}
+
 // freshClient is an HTTP client with no connection kept from before.
 func freshClient() *http.Client { return &http.Client{Transport: &http.Transport{}} }
 
