@@ -4,6 +4,10 @@
 // Gemini API (NewGemini), Vertex AI with its token endpoint (NewVertex)
 // and Bedrock Runtime's Converse (NewBedrock), each an httptest.Server on
 // 127.0.0.1 that speaks the provider's real wire format, streams included.
+// For the MCP gateway it also has an MCP server built with the official Go
+// SDK (NewMCP: both protocol eras, optional bearer or OAuth protection, a
+// fixed set of tools, Stop and Start on the same port) and an OAuth 2
+// server granting client credentials (NewOAuth).
 //
 // A test scripts what the next request(s) get with Push, or changes Default
 // (or, for concurrent requests, picks each one's script from its body with
