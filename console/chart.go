@@ -146,6 +146,7 @@ var funcs = template.FuncMap{
 	"capValue":    capValue,
 	"orgCapValue": orgCapValue,
 	"orgValue":    orgValue,
+	"toolsValue":  toolsValue,
 	"when":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	// keyNameMax, reasonMax, idMax and orgNameMax bound the forms'
 	// fields as the admin API does.
@@ -154,9 +155,14 @@ var funcs = template.FuncMap{
 	"idMax":      func() int { return admin.MaxAccountID },
 	"orgNameMax": func() int { return admin.MaxOrgName },
 	"num":        func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	// join writes a key's models or MCP tools: "all" for nil, "none"
+	// for an empty list.
 	"join": func(s []string) string {
-		if s == nil {
+		switch {
+		case s == nil:
 			return "all"
+		case len(s) == 0:
+			return "none"
 		}
 		return strings.Join(s, ", ")
 	},

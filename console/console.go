@@ -61,6 +61,7 @@ func New(admin func() http.Handler) *Console {
 	m.HandleFunc("POST /accounts/{id}/keys", c.createKey)
 	m.HandleFunc("POST /accounts/{id}/keys/{key}/revoke", c.revokeKey)
 	m.HandleFunc("POST /accounts/{id}/keys/{key}/caps", c.setCaps)
+	m.HandleFunc("POST /accounts/{id}/keys/{key}/tools", c.setTools)
 	m.HandleFunc("POST /accounts/{id}/balance", c.addBalance)
 	m.HandleFunc("POST /accounts/{id}/org", c.setOrg)
 	m.HandleFunc("GET /orgs", c.orgs)

@@ -304,14 +304,14 @@ const evil = "gpt\x1b[2J\nFORGED\u202e\x7f"
 // evilShown is how a page shows it.
 const evilShown = `gpt\u001b[2J\nFORGED\u202e\u007f`
 
-// Names, reasons and models reach every page as text: their control
-// characters are written as visible escapes, whatever template prints
-// them.
+// Names, reasons, models and MCP tools reach every page as text: their
+// control characters are written as visible escapes, whatever template
+// prints them.
 func TestPagesShowControlsEscaped(t *testing.T) {
 	c, st := newConsole(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	if err := st.CreateKey(ctx, store.Key{ID: "key_evil", AccountID: "acme", Name: evil, Hash: "h", Models: []string{evil}, CreatedAt: now}); err != nil {
+	if err := st.CreateKey(ctx, store.Key{ID: "key_evil", AccountID: "acme", Name: evil, Hash: "h", Models: []string{evil}, MCPTools: []string{evil}, CreatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.UpdateAccount(ctx, "acme", func(a *store.Account) error {
@@ -336,6 +336,11 @@ func TestPagesShowControlsEscaped(t *testing.T) {
 		if n := strings.Count(body, evilShown); n < 2 {
 			t.Errorf("GET %s: %q shown %d times, want 2 or more:\n%s", path, evilShown, n, body)
 		}
+	}
+	// The key's MCP tools, in the key table and in its tools form.
+	page := serve(c, request("GET", "/accounts/acme", "")).Body.String()
+	if !strings.Contains(page, `<td>`+evilShown+`</td><td>`+evilShown+`</td>`) || !strings.Contains(page, `name="mcp_tools" value="`+evilShown+`"`) {
+		t.Errorf("the key's MCP tools are not shown escaped:\n%s", page)
 	}
 	// A refused form shows what it held, escaped too.
 	w := serve(c, request("POST", "/accounts/acme/keys", "name="+url.QueryEscape(evil)))

@@ -62,10 +62,55 @@ type accountView struct {
 	Journal []admin.Movement
 	// NewKey is the key just created, shown this once.
 	NewKey *admin.Key
-	// Form keeps what a refused form held; CapsKey names the key whose
-	// caps form it was, if it was one.
-	Form    url.Values
-	CapsKey string
+	// Form keeps what a refused form held; CapsKey and ToolsKey name the
+	// key whose caps form or MCP tools form it was, if it was one.
+	Form     url.Values
+	CapsKey  string
+	ToolsKey string
+}
+
+// mcpToolsField is the field of a key's MCP tools, in the create form and
+// the tools form, named as the admin API names it.
+const mcpToolsField = "mcp_tools"
+
+// toolsText writes a key's MCP tools as its tools form holds them: "" for
+// every tool (nil), "none" for none, else the globs comma-separated.
+func toolsText(list []string) string {
+	switch {
+	case list == nil:
+		return ""
+	case len(list) == 0:
+		return "none"
+	}
+	return strings.Join(list, ", ")
+}
+
+// toolsValue is what the MCP tools form of key k holds: what a refused
+// form held, else the key's tools as toolsText writes them.
+func toolsValue(v accountView, k admin.Key) string {
+	if v.ToolsKey == k.ID {
+		return v.Form.Get(mcpToolsField)
+	}
+	return toolsText(k.MCPTools)
+}
+
+// toolsOf reads what a form holds as a key's MCP tools, for the admin
+// API: empty or "all" is null (every tool), "none" an empty list, else
+// the comma-separated globs, blanks dropped.
+func toolsOf(s string) any {
+	switch s = strings.TrimSpace(s); s {
+	case "", "all":
+		return nil
+	case "none":
+		return []string{}
+	}
+	globs := []string{}
+	for _, g := range strings.Split(s, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			globs = append(globs, g)
+		}
+	}
+	return globs
 }
 
 // keyCapFields are the fields of a key's caps form, named as the admin
@@ -245,6 +290,9 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
 	if e := strings.TrimSpace(r.PostForm.Get("expires_at")); e != "" {
 		body["expires_at"] = e
 	}
+	if tools := toolsOf(r.PostForm.Get(mcpToolsField)); tools != nil {
+		body[mcpToolsField] = tools
+	}
 	var k admin.Key
 	status, msg := c.call(r, "POST", "/gw/accounts/"+url.PathEscape(r.PathValue("id"))+"/keys", body, &k)
 	if msg != "" {
@@ -287,6 +335,30 @@ func (c *Console) setCaps(w http.ResponseWriter, r *http.Request) {
 	if !c.ownKey(w, r, id, keyID) {
 		return
 	}
+	if status, msg := c.call(r, "PATCH", keyPath(keyID), body, nil); msg != "" {
+		c.showAccount(w, r, status, msg, keep)
+		return
+	}
+	http.Redirect(w, r, "/accounts/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// setTools sets the MCP tools a key's tools form holds: globs, "none" or
+// empty for every tool.
+func (c *Console) setTools(w http.ResponseWriter, r *http.Request) {
+	if !readForm(w, r) {
+		return
+	}
+	id, keyID := r.PathValue("id"), r.PathValue("key")
+	keep := func(v *accountView) { v.Form, v.ToolsKey = r.PostForm, keyID }
+	if !r.PostForm.Has(mcpToolsField) {
+		c.showAccount(w, r, http.StatusBadRequest, mcpToolsField+": the form lacks it", keep)
+		return
+	}
+	// Only a key of this account is changed from its page.
+	if !c.ownKey(w, r, id, keyID) {
+		return
+	}
+	body := map[string]any{mcpToolsField: toolsOf(r.PostForm.Get(mcpToolsField))}
 	if status, msg := c.call(r, "PATCH", keyPath(keyID), body, nil); msg != "" {
 		c.showAccount(w, r, status, msg, keep)
 		return

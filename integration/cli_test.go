@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
@@ -137,7 +138,7 @@ func TestCLIAccounts(t *testing.T) {
 		t.Errorf("update: %s", r.stdout)
 	}
 	r = g.gw(t, "accounts", "update", "json-co", "--monthly-cap", "none", "--abilities", "all", "--json").ok(t, "update to none")
-	if a := decodeJSON(t, r.stdout).(map[string]any); a["monthly_cap_usd"] != nil || len(a["abilities"].([]any)) != 7 {
+	if a := decodeJSON(t, r.stdout).(map[string]any); a["monthly_cap_usd"] != nil || len(a["abilities"].([]any)) != 8 {
 		t.Errorf("update to none: %s", r.stdout)
 	}
 	g.gw(t, "accounts", "update", "json-co").fails(t, "update nothing", "nothing to change: give a setting (see --help)")
@@ -229,9 +230,9 @@ func TestCLIKeys(t *testing.T) {
 
 	r = g.gw(t, "keys", "list", "acme").ok(t, "keys list")
 	lines(t, "keys list", r.stdout,
-		`KEY +NAME +MODELS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
-		keyID+` +laptop +gw-pinned-gpt-4\.1-mini +never +none +none +none +`+justNow,
-		k["id"].(string)+` +cli +all +(in )?\d+ years( from now)? +none +none +none +`+justNow)
+		`KEY +NAME +MODELS +MCP TOOLS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
+		keyID+` +laptop +gw-pinned-gpt-4\.1-mini +all +never +none +none +none +`+justNow,
+		k["id"].(string)+` +cli +all +all +(in )?\d+ years( from now)? +none +none +none +`+justNow)
 	if strings.Contains(r.stdout, "sk-") {
 		t.Errorf("keys list shows a secret:\n%s", r.stdout)
 	}
@@ -282,6 +283,7 @@ func TestCLIKeyCaps(t *testing.T) {
 		`Key          `+keyID,
 		`Name         capped`,
 		`Models       all`,
+		`MCP tools    all`,
 		`Expires      never`,
 		`Daily cap    \$0\.006538`,
 		`Monthly cap  none`,
@@ -302,6 +304,7 @@ func TestCLIKeyCaps(t *testing.T) {
 		`Key          `+keyID,
 		`Name         raised`,
 		`Models       all`,
+		`MCP tools    all`,
 		`Expires      never`,
 		`Daily cap    \$2\.50`,
 		`Monthly cap  \$30\.00`,
@@ -320,8 +323,8 @@ func TestCLIKeyCaps(t *testing.T) {
 	}
 	r = g.gw(t, "keys", "list", "acme").ok(t, "keys list")
 	lines(t, "keys list", r.stdout,
-		`KEY +NAME +MODELS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
-		keyID+` +raised +all +never +\$2\.50 +\$30\.00 +none +`+justNow)
+		`KEY +NAME +MODELS +MCP TOOLS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
+		keyID+` +raised +all +all +never +\$2\.50 +\$30\.00 +none +`+justNow)
 
 	g.gw(t, "keys", "update", keyID).fails(t, "keys update of nothing", "nothing to change: give a setting (see --help)")
 	g.gw(t, "keys", "update", keyID, "--daily-cap=-1").fails(t, "a negative cap", "key "+keyID+": daily_cap_usd: must not be negative")
@@ -330,6 +333,77 @@ func TestCLIKeyCaps(t *testing.T) {
 	g.gw(t, "keys", "update", "key_nobody", "--daily-cap", "1").fails(t, "keys update of no key", "key key_nobody: not found")
 	g.gw(t, "keys", "create", "acme", "--total-cap", "1.0000000001").fails(t, "keys create with a cap past the nano-dollar",
 		"creating a key of account acme: total_cap_usd: amount must be a decimal number of US dollars with at most 9 decimals")
+}
+
+// TestCLIKeyMCPTools: `caddy gw keys create --mcp-tools` makes a key with
+// the MCP gateway's tools it may call (`none` for none), `keys show` and
+// `keys list` show them, `keys update --mcp-tools` replaces them, `none`
+// empties them and `all` lets the key call every tool again; a malformed
+// glob is refused with the admin API's message; `--abilities` takes
+// mcp_gateway.
+func TestCLIKeyMCPTools(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, gwOptions{})
+	r := g.gw(t, "accounts", "create", "acme", "--plan", "paid", "--abilities", "mcp_gateway").ok(t, "accounts create --abilities mcp_gateway")
+	if !strings.Contains(r.stdout, "\nAbilities    mcp_gateway\n") {
+		t.Errorf("accounts create --abilities mcp_gateway:\n%s", r.stdout)
+	}
+	r = g.gw(t, "keys", "create", "acme", "--name", "agent", "--mcp-tools", "github__*,*__read_*", "--json").ok(t, "keys create --mcp-tools")
+	agent := decodeJSON(t, r.stdout).(map[string]any)
+	if fmt.Sprint(agent["mcp_tools"]) != "[github__* *__read_*]" {
+		t.Errorf("keys create --mcp-tools --json: %s", r.stdout)
+	}
+	id := agent["id"].(string)
+	r = g.gw(t, "keys", "create", "acme", "--name", "locked", "--mcp-tools", "none", "--json").ok(t, "keys create --mcp-tools none")
+	locked := decodeJSON(t, r.stdout).(map[string]any)
+	if tools, ok := locked["mcp_tools"].([]any); !ok || len(tools) != 0 {
+		t.Errorf("keys create --mcp-tools none --json: %s", r.stdout)
+	}
+	r = g.gw(t, "keys", "show", id).ok(t, "keys show")
+	lines(t, "keys show", r.stdout,
+		`Key          `+id,
+		`Name         agent`,
+		`Models       all`,
+		`MCP tools    github__\*, \*__read_\*`,
+		`Expires      never`,
+		`Daily cap    none`,
+		`Monthly cap  none`,
+		`Total cap    none`,
+		`Spent        \$0\.00 today, \$0\.00 this month, \$0\.00 in all`,
+		`Created      `+justNow)
+	r = g.gw(t, "keys", "list", "acme").ok(t, "keys list")
+	lines(t, "keys list", r.stdout,
+		`KEY +NAME +MODELS +MCP TOOLS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
+		id+` +agent +all +github__\*, \*__read_\* +never +none +none +none +`+justNow,
+		locked["id"].(string)+` +locked +all +none +never +none +none +none +`+justNow)
+
+	// Replaced, emptied, every tool again.
+	r = g.gw(t, "keys", "update", id, "--mcp-tools", "docs__search").ok(t, "keys update --mcp-tools")
+	if !strings.Contains(r.stdout, "\nMCP tools    docs__search\n") {
+		t.Errorf("keys update --mcp-tools docs__search:\n%s", r.stdout)
+	}
+	r = g.gw(t, "keys", "update", id, "--mcp-tools", "none", "--json").ok(t, "keys update --mcp-tools none")
+	sameAsAdmin(t, g, r, "/gw/keys/"+id)
+	if tools, ok := decodeJSON(t, r.stdout).(map[string]any)["mcp_tools"].([]any); !ok || len(tools) != 0 {
+		t.Errorf("keys update --mcp-tools none --json: %s", r.stdout)
+	}
+	r = g.gw(t, "keys", "update", id, "--mcp-tools", "all", "--json").ok(t, "keys update --mcp-tools all")
+	sameAsAdmin(t, g, r, "/gw/keys/"+id)
+	if k := decodeJSON(t, r.stdout).(map[string]any); k["mcp_tools"] != nil || k["name"] != "agent" {
+		t.Errorf("keys update --mcp-tools all --json: %s", r.stdout)
+	}
+	r = g.gw(t, "keys", "show", id).ok(t, "keys show after all")
+	if !strings.Contains(r.stdout, "\nMCP tools    all\n") {
+		t.Errorf("keys show after --mcp-tools all:\n%s", r.stdout)
+	}
+
+	g.gw(t, "keys", "update", id, "--mcp-tools", "github__[").fails(t, "keys update with a malformed glob",
+		"key "+id+`: mcp_tools: "github__[": not a valid glob (syntax error in pattern)`)
+	g.gw(t, "keys", "create", "acme", "--mcp-tools", "a__*,b__[").fails(t, "keys create with a malformed glob",
+		`creating a key of account acme: mcp_tools: "b__[": not a valid glob (syntax error in pattern)`)
+	if k := g.adminJSON(t, http.MethodGet, "/gw/keys/"+id, nil, http.StatusOK).JSON(t); k["mcp_tools"] != nil {
+		t.Errorf("a refused update changed the key: %v", k)
+	}
 }
 
 // TestCLIOrgs: `caddy gw orgs` creates an organization with a cap, shows

@@ -36,7 +36,8 @@ func writeHostile(t *testing.T, g *gateway) {
 	}
 	ctx := context.Background()
 	now := time.Now().UTC()
-	err = st.CreateKey(ctx, store.Key{ID: "key_hostile", AccountID: "acme", Name: hostile, Hash: store.HashSecret("sk-unused"), CreatedAt: now})
+	err = st.CreateKey(ctx, store.Key{ID: "key_hostile", AccountID: "acme", Name: hostile, Hash: store.HashSecret("sk-unused"), CreatedAt: now,
+		MCPTools: []string{hostile}})
 	if err == nil {
 		_, err = st.UpdateAccount(ctx, "acme", func(a *store.Account) error {
 			b := *a.Balance - pricing.USD(1)
@@ -82,10 +83,11 @@ func roundTrips(t *testing.T, g *gateway, what string, r cliResult, path string)
 	}
 }
 
-// TestCLIPrintsText: names, reasons and models that a store holds with
-// control characters (from before the admin API refused them) print as
-// text: every table keeps one line per row, the cells show the escapes,
-// and --json carries the exact values with no raw control character.
+// TestCLIPrintsText: names, reasons, models and MCP tools that a store
+// holds with control characters (from before the admin API refused them)
+// print as text: every table keeps one line per row, the cells show the
+// escapes, and --json carries the exact values with no raw control
+// character.
 func TestCLIPrintsText(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, gwOptions{})
@@ -109,8 +111,8 @@ func TestCLIPrintsText(t *testing.T) {
 
 	r = g.gw(t, "keys", "list", "acme").ok(t, "keys list")
 	lines(t, "keys list", r.stdout,
-		`KEY +NAME +MODELS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
-		`key_hostile +`+regexpQuote(hostileShown)+` +all +never +none +none +none +`+justNow)
+		`KEY +NAME +MODELS +MCP TOOLS +EXPIRES +DAILY CAP +MONTHLY CAP +TOTAL CAP +CREATED`,
+		`key_hostile +`+regexpQuote(hostileShown)+` +all +`+regexpQuote(hostileShown)+` +never +none +none +none +`+justNow)
 	plainText(t, "keys list", r.stdout)
 	roundTrips(t, g, "keys list --json", g.gw(t, "keys", "list", "acme", "--json").ok(t, "keys list --json"), "/gw/accounts/acme/keys")
 
@@ -119,6 +121,7 @@ func TestCLIPrintsText(t *testing.T) {
 		`Key          key_hostile`,
 		`Name         `+regexpQuote(hostileShown),
 		`Models       all`,
+		`MCP tools    `+regexpQuote(hostileShown),
 		`Expires      never`,
 		`Daily cap    none`,
 		`Monthly cap  none`,

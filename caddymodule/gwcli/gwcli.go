@@ -44,6 +44,7 @@ Examples:
   caddy gw accounts create acme --plan paid --cleared --balance 20
   caddy gw keys create acme --name laptop --daily-cap 5
   caddy gw keys update key_5f0c2a9e81d4b7f3a6c1e290 --daily-cap none --total-cap 100
+  caddy gw keys update key_5f0c2a9e81d4b7f3a6c1e290 --mcp-tools 'github__*,docs__search'
   caddy gw orgs create acme-group --name "Acme Group" --monthly-cap 500
   caddy gw accounts update acme --org acme-group --low-balance 5
   caddy gw webhooks create --url https://ops.example.com/gw --events cap.threshold,balance.low
@@ -85,8 +86,10 @@ func Setup(cmd *cobra.Command, extra ...*cobra.Command) {
 	create.Flags().String("name", DefaultKeyName, "The key's name")
 	create.Flags().StringSlice("models", nil, "The model ids the key may use, comma-separated (default: every model)")
 	create.Flags().String("expires", "", "When the key stops working, an RFC 3339 time (default: never)")
-	update := keyCapFlags(leaf(&cobra.Command{Use: "update KEY_ID", Short: "Changes the name or caps given of a key", Args: cobra.ExactArgs(1)}, updateKey), false)
+	create.Flags().StringSlice(mcpToolsFlag, nil, `The MCP gateway's tools the key may call: globs over <server>__<tool> names, comma-separated, or "none" (default: every tool)`)
+	update := keyCapFlags(leaf(&cobra.Command{Use: "update KEY_ID", Short: "Changes the name, caps or MCP tools given of a key", Args: cobra.ExactArgs(1)}, updateKey), false)
 	update.Flags().String("name", "", "The key's new name")
+	update.Flags().StringSlice(mcpToolsFlag, nil, `The MCP gateway's tools the key may call: globs over <server>__<tool> names, comma-separated, "none", or "all" for every tool`)
 	keys.AddCommand(create,
 		leaf(&cobra.Command{Use: "show KEY_ID", Short: "Shows a key with its caps and what was spent with it", Args: cobra.ExactArgs(1)}, showKey),
 		update,
@@ -501,6 +504,27 @@ func keyCapFlags(cmd *cobra.Command, create bool) *cobra.Command {
 	return cmd
 }
 
+// mcpToolsFlag is the flag of a key's MCP tools.
+const mcpToolsFlag = "mcp-tools"
+
+// putMCPTools sets in body the key's mcp_tools when the flag is given:
+// "all" is null (every tool), "none" (or nothing) an empty list, else the
+// globs as given.
+func putMCPTools(fl *pflag.FlagSet, body map[string]any) {
+	if !fl.Changed(mcpToolsFlag) {
+		return
+	}
+	globs, _ := fl.GetStringSlice(mcpToolsFlag)
+	switch {
+	case len(globs) == 1 && globs[0] == "all":
+		body["mcp_tools"] = nil
+	case len(globs) == 1 && globs[0] == "none":
+		body["mcp_tools"] = []string{}
+	default:
+		body["mcp_tools"] = append([]string{}, globs...)
+	}
+}
+
 // keyPath is the admin API's path of a key.
 func keyPath(id string) string { return "/gw/keys/" + url.PathEscape(id) }
 
@@ -515,6 +539,7 @@ func createKey(e *env, args []string) error {
 	if e.flags.Changed("expires") {
 		body["expires_at"], _ = e.flags.GetString("expires")
 	}
+	putMCPTools(e.flags, body)
 	b, err := e.call("creating a key of account "+args[0], http.MethodPost, accountPath(args[0], "/keys"), body)
 	if err != nil {
 		return err
@@ -543,6 +568,7 @@ func updateKey(e *env, args []string) error {
 		body["name"], _ = e.flags.GetString("name")
 	}
 	putMoney(e.flags, body, keyCaps)
+	putMCPTools(e.flags, body)
 	if len(body) == 0 {
 		return errors.New("nothing to change: give a setting (see --help)")
 	}

@@ -43,7 +43,7 @@ func TestTablesEscape(t *testing.T) {
 			return usageTable(b, usage.Report{Data: []usage.Row{{Day: &s, Model: &s, Account: &s, KeyID: &s}}})
 		}, 3},
 		{"keys", func(b *bytes.Buffer) error {
-			return keyTable(b, []admin.Key{{ID: evil, Name: evil, Models: []string{evil}, CreatedAt: at}})
+			return keyTable(b, []admin.Key{{ID: evil, Name: evil, Models: []string{evil}, MCPTools: []string{evil}, CreatedAt: at}})
 		}, 2},
 		{"journal", func(b *bytes.Buffer) error {
 			return journalTable(b, []admin.Movement{{Time: at, Kind: evil, Reason: evil}})
@@ -75,8 +75,8 @@ func TestTablesEscape(t *testing.T) {
 		}, 2},
 		{"new key", func(b *bytes.Buffer) error { return keyCreated(b, evil, admin.Key{ID: evil, Name: evil, Key: evil}) }, 5},
 		{"key", func(b *bytes.Buffer) error {
-			return keyCard(b, admin.Key{ID: evil, Name: evil, Models: []string{evil}, CreatedAt: at, Spend: &admin.Spend{}})
-		}, 9},
+			return keyCard(b, admin.Key{ID: evil, Name: evil, Models: []string{evil}, MCPTools: []string{evil}, CreatedAt: at, Spend: &admin.Spend{}})
+		}, 10},
 	} {
 		var b bytes.Buffer
 		if err := c.print(&b); err != nil {

@@ -16,11 +16,11 @@ import (
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
-// A key's card shows its caps ("none" where it has none) and what was
-// spent with it, exact to the nano-dollar.
+// A key's card shows its caps ("none" where it has none), its MCP tools
+// and what was spent with it, exact to the nano-dollar.
 func TestKeyCard(t *testing.T) {
 	daily, total := pricing.Micro(5_500_000), pricing.USD(1234)
-	k := admin.Key{ID: "key_1", Name: "laptop", Models: []string{"gpt-4.1-mini", "o4-mini"}, CreatedAt: time.Now().Add(-time.Hour),
+	k := admin.Key{ID: "key_1", Name: "laptop", Models: []string{"gpt-4.1-mini", "o4-mini"}, MCPTools: []string{"github__*", "*__read_*"}, CreatedAt: time.Now().Add(-time.Hour),
 		DailyCap: &daily, TotalCap: &total, Spend: &admin.Spend{Today: 1, Month: pricing.Micro(6538), Total: pricing.USD(2)}}
 	var b bytes.Buffer
 	if err := keyCard(&b, k); err != nil {
@@ -30,6 +30,7 @@ func TestKeyCard(t *testing.T) {
 		"Key          key_1\n" +
 		"Name         laptop\n" +
 		"Models       gpt-4.1-mini, o4-mini\n" +
+		"MCP tools    github__*, *__read_*\n" +
 		"Expires      never\n" +
 		"Daily cap    $5.50\n" +
 		"Monthly cap  none\n" +
@@ -41,18 +42,22 @@ func TestKeyCard(t *testing.T) {
 	}
 }
 
-// The key list has a column per cap.
+// The key list has a column per cap, and one of the MCP tools: all, none
+// or the globs.
 func TestKeyTableCaps(t *testing.T) {
 	monthly := pricing.USD(50)
 	at := time.Now().Add(-2 * time.Hour)
 	var b bytes.Buffer
-	if err := keyTable(&b, []admin.Key{{ID: "key_1", Name: "a", CreatedAt: at, MonthlyCap: &monthly}, {ID: "key_2", Name: "b", Models: []string{}, CreatedAt: at}}); err != nil {
+	if err := keyTable(&b, []admin.Key{{ID: "key_1", Name: "a", CreatedAt: at, MonthlyCap: &monthly},
+		{ID: "key_2", Name: "b", Models: []string{}, MCPTools: []string{}, CreatedAt: at},
+		{ID: "key_3", Name: "c", MCPTools: []string{"github__*", "docs__search"}, CreatedAt: at}}); err != nil {
 		t.Fatal(err)
 	}
 	want := "" +
-		"KEY    NAME  MODELS  EXPIRES  DAILY CAP  MONTHLY CAP  TOTAL CAP  CREATED\n" +
-		"key_1  a     all     never    none       $50.00       none       2 hours ago\n" +
-		"key_2  b     none    never    none       none         none       2 hours ago\n"
+		"KEY    NAME  MODELS  MCP TOOLS                EXPIRES  DAILY CAP  MONTHLY CAP  TOTAL CAP  CREATED\n" +
+		"key_1  a     all     all                      never    none       $50.00       none       2 hours ago\n" +
+		"key_2  b     none    none                     never    none       none         none       2 hours ago\n" +
+		"key_3  c     all     github__*, docs__search  never    none       none         none       2 hours ago\n"
 	if b.String() != want {
 		t.Errorf("key table:\n%s\nwant\n%s", b.String(), want)
 	}
@@ -124,10 +129,13 @@ func runGW(addr string, args ...string) (string, error) {
 
 // keyAnswer is the admin API's answer for a key.
 const keyAnswer = `{"id":"key_1","name":"laptop","models":null,"expires_at":null,"created_at":"2026-01-02T03:04:05Z",` +
-	`"daily_cap_usd":"5.00","monthly_cap_usd":null,"total_cap_usd":"20.00","spend":{"today_usd":"0.25","month_usd":"1.50","total_usd":"3.00"}}`
+	`"daily_cap_usd":"5.00","monthly_cap_usd":null,"total_cap_usd":"20.00","mcp_tools":["github__*","*__read_*"],` +
+	`"spend":{"today_usd":"0.25","month_usd":"1.50","total_usd":"3.00"}}`
 
 // The key commands send the caps given, "none" as null, and nothing for a
-// cap not given; a key id is one path segment.
+// cap not given; --mcp-tools sends its globs (a quoted one may hold a
+// comma), "none" as an empty list and "all" as null; a key id is one path
+// segment.
 func TestKeyCommandsSend(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -141,6 +149,17 @@ func TestKeyCommandsSend(t *testing.T) {
 		{[]string{"keys", "update", "key_1", "--name", "desk", "--total-cap", "none"},
 			sent{"PATCH", "/gw/keys/key_1", map[string]any{"name": "desk", "total_cap_usd": nil}}},
 		{[]string{"keys", "show", "key/../1"}, sent{"GET", "/gw/keys/key%2F..%2F1", nil}},
+		{[]string{"keys", "create", "acme", "--mcp-tools", "github__*,docs__search"},
+			sent{"POST", "/gw/accounts/acme/keys", map[string]any{"name": "cli", "mcp_tools": []any{"github__*", "docs__search"}}}},
+		{[]string{"keys", "create", "acme", "--mcp-tools", "none"}, sent{"POST", "/gw/accounts/acme/keys", map[string]any{"name": "cli", "mcp_tools": []any{}}}},
+		{[]string{"keys", "create", "acme", "--mcp-tools", ""}, sent{"POST", "/gw/accounts/acme/keys", map[string]any{"name": "cli", "mcp_tools": []any{}}}},
+		{[]string{"keys", "create", "acme", "--mcp-tools", "all"}, sent{"POST", "/gw/accounts/acme/keys", map[string]any{"name": "cli", "mcp_tools": nil}}},
+		{[]string{"keys", "update", "key_1", "--mcp-tools", "*__read_*", "--mcp-tools", `"db__[a,b]*"`},
+			sent{"PATCH", "/gw/keys/key_1", map[string]any{"mcp_tools": []any{"*__read_*", "db__[a,b]*"}}}},
+		{[]string{"keys", "update", "key_1", "--mcp-tools", "none"}, sent{"PATCH", "/gw/keys/key_1", map[string]any{"mcp_tools": []any{}}}},
+		{[]string{"keys", "update", "key_1", "--mcp-tools", "all", "--name", "desk"},
+			sent{"PATCH", "/gw/keys/key_1", map[string]any{"name": "desk", "mcp_tools": nil}}},
+		{[]string{"keys", "update", "key_1", "--mcp-tools", "all,none"}, sent{"PATCH", "/gw/keys/key_1", map[string]any{"mcp_tools": []any{"all", "none"}}}},
 	} {
 		addr, got := fakeAdmin(t, http.StatusOK, keyAnswer)
 		if _, err := runGW(addr, c.args...); err != nil {
@@ -168,7 +187,7 @@ func TestKeyCommandsPrint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Key          key_1\n", "Daily cap    $5.00\n", "Monthly cap  none\n", "Total cap    $20.00\n",
+	for _, want := range []string{"Key          key_1\n", "MCP tools    github__*, *__read_*\n", "Daily cap    $5.00\n", "Monthly cap  none\n", "Total cap    $20.00\n",
 		"Spent        $0.25 today, $1.50 this month, $3.00 in all\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("keys show:\n%s\nlacks %q", out, want)

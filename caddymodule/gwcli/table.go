@@ -188,7 +188,9 @@ func expires(k admin.Key) string {
 	return ago(*k.ExpiresAt)
 }
 
-func models(list []string) string {
+// allowed writes a key's list of models or MCP tools for people: "all"
+// for none given (nil), "none" for an empty one.
+func allowed(list []string) string {
 	if list == nil {
 		return "all"
 	}
@@ -204,9 +206,9 @@ func keyTable(w io.Writer, list []admin.Key) error {
 		return err
 	}
 	tw := table(w)
-	row(tw, "KEY", "NAME", "MODELS", "EXPIRES", "DAILY CAP", "MONTHLY CAP", "TOTAL CAP", "CREATED")
+	row(tw, "KEY", "NAME", "MODELS", "MCP TOOLS", "EXPIRES", "DAILY CAP", "MONTHLY CAP", "TOTAL CAP", "CREATED")
 	for _, k := range list {
-		row(tw, k.ID, k.Name, models(k.Models), expires(k),
+		row(tw, k.ID, k.Name, allowed(k.Models), allowed(k.MCPTools), expires(k),
 			usdOr(k.DailyCap, "none"), usdOr(k.MonthlyCap, "none"), usdOr(k.TotalCap, "none"), ago(k.CreatedAt))
 	}
 	return tw.Flush()
@@ -217,7 +219,8 @@ func keyCard(w io.Writer, k admin.Key) error {
 	rows := [][2]string{
 		{"Key", k.ID},
 		{"Name", k.Name},
-		{"Models", models(k.Models)},
+		{"Models", allowed(k.Models)},
+		{"MCP tools", allowed(k.MCPTools)},
 		{"Expires", expires(k)},
 		{"Daily cap", usdOr(k.DailyCap, "none")},
 		{"Monthly cap", usdOr(k.MonthlyCap, "none")},

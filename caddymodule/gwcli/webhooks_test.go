@@ -192,7 +192,7 @@ func TestWebhooksAgainstAdminAPI(t *testing.T) {
 		"Low balance  $9.50\n" +
 		"Daily cap    $2.00\n" +
 		"Monthly cap  none\n" +
-		"Abilities    transcription, speech, images, search, fetch, decide, apps\n" +
+		"Abilities    transcription, speech, images, search, fetch, decide, apps, mcp_gateway\n" +
 		"Billing      list prices\n" +
 		"Spent        $0.00 today, $0.00 this month, $0.00 in all\n" +
 		"Created      1 hour ago\n"

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -37,6 +38,11 @@ const (
 	MaxReason = 500
 	// MaxModelID is the longest model id a key's allowlist holds.
 	MaxModelID = 256
+	// MaxMCPToolGlob is the longest glob a key's mcp_tools holds, in
+	// printable characters.
+	MaxMCPToolGlob = 200
+	// MaxMCPTools is how many globs a key's mcp_tools holds at most.
+	MaxMCPTools = 100
 )
 
 // minTime and maxTime bound the times the API accepts, within the range of
@@ -397,13 +403,47 @@ type Key struct {
 	DailyCap   *pricing.Money `json:"daily_cap_usd"`
 	MonthlyCap *pricing.Money `json:"monthly_cap_usd"`
 	TotalCap   *pricing.Money `json:"total_cap_usd"`
-	Spend      *Spend         `json:"spend,omitempty"`
+	// MCPTools are the globs over <server>__<tool> naming the MCP
+	// gateway's tools the key may call; null for every tool offered.
+	MCPTools []string `json:"mcp_tools"`
+	Spend    *Spend   `json:"spend,omitempty"`
 }
 
 // keyView is k as the API lists it: never its hash.
 func keyView(k store.Key) Key {
 	return Key{ID: k.ID, Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt,
-		DailyCap: k.DailyCap, MonthlyCap: k.MonthlyCap, TotalCap: k.TotalCap}
+		DailyCap: k.DailyCap, MonthlyCap: k.MonthlyCap, TotalCap: k.TotalCap, MCPTools: k.MCPTools}
+}
+
+// mcpToolsField is the field of a key's MCP tools.
+const mcpToolsField = "mcp_tools"
+
+// mcpTools reads a key's mcp_tools: null (every tool offered) or a list
+// of at most MaxMCPTools globs, each a non-empty printable string of at
+// most MaxMCPToolGlob characters that path.Match accepts.
+func mcpTools(raw json.RawMessage) ([]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil || list == nil {
+		return nil, errors.New(mcpToolsField + ": must be a list of globs over <server>__<tool> names, or null for every tool")
+	}
+	if len(list) > MaxMCPTools {
+		return nil, fmt.Errorf("%s: at most %d globs", mcpToolsField, MaxMCPTools)
+	}
+	for _, g := range list {
+		if g == "" {
+			return nil, errors.New(mcpToolsField + ": a glob must not be empty")
+		}
+		if err := printable.Check(g, MaxMCPToolGlob); err != nil {
+			return nil, fmt.Errorf("%s: %q: %v", mcpToolsField, g, err)
+		}
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, fmt.Errorf("%s: %q: not a valid glob (%v)", mcpToolsField, g, err)
+		}
+	}
+	return list, nil
 }
 
 // keyCapFields are a key's caps, in the order their errors are reported.
@@ -448,7 +488,7 @@ func keyName(raw json.RawMessage) (string, error) {
 }
 
 func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
-	body, ok := readObject(w, r, append([]string{"name", "models", "expires_at"}, keyCapFields...))
+	body, ok := readObject(w, r, append([]string{"name", "models", "expires_at", mcpToolsField}, keyCapFields...))
 	if !ok {
 		return
 	}
@@ -492,6 +532,12 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 	if err := applyKeyCaps(&k, body); err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
+	}
+	if raw, ok := body[mcpToolsField]; ok {
+		if k.MCPTools, err = mcpTools(raw); err != nil {
+			writeError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
 	}
 	secret, err := store.NewSecret()
 	if err != nil {
@@ -548,9 +594,10 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 	a.showKey(w, r, k)
 }
 
-// patchKey changes a key's name and caps (null removes a cap).
+// patchKey changes a key's name, caps (null removes a cap) and MCP tools
+// (null allows every tool).
 func (a *API) patchKey(w http.ResponseWriter, r *http.Request) {
-	body, ok := readObject(w, r, append([]string{"name"}, keyCapFields...))
+	body, ok := readObject(w, r, append([]string{"name", mcpToolsField}, keyCapFields...))
 	if !ok {
 		return
 	}
@@ -567,9 +614,21 @@ func (a *API) patchKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	var tools []string
+	rawTools, setTools := body[mcpToolsField]
+	if setTools {
+		var err error
+		if tools, err = mcpTools(rawTools); err != nil {
+			writeError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+	}
 	k, err := a.Store.UpdateKey(r.Context(), r.PathValue("key_id"), func(k *store.Key) error {
 		if name != "" {
 			k.Name = name
+		}
+		if setTools {
+			k.MCPTools = tools
 		}
 		return applyKeyCaps(k, body)
 	})

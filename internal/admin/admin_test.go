@@ -26,7 +26,7 @@ var now = time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
 
 const nowJSON = "2026-03-04T05:06:07.123456789Z"
 
-var allAbilities = []any{"transcription", "speech", "images", "search", "fetch", "decide", "apps"}
+var allAbilities = []any{"transcription", "speech", "images", "search", "fetch", "decide", "apps", "mcp_gateway"}
 
 type env struct {
 	t   testing.TB
@@ -207,7 +207,7 @@ func TestCreateAccountErrors(t *testing.T) {
 		{"negative daily cap", `{"id":"a","daily_cap_usd":"-1"}`, 400, "daily_cap_usd: must not be negative"},
 		{"negative monthly cap", `{"id":"a","monthly_cap_usd":-0.01}`, 400, "monthly_cap_usd: must not be negative"},
 		{"unknown ability", `{"id":"a","abilities":["speech","teleport"]}`, 400,
-			`abilities: unknown ability "teleport" (known: [transcription speech images search fetch decide apps])`},
+			`abilities: unknown ability "teleport" (known: [transcription speech images search fetch decide apps mcp_gateway])`},
 		{"abilities not a list", `{"id":"a","abilities":"all"}`, 400, "abilities: must be a list of ability names"},
 		{"unknown field", `{"id":"a","colour":"red"}`, 400, "colour: unknown field"},
 		{"add_balance_usd on create", `{"id":"a","add_balance_usd":"1"}`, 400, "add_balance_usd: unknown field"},
@@ -343,7 +343,7 @@ func TestPatchAccountErrors(t *testing.T) {
 		{"bad plan", "pre", `{"plan":"gold"}`, 400, `plan: must be "free" or "paid"`},
 		{"balance abc", "pre", `{"balance_usd":"abc"}`, 400, "balance_usd: " + amountMsg},
 		{"negative daily cap", "pre", `{"daily_cap_usd":"-1"}`, 400, "daily_cap_usd: must not be negative"},
-		{"unknown ability", "pre", `{"abilities":["x"]}`, 400, `abilities: unknown ability "x" (known: [transcription speech images search fetch decide apps])`},
+		{"unknown ability", "pre", `{"abilities":["x"]}`, 400, `abilities: unknown ability "x" (known: [transcription speech images search fetch decide apps mcp_gateway])`},
 		{"id is not patchable", "pre", `{"id":"other"}`, 400, "id: unknown field"},
 		{"unknown field", "pre", `{"balance":"1"}`, 400, "balance: unknown field"},
 		{"body an array", "pre", `[]`, 400, "body: must be a JSON object"},
@@ -405,7 +405,7 @@ func TestKeys(t *testing.T) {
 				t.Fatalf("status %d: %s", r.status, r.raw)
 			}
 			got := r.body.(map[string]any)
-			if k := keySet(got); !reflect.DeepEqual(k, []string{"created_at", "daily_cap_usd", "expires_at", "id", "key", "models", "monthly_cap_usd", "name", "total_cap_usd"}) {
+			if k := keySet(got); !reflect.DeepEqual(k, []string{"created_at", "daily_cap_usd", "expires_at", "id", "key", "mcp_tools", "models", "monthly_cap_usd", "name", "total_cap_usd"}) {
 				t.Errorf("keys of the answer = %v", k)
 			}
 			secret, _ := got["key"].(string)
@@ -419,7 +419,7 @@ func TestKeys(t *testing.T) {
 			var name string
 			_ = json.Unmarshal([]byte(tc.body), &struct{ Name *string }{&name})
 			want := map[string]any{"id": id, "key": secret, "name": name, "models": tc.models, "expires_at": tc.expires, "created_at": nowJSON,
-				"daily_cap_usd": nil, "monthly_cap_usd": nil, "total_cap_usd": nil}
+				"daily_cap_usd": nil, "monthly_cap_usd": nil, "total_cap_usd": nil, "mcp_tools": nil}
 			e.expect(r, http.StatusCreated, want)
 
 			// Only the hash is stored; it finds the key.

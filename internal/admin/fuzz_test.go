@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,9 @@ func FuzzAdminAccountBody(f *testing.F) {
 		`{"url":"https://h.test/x","events":["cap.threshold"]}`, `{"url":"http://127.0.0.1:1/","secret":"0123456789abcdef","events":["key.revoked","balance.low"]}`,
 		`{"url":"https://h.test/","events":["nope"]}`, `{"url":"https://u:p@h.test/","events":["key.revoked"]}`,
 		`{"url":"https://h.test/","secret":"\u0000123456789abcdef","events":["key.revoked"]}`, `{"url":"javascript:x","events":["key.revoked"]}`,
+		`{"name":"k","mcp_tools":["github__*","*__read_*"]}`, `{"mcp_tools":[]}`, `{"mcp_tools":null}`, `{"mcp_tools":["github__["]}`,
+		`{"mcp_tools":[""]}`, `{"mcp_tools":[null]}`, `{"mcp_tools":"github__*"}`, `{"mcp_tools":["a__\u001b"]}`, `{"mcp_tools":["a__\\"]}`,
+		`{"name":"k","mcp_tools":["[!a-z]__?"],"models":[]}`,
 	} {
 		f.Add(seed)
 	}
@@ -138,6 +142,7 @@ func FuzzAdminAccountBody(f *testing.F) {
 				t.Fatalf("stored %s %s", f, m)
 			}
 		}
+		checkMCPTools(t, after)
 		// POST /gw/orgs: a 201 shows what GET then shows.
 		if status, got := serve(t, "POST", "/gw/orgs", body); status == http.StatusCreated {
 			id, _ := got["id"].(string)
@@ -190,6 +195,7 @@ func FuzzAdminAccountBody(f *testing.F) {
 			if printable.Check(name, MaxKeyName) != nil {
 				t.Fatalf("stored name %q", name)
 			}
+			checkMCPTools(t, got)
 			models, _ := got["models"].([]any)
 			for _, m := range models {
 				if s, _ := m.(string); printable.Check(s, MaxModelID) != nil {
@@ -204,6 +210,30 @@ func FuzzAdminAccountBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkMCPTools fails t unless a key's mcp_tools as the API shows it are
+// null or at most MaxMCPTools globs, each printable, at most
+// MaxMCPToolGlob characters and well formed.
+func checkMCPTools(t *testing.T, key map[string]any) {
+	t.Helper()
+	raw, ok := key["mcp_tools"]
+	if !ok {
+		t.Fatalf("key without mcp_tools: %v", key)
+	}
+	if raw == nil {
+		return
+	}
+	list, ok := raw.([]any)
+	if !ok || len(list) > MaxMCPTools {
+		t.Fatalf("stored mcp_tools %v", raw)
+	}
+	for _, g := range list {
+		s, _ := g.(string)
+		if _, err := path.Match(s, ""); s == "" || err != nil || printable.Check(s, MaxMCPToolGlob) != nil {
+			t.Fatalf("stored glob %q", s)
+		}
+	}
 }
 
 func jsonEqual(a, b any) bool {

@@ -13,10 +13,10 @@ import (
 )
 
 // keyJSON is the expected JSON of a key as listed: no caps, every model,
-// no expiry, with the given fields replaced.
+// no expiry, every MCP tool, with the given fields replaced.
 func keyJSON(id, name string, fields map[string]any) map[string]any {
 	m := map[string]any{"id": id, "name": name, "models": nil, "expires_at": nil, "created_at": nowJSON,
-		"daily_cap_usd": nil, "monthly_cap_usd": nil, "total_cap_usd": nil}
+		"daily_cap_usd": nil, "monthly_cap_usd": nil, "total_cap_usd": nil, "mcp_tools": nil}
 	for k, v := range fields {
 		m[k] = v
 	}

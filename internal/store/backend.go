@@ -97,16 +97,17 @@ type Row interface {
 
 // ScanKey reads a key from row's KeyCols: id, account_id, name, hash,
 // models (EncodeList's form), expires_at and created_at (Unix nanoseconds,
-// expires_at NULL for never), and its caps (nano-dollars, NULL for none).
+// expires_at NULL for never), its caps (nano-dollars, NULL for none) and
+// mcp_tools (EncodeList's form).
 func ScanKey(row Row) (Key, error) {
 	var (
 		k                     Key
-		models                *string
+		models, tools         *string
 		expires               *int64
 		created               int64
 		daily, monthly, total *int64
 	)
-	if err := row.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &models, &expires, &created, &daily, &monthly, &total); err != nil {
+	if err := row.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &models, &expires, &created, &daily, &monthly, &total, &tools); err != nil {
 		return Key{}, err
 	}
 	k.DailyCap, k.MonthlyCap, k.TotalCap = MoneyOf(daily), MoneyOf(monthly), MoneyOf(total)
@@ -115,6 +116,9 @@ func ScanKey(row Row) (Key, error) {
 		return Key{}, fmt.Errorf("models: %w", err)
 	}
 	k.Models = list
+	if k.MCPTools, err = DecodeList(tools); err != nil {
+		return Key{}, fmt.Errorf("mcp_tools: %w", err)
+	}
 	if expires != nil {
 		t := FromNanos(*expires)
 		k.ExpiresAt = &t
@@ -133,13 +137,13 @@ const OrgCols = `id, name, daily_cap, monthly_cap, created_at`
 
 // KeyCols are the columns of a backend's keys table that KeyArgs fills and
 // ScanKey reads, in their order.
-const KeyCols = `id, account_id, name, hash, models, expires_at, created_at, daily_cap, monthly_cap, total_cap`
+const KeyCols = `id, account_id, name, hash, models, expires_at, created_at, daily_cap, monthly_cap, total_cap, mcp_tools`
 
 // keyUpdateCols are the columns of KeyCols that UpdateKey writes, and
 // keyUpdateArgs the indexes of their values in KeyArgs'.
 var (
-	keyUpdateCols = []string{"name", "models", "expires_at", "daily_cap", "monthly_cap", "total_cap"}
-	keyUpdateArgs = []int{2, 4, 5, 7, 8, 9}
+	keyUpdateCols = []string{"name", "models", "expires_at", "daily_cap", "monthly_cap", "total_cap", "mcp_tools"}
+	keyUpdateArgs = []int{2, 4, 5, 7, 8, 9, 10}
 )
 
 // AccountArgs are a's values for AccountCols.
@@ -238,6 +242,10 @@ func keyValues(k *Key) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	tools, err := EncodeList(k.MCPTools)
+	if err != nil {
+		return nil, err
+	}
 	created, err := Nanos(k.CreatedAt)
 	if err != nil {
 		return nil, err
@@ -251,7 +259,7 @@ func keyValues(k *Key) ([]any, error) {
 		expires = &n
 	}
 	return []any{k.ID, k.AccountID, k.Name, k.Hash, models, expires, created,
-		moneyArg(k.DailyCap), moneyArg(k.MonthlyCap), moneyArg(k.TotalCap)}, nil
+		moneyArg(k.DailyCap), moneyArg(k.MonthlyCap), moneyArg(k.TotalCap), tools}, nil
 }
 
 // moneyArg is m's column value: NULL for nil.

@@ -400,7 +400,7 @@ func (s *SQL) IssuedKey(ctx context.Context, id string) (Key, error) {
 }
 
 // UpdateKey reads the active key (locking its row), applies fn and writes
-// its name, models, expiry and caps back in one transaction; ErrNotFound
+// its name, models, expiry, caps and MCP tools back in one transaction; ErrNotFound
 // if none (or revoked), fn's error aborts. fn cannot change the id,
 // account, hash or creation time, and runs inside the write transaction,
 // so it must not write to the store itself.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"strings"
 	"time"
 
@@ -49,10 +50,11 @@ const (
 	AbilityFetch         = "fetch"
 	AbilityDecide        = "decide"
 	AbilityApps          = "apps"
+	AbilityMCPGateway    = "mcp_gateway"
 )
 
 // AllAbilities lists every ability, in the contract's order.
-var AllAbilities = []string{AbilityTranscription, AbilitySpeech, AbilityImages, AbilitySearch, AbilityFetch, AbilityDecide, AbilityApps}
+var AllAbilities = []string{AbilityTranscription, AbilitySpeech, AbilityImages, AbilitySearch, AbilityFetch, AbilityDecide, AbilityApps, AbilityMCPGateway}
 
 // Account is a billing account.
 type Account struct {
@@ -122,11 +124,31 @@ type Key struct {
 	DailyCap   *pricing.Money
 	MonthlyCap *pricing.Money
 	TotalCap   *pricing.Money
+	// MCPTools are the globs (path.Match patterns) over the
+	// <server>__<tool> names of the MCP gateway's tools that the key may
+	// call; nil means every tool offered, an empty list none.
+	MCPTools []string
 }
 
 // HasCaps reports whether any cap bounds the key's spend.
 func (k *Key) HasCaps() bool {
 	return k.DailyCap != nil || k.MonthlyCap != nil || k.TotalCap != nil
+}
+
+// AllowsMCPTool reports whether the key may call the MCP gateway's tool
+// name (<server>__<tool>): every tool when MCPTools is nil, else those
+// that one of its globs matches as path.Match does. A malformed glob
+// matches nothing.
+func (k Key) AllowsMCPTool(name string) bool {
+	if k.MCPTools == nil {
+		return true
+	}
+	for _, g := range k.MCPTools {
+		if ok, err := path.Match(g, name); ok && err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Entry is one settled charge in the ledger. RequestID is unique: settling
@@ -311,7 +333,7 @@ type Accounts interface {
 	// revoked).
 	Key(ctx context.Context, id string) (Key, error)
 	// UpdateKey applies fn to the stored active key inside one transaction
-	// and stores its name, models, expiry and caps; ErrNotFound if none
+	// and stores its name, models, expiry, caps and MCP tools; ErrNotFound if none
 	// (or revoked). fn's error aborts; fn cannot change the key's id,
 	// account, hash or creation time.
 	UpdateKey(ctx context.Context, id string, fn func(*Key) error) (Key, error)

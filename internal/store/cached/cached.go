@@ -514,6 +514,7 @@ func (s *Store) keysChanged(keyID string) {
 
 func copyKey(k store.Key) store.Key {
 	k.Models = slices.Clone(k.Models)
+	k.MCPTools = slices.Clone(k.MCPTools)
 	store.CopyMoneys(&k.DailyCap, &k.MonthlyCap, &k.TotalCap)
 	if k.ExpiresAt != nil {
 		t := *k.ExpiresAt

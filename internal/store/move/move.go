@@ -1,7 +1,7 @@
 // Package move copies an embedded SQLite store into an empty PostgreSQL
 // database: the one step of moving from one node to several.
 // Organizations, accounts, keys (revoked ones too, so a revoked secret
-// stays revoked) with their caps, the ledger, the running totals of
+// stays revoked) with their caps and MCP tools, the ledger, the running totals of
 // accounts, keys and organizations, the daily
 // usage sums, the balance journal, the webhooks with their outbox (pending
 // alerts and the delivery log, in their order) and nothing else (rate
@@ -29,7 +29,7 @@ import (
 var tables = []struct{ name, cols string }{
 	{"orgs", "id, name, daily_cap, monthly_cap, created_at"},
 	{"accounts", "id, plan, cleared, payg, lane_billing, balance, daily_cap, monthly_cap, abilities, org, low_balance, created_at"},
-	{"keys", "id, account_id, name, hash, models, expires_at, created_at, revoked_at, daily_cap, monthly_cap, total_cap"},
+	{"keys", "id, account_id, name, hash, models, expires_at, created_at, revoked_at, daily_cap, monthly_cap, total_cap, mcp_tools"},
 	{"ledger", "request_id, account_id, endpoint, model, units, unit, cost, time, key_id, input_tokens, output_tokens, shortfall"},
 	{"spend", "account_id, period, start, cost"},
 	{"key_spend", "key_id, period, start, cost"},

@@ -64,9 +64,9 @@ func TestCopy(t *testing.T) {
 	exp := created.Add(48 * time.Hour)
 	for _, k := range []store.Key{
 		{ID: "k1", AccountID: "pre", Name: "one", Hash: "h1", Models: []string{"gw-image"}, ExpiresAt: &exp, CreatedAt: created,
-			DailyCap: ptr(usd("3")), MonthlyCap: ptr(usd("30")), TotalCap: ptr(usd("300"))},
+			DailyCap: ptr(usd("3")), MonthlyCap: ptr(usd("30")), TotalCap: ptr(usd("300")), MCPTools: []string{"github__*", "docs__search"}},
 		{ID: "k2", AccountID: "pre", Name: "two", Hash: "h2", CreatedAt: created},
-		{ID: "k3", AccountID: "post", Name: "three", Hash: "h3", CreatedAt: created},
+		{ID: "k3", AccountID: "post", Name: "three", Hash: "h3", CreatedAt: created, MCPTools: []string{}},
 	} {
 		if err := st.CreateKey(ctx, k); err != nil {
 			t.Fatal(err)
@@ -147,10 +147,10 @@ func TestCopy(t *testing.T) {
 		}
 	}
 	if k, err := pg.KeyByHash(ctx, "h1"); err != nil || k.ID != "k1" || k.Models[0] != "gw-image" || !k.ExpiresAt.Equal(exp) ||
-		*k.DailyCap != usd("3") || *k.MonthlyCap != usd("30") || *k.TotalCap != usd("300") {
+		*k.DailyCap != usd("3") || *k.MonthlyCap != usd("30") || *k.TotalCap != usd("300") || fmt.Sprintf("%q", k.MCPTools) != `["github__*" "docs__search"]` {
 		t.Errorf("key h1 %+v %v", k, err)
 	}
-	if k, err := pg.Key(ctx, "k3"); err != nil || k.DailyCap != nil || k.MonthlyCap != nil || k.TotalCap != nil {
+	if k, err := pg.Key(ctx, "k3"); err != nil || k.DailyCap != nil || k.MonthlyCap != nil || k.TotalCap != nil || k.MCPTools == nil || len(k.MCPTools) != 0 {
 		t.Errorf("key k3 %+v %v", k, err)
 	}
 	// The organization, with its spend.

@@ -205,6 +205,9 @@ CREATE TABLE webhook_outbox (
 );
 CREATE INDEX webhook_outbox_pending ON webhook_outbox(webhook_id, account_id, seq) WHERE delivered_at IS NULL;
 CREATE INDEX webhook_outbox_due ON webhook_outbox(next_at) WHERE delivered_at IS NULL;`,
+	// Version 10: keys name the MCP gateway's tools they may call (a JSON
+	// array of globs; NULL, as for the keys before: every tool).
+	10: `ALTER TABLE keys ADD COLUMN mcp_tools TEXT;`,
 }
 
 // DB is the PostgreSQL store. It is safe for concurrent use by any number
@@ -405,7 +408,7 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 	if err != nil {
 		return err
 	}
-	if _, err := db.pool.Exec(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...); err != nil {
+	if _, err := db.pool.Exec(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, args...); err != nil {
 		return fmt.Errorf("postgres: create key %q: %w", k.ID, classify(err))
 	}
 	return nil

@@ -391,7 +391,7 @@ func TestMigrateToUsage(t *testing.T) {
 	defer conn.Close(ctx)
 	d1 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	// Back to migration 4, with charges in its ledger.
-	if _, err := conn.Exec(ctx, undoAlerts+`ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+	if _, err := conn.Exec(ctx, undoKeyTools+undoAlerts+`ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
 		ALTER TABLE ledger DROP COLUMN key_id, DROP COLUMN input_tokens, DROP COLUMN output_tokens, DROP COLUMN shortfall;
 		ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
 		DROP TABLE usage_daily; DROP TABLE key_spend; DELETE FROM schema_migrations WHERE version >= 5`); err != nil {
@@ -414,6 +414,9 @@ func TestMigrateToUsage(t *testing.T) {
 		t.Fatalf("usage after migration 5: %+v, %v; want %+v", rows, err, want)
 	}
 }
+
+// undoKeyTools takes a database back from migration 10 to 9.
+const undoKeyTools = `ALTER TABLE keys DROP COLUMN mcp_tools; `
 
 // undoAlerts takes a database back from migration 9 to 8.
 const undoAlerts = `DROP TABLE webhook_outbox; DROP TABLE webhooks; ALTER TABLE accounts DROP COLUMN low_balance; `
@@ -460,7 +463,7 @@ func TestMigrateToKeyCaps(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	// Back to migration 6.
-	if _, err := conn.Exec(ctx, undoAlerts+`ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+	if _, err := conn.Exec(ctx, undoKeyTools+undoAlerts+`ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
 		ALTER TABLE usage_daily DROP COLUMN org; ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model);
 		ALTER TABLE keys DROP COLUMN daily_cap, DROP COLUMN monthly_cap, DROP COLUMN total_cap;
 		DROP TABLE key_spend; DELETE FROM schema_migrations WHERE version >= 7`); err != nil {
@@ -506,7 +509,7 @@ func TestMigrateToOrgs(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	// Back to migration 7.
-	if _, err := conn.Exec(ctx, undoAlerts+`ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
+	if _, err := conn.Exec(ctx, undoKeyTools+undoAlerts+`ALTER TABLE accounts DROP COLUMN org; DROP TABLE org_spend; DROP TABLE orgs;
 		ALTER TABLE usage_daily DROP COLUMN org; ALTER TABLE usage_daily ADD PRIMARY KEY (day, account_id, key_id, model);
 		DELETE FROM schema_migrations WHERE version >= 8`); err != nil {
 		t.Fatal(err)
@@ -556,7 +559,7 @@ func TestMigrateToAlerts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, undoAlerts+`DELETE FROM schema_migrations WHERE version >= 9`); err != nil {
+	if _, err := conn.Exec(ctx, undoKeyTools+undoAlerts+`DELETE FROM schema_migrations WHERE version >= 9`); err != nil {
 		t.Fatal(err)
 	}
 	db = open(t, url)
@@ -575,5 +578,45 @@ func TestMigrateToAlerts(t *testing.T) {
 	}
 	if ds, err := db.Deliveries(ctx, "wh", 10); err != nil || len(ds) != 1 || ds[0].Type != store.EventBalanceLow {
 		t.Fatalf("deliveries after migration 9: %+v, %v", ds, err)
+	}
+}
+
+// A database of migration 9 gets migration 10: its keys allow every MCP
+// tool, as before, and can name the tools they may call from then on.
+func TestMigrateToKeyMCPTools(t *testing.T) {
+	pg := testsvc.PostgresServer(t)
+	url := pg.NewDatabase(t)
+	ctx := context.Background()
+	db := open(t, url)
+	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, undoKeyTools+`DELETE FROM schema_migrations WHERE version >= 10`); err != nil {
+		t.Fatal(err)
+	}
+	// A key of migration 9, written as that version wrote it.
+	if _, err := conn.Exec(ctx, `INSERT INTO keys (id, account_id, name, hash, models, created_at) VALUES ('k', 'a', 'old', 'h', '["m"]', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, url)
+	k, err := db.KeyByHash(ctx, "h")
+	if err != nil || k.ID != "k" || k.MCPTools != nil || fmt.Sprint(k.Models) != "[m]" {
+		t.Fatalf("k after migration 10: %+v, %v", k, err)
+	}
+	if k, err := db.UpdateKey(ctx, "k", func(k *store.Key) error { k.MCPTools = []string{"github__*"}; return nil }); err != nil || fmt.Sprint(k.MCPTools) != "[github__*]" {
+		t.Fatalf("UpdateKey after migration 10: %+v, %v", k, err)
+	}
+	if k, err := db.Key(ctx, "k"); err != nil || fmt.Sprint(k.MCPTools) != "[github__*]" {
+		t.Fatalf("k read after its update: %+v, %v", k, err)
+	}
+	var v int
+	if err := conn.QueryRow(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil || v != 10 {
+		t.Fatalf("schema version %d, %v", v, err)
 	}
 }

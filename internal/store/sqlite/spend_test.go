@@ -317,3 +317,42 @@ func TestMigrateVersion8(t *testing.T) {
 		t.Fatalf("user_version %d, %v", v, err)
 	}
 }
+
+// A version-9 store upgrades in place: its keys allow every MCP tool, as
+// before, and can name the tools they may call from then on.
+func TestMigrateVersion9(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := db.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid}); err != nil {
+		t.Fatal(err)
+	}
+	// Back to version 9, with a key as that version wrote it.
+	if _, err := db.w.Exec(`ALTER TABLE keys DROP COLUMN mcp_tools; PRAGMA user_version = 9;
+		INSERT INTO keys (id, account_id, name, hash, models, created_at) VALUES ('k', 'a', 'old', 'h', '["m"]', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	k, err := db.KeyByHash(ctx, "h")
+	if err != nil || k.ID != "k" || k.MCPTools != nil || fmt.Sprint(k.Models) != "[m]" {
+		t.Fatalf("k after the upgrade: %+v, %v", k, err)
+	}
+	if k, err := db.UpdateKey(ctx, "k", func(k *store.Key) error { k.MCPTools = []string{"github__*"}; return nil }); err != nil || fmt.Sprint(k.MCPTools) != "[github__*]" {
+		t.Fatalf("UpdateKey after the upgrade: %+v, %v", k, err)
+	}
+	if k, err := db.Key(ctx, "k"); err != nil || fmt.Sprint(k.MCPTools) != "[github__*]" {
+		t.Fatalf("k read after its update: %+v, %v", k, err)
+	}
+	var v int
+	if err := db.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 10 {
+		t.Fatalf("user_version %d, %v", v, err)
+	}
+}

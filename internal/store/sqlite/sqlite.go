@@ -41,7 +41,7 @@ const FileName = "gw.db"
 const FileMode = 0o600
 
 // schemaVersion is stored in PRAGMA user_version for future migrations.
-const schemaVersion = 9
+const schemaVersion = 10
 
 const schema = `
 CREATE TABLE IF NOT EXISTS orgs (
@@ -78,7 +78,8 @@ CREATE TABLE IF NOT EXISTS keys (
 	revoked_at INTEGER,            -- Unix nanoseconds, UTC; NULL: active
 	daily_cap   INTEGER,           -- nano-dollars; NULL: none
 	monthly_cap INTEGER,           -- nano-dollars; NULL: none
-	total_cap   INTEGER            -- nano-dollars; NULL: none
+	total_cap   INTEGER,           -- nano-dollars; NULL: none
+	mcp_tools   TEXT               -- JSON array of globs; NULL: every tool
 );
 CREATE UNIQUE INDEX IF NOT EXISTS keys_hash ON keys(hash);
 CREATE INDEX IF NOT EXISTS keys_account ON keys(account_id, created_at);
@@ -510,6 +511,13 @@ func migrate(db *sql.DB) error {
 			return err
 		}
 	}
+	if v < 10 {
+		// Version 10: keys name the MCP gateway's tools they may call
+		// (every tool for the keys before).
+		if err := addColumn(ctx, tx, "keys", "mcp_tools TEXT"); err != nil {
+			return err
+		}
+	}
 	if v < schemaVersion {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
 			return err
@@ -654,7 +662,7 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 		return err
 	}
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		_, err := tx.ExecContext(ctx, `INSERT INTO keys (`+store.KeyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ func Conformance(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Accounts", func(t *testing.T) { testAccounts(t, open(t)) })
 	t.Run("Keys", func(t *testing.T) { testKeys(t, open(t)) })
 	t.Run("KeyCaps", func(t *testing.T) { testKeyCaps(t, open(t)) })
+	t.Run("KeyMCPTools", func(t *testing.T) { testKeyMCPTools(t, open(t)) })
 	t.Run("KeySpend", func(t *testing.T) { testKeySpend(t, open(t)) })
 	t.Run("KeyFloor", func(t *testing.T) { testKeyFloor(t, open(t)) })
 	t.Run("KeyFloorConcurrent", func(t *testing.T) { testKeyFloorConcurrent(t, open(t)) })
