@@ -331,7 +331,7 @@ func (v view) Call(ctx context.Context, c *pipeline.Call, name string, args json
 	}
 	price := v.g.cost(c, s, tool)
 	if err := c.Reserve(price); err != nil {
-		return v.g.result(c, s, tool, OutcomeRefused, gwerr.ToolObject(gwerr.As(err), AbilityName, v.g.UpgradeURL), 0)
+		return v.g.result(c, s, tool, OutcomeRefused, v.g.refusal(err), 0)
 	}
 	start := time.Now()
 	res, err := s.Upstream.Call(ctx, tool, args)
@@ -348,7 +348,7 @@ func (v view) Call(ctx context.Context, c *pipeline.Call, name string, args json
 	if !res.IsError {
 		charged, err = c.Charge(pipeline.Bill{Units: 1, Unit: UnitCall, Model: s.Name + "/" + tool, Cost: price})
 		if err != nil {
-			return v.g.result(c, s, tool, OutcomeRefused, gwerr.ToolObject(gwerr.As(err), AbilityName, v.g.UpgradeURL), 0)
+			return v.g.result(c, s, tool, OutcomeRefused, v.g.refusal(err), 0)
 		}
 		outcome = OutcomeOK
 	}
@@ -361,15 +361,27 @@ func (v view) Call(ctx context.Context, c *pipeline.Call, name string, args json
 // capability its tool errors name.
 const AbilityName = store.AbilityMCPGateway
 
+// refusal is the tool error of a call the money gate refused: the tools
+// server's object, its error the refusal's own code (credit_exhausted,
+// key_daily_cap, ...) when it has one.
+func (g *Gateway) refusal(err error) map[string]any {
+	e := gwerr.As(err)
+	obj := gwerr.ToolObject(e, AbilityName, g.UpgradeURL)
+	if e.Code != "" {
+		obj["error"] = e.Code
+	}
+	return obj
+}
+
 // upstreamFailure is the tool error of a call the server failed, logged
 // for the operator.
 func (g *Gateway) upstreamFailure(s *Server, tool string, err error) map[string]any {
 	var rpcErr *jsonrpc.Error
 	switch {
-	case errors.As(err, &rpcErr):
-		return toolError(CodeUpstreamError, false, fmt.Sprintf("%s answered error %d: %s", s.Name, rpcErr.Code, cut(rpcErr.Message)))
 	case errors.Is(err, ErrTimeout):
 		return toolError(CodeUpstreamTimeout, true, fmt.Sprintf("%s did not answer within %s", s.Name, s.Upstream.Timeout()))
+	case !errors.Is(err, ErrUnavailable) && errors.As(err, &rpcErr):
+		return toolError(CodeUpstreamError, false, fmt.Sprintf("%s answered error %d: %s", s.Name, rpcErr.Code, cut(rpcErr.Message)))
 	}
 	g.Logger.Warn("MCP server unavailable", zap.String("server", s.Name), zap.String("tool", tool), zap.Error(err))
 	return toolError(CodeUpstreamUnavailable, true, s.Name+" could not be reached; retry later")
