@@ -307,9 +307,16 @@ func TestMCPGatewayRefusals(t *testing.T) {
 	if _, err := sdkConnect(t, g.BaseURL+"/mcp-gateway/", bearerTransport{off}, sessionsEra); err == nil {
 		t.Fatal("an account without mcp_gateway connected")
 	}
+	hello := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	resp := g.do(t, http.MethodPost, "/mcp-gateway/", hello, append(bearer(off), "Content-Type", "application/json", "Accept", "application/json, text/event-stream")...)
+	if resp.Status != http.StatusNotFound || !sameJSON(string(resp.Body),
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"mcp_gateway is not switched on for this account"}}`) {
+		t.Fatalf("switched off: %d %s", resp.Status, resp.Body)
+	}
 	// An unknown server's path is 404.
-	resp := g.do(t, http.MethodPost, "/mcp-gateway/nope/", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, bearer(poor)...)
-	if resp.Status != http.StatusNotFound {
+	resp = g.do(t, http.MethodPost, "/mcp-gateway/nope/", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, bearer(poor)...)
+	if resp.Status != http.StatusNotFound || !sameJSON(string(resp.Body),
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"no MCP server \"nope\" on this gateway"}}`) {
 		t.Fatalf("unknown server: %d %s", resp.Status, resp.Body)
 	}
 }

@@ -95,7 +95,9 @@ func RPCCode(e *Error) int {
 		// Not a valid request (GET on the routing server answers 405);
 		// -32603 would tell the client to retry.
 		return RPCInvalidRequest
-	case NotFound:
+	case NotFound, Disabled:
+		// Nothing to call: an unknown path, or an ability (the MCP
+		// gateway's) switched off for the account.
 		return RPCMethodNotFound
 	}
 	return RPCInternal
