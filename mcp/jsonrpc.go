@@ -281,9 +281,11 @@ type Tool struct {
 
 // ToolResult is a tools/call result.
 type ToolResult struct {
-	Content           []map[string]any `json:"content"`
-	StructuredContent any              `json:"structuredContent,omitempty"`
-	IsError           bool             `json:"isError"`
+	// Content is the content blocks, as JSON objects or values that
+	// marshal to them (the SDK's content of an upstream's result).
+	Content           any  `json:"content"`
+	StructuredContent any  `json:"structuredContent,omitempty"`
+	IsError           bool `json:"isError"`
 	// Meta is the result's _meta (the MCP gateway's receipt).
 	Meta map[string]any `json:"_meta,omitempty"`
 }

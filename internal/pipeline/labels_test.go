@@ -83,3 +83,46 @@ func TestModelLabels(t *testing.T) {
 		}
 	}
 }
+
+// An MCP gateway server's tool is a label of its own only when the server
+// listed it, and at most MaxListedLabels of one server's are; every other
+// name a caller sends is "other".
+func TestMCPToolLabels(t *testing.T) {
+	m := pipeline.NewMetrics()
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for i := range pipeline.MaxListedLabels + 5 {
+		listed = append(listed, fmt.Sprintf("srv/t%03d", i))
+	}
+	m.Admit("srv", listed)
+	for i := range pipeline.MaxListedLabels + 5 {
+		m.MCPToolCall("srv", fmt.Sprintf("t%03d", i), "ok")
+	}
+	m.MCPToolCall("srv", "never-listed", "refused")
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "gw_mcp_tool_calls_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			var tool string
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "tool" {
+					tool = l.GetValue()
+				}
+			}
+			counts[tool] += s.GetCounter().GetValue()
+		}
+	}
+	if len(counts) != pipeline.MaxListedLabels+1 || counts["t000"] != 1 || counts[fmt.Sprintf("t%03d", pipeline.MaxListedLabels-1)] != 1 ||
+		counts[pipeline.LabelOther] != 6 {
+		t.Fatalf("%d tool labels; other %v", len(counts), counts[pipeline.LabelOther])
+	}
+}

@@ -340,7 +340,11 @@ func (v view) Call(ctx context.Context, c *pipeline.Call, name string, args json
 	if err != nil {
 		return v.g.result(c, s, tool, OutcomeUpstreamError, v.g.upstreamFailure(s, tool, err), 0)
 	}
-	out := mcp.ToolResult{Content: content(res.Content), StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: map[string]any{}}
+	blocks := res.Content
+	if blocks == nil {
+		blocks = []sdk.Content{}
+	}
+	out := mcp.ToolResult{Content: blocks, StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: map[string]any{}}
 	for k, val := range res.Meta {
 		out.Meta[k] = val
 	}
@@ -418,22 +422,6 @@ func receipt(out *mcp.ToolResult, c *pipeline.Call, charged pricing.Money) {
 // toolError is a gateway tool error object.
 func toolError(code string, retryable bool, message string) map[string]any {
 	return map[string]any{"error": code, "capability": AbilityName, "retryable": retryable, "message": message}
-}
-
-// content is an upstream result's content as plain JSON objects.
-func content(blocks []sdk.Content) []map[string]any {
-	out := make([]map[string]any, 0, len(blocks))
-	for _, b := range blocks {
-		raw, err := json.Marshal(b)
-		if err != nil {
-			continue
-		}
-		var m map[string]any
-		if json.Unmarshal(raw, &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // cut keeps an upstream's message short.
