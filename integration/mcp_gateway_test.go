@@ -302,6 +302,25 @@ func TestMCPGatewayRefusals(t *testing.T) {
 		t.Fatal("a refused call reached the server")
 	}
 
+	// A key's total cap bounds its calls as any billed call's: two calls
+	// at 0.002 fit 0.004, the third is refused with the cap's code.
+	r = g.adminJSON(t, http.MethodPost, "/gw/accounts/narrow/keys", map[string]any{"name": "capped", "total_cap_usd": "0.004"}, http.StatusCreated)
+	if err := json.Unmarshal(r.Body, &k); err != nil || k.Key == "" {
+		t.Fatalf("key: %s", r.Body)
+	}
+	capped := gatewaySession(t, g.BaseURL+"/mcp-gateway/", k.Key, "")
+	for i := range 2 {
+		if res := callTool(t, capped, "tools__echo", map[string]any{"text": "x"}); res.IsError {
+			t.Fatalf("call %d under the key's cap: %+v", i, res)
+		}
+	}
+	if obj := toolErrorOf(t, callTool(t, capped, "tools__echo", map[string]any{"text": "x"})); obj["error"] != "key_total_cap" {
+		t.Fatalf("call past the key's cap: %v", obj)
+	}
+	if l := g.ledger(t, "narrow"); len(l) != 2 {
+		t.Fatalf("narrow's ledger %+v", l)
+	}
+
 	// The ability switched off: the server refuses before any tool.
 	off := g.newAccountKey(t, map[string]any{"id": "off", "plan": "paid", "cleared": true, "balance_usd": "1.00", "abilities": []string{"search"}})
 	if _, err := sdkConnect(t, g.BaseURL+"/mcp-gateway/", bearerTransport{off}, sessionsEra); err == nil {
