@@ -95,6 +95,12 @@ type benchTarget struct {
 	// synced marks the bare proxy that makes one record durable per
 	// request (gw_bench_sync).
 	synced bool
+	// newBody, when set, makes each request's body in place of body
+	// (before the clock starts): a request that needs an id of its own.
+	newBody func() []byte
+	// check, when set, must accept every answer's body too (run after
+	// the clock stopped).
+	check func(body []byte) error
 }
 
 // benchScenario pairs a gateway request with the equivalent request sent
@@ -407,7 +413,11 @@ type benchSample struct{ first, last time.Duration }
 
 // do sends one request and reads the whole answer into buf, timing it.
 func (e *benchEnv) do(ctx context.Context, t benchTarget, client int, buf *bytes.Buffer) (benchSample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(t.body))
+	body := t.body
+	if t.newBody != nil {
+		body = t.newBody()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
 		return benchSample{}, err
 	}
@@ -456,6 +466,11 @@ func (e *benchEnv) do(ctx context.Context, t benchTarget, client int, buf *bytes
 	}
 	if t.stream && (bytes.Contains(buf.Bytes(), []byte(`"error"`)) || bytes.Contains(buf.Bytes(), []byte("event: error"))) {
 		return benchSample{}, fmt.Errorf("POST %s: the stream carries an error: %.2000s", t.url, buf.Bytes())
+	}
+	if t.check != nil {
+		if err := t.check(buf.Bytes()); err != nil {
+			return benchSample{}, fmt.Errorf("POST %s: %w: %.2000s", t.url, err, buf.Bytes())
+		}
 	}
 	return s, nil
 }
@@ -800,10 +815,6 @@ func benchRatio(a, b float64) string {
 // Caddy's admin endpoint, and writes the profile to out (read it with
 // `go tool pprof -top bin/caddy <out>`).
 func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc, batch int) {
-	type answer struct {
-		body []byte
-		err  error
-	}
 	var targets []benchTarget
 	for _, sc := range env.scenarios {
 		switch {
@@ -816,11 +827,31 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 	if len(targets) == 0 {
 		t.Fatal("GW_BENCH_PROFILE: no gateway scenario to load")
 	}
-	got := make(chan answer, 1)
 	profiled := env.g
 	if os.Getenv("GW_BENCH_PROFILE_SITE") == "baseline" {
 		profiled = env.base
 	}
+	i := 0
+	benchProfile(t, profiled, out, seconds, func() (int, error) {
+		_, _, err := env.load(context.Background(), targets[i%len(targets)], batch, conc)
+		i++
+		env.oa.Reset()
+		env.an.Reset()
+		return batch, err
+	})
+}
+
+// benchProfile takes a profile of the process p from Caddy's admin
+// /debug/pprof/ for seconds (GW_BENCH_PROFILE_KIND: the CPU profile by
+// default, allocs the allocations made meanwhile, trace an execution
+// trace), calling load over and over meanwhile (it answers how many calls
+// it made), and writes the profile to out.
+func benchProfile(t *testing.T, p *gateway, out string, seconds int, load func() (int, error)) {
+	type answer struct {
+		body []byte
+		err  error
+	}
+	got := make(chan answer, 1)
 	go func() {
 		c := &http.Client{Timeout: time.Duration(seconds)*time.Second + 30*time.Second}
 		kind := "profile"
@@ -828,7 +859,7 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 		case "allocs", "trace": // the allocations made while loaded, or an execution trace
 			kind = k
 		}
-		resp, err := c.Get(profiled.AdminURL + "/debug/pprof/" + kind + "?seconds=" + strconv.Itoa(seconds))
+		resp, err := c.Get(p.AdminURL + "/debug/pprof/" + kind + "?seconds=" + strconv.Itoa(seconds))
 		if err != nil {
 			got <- answer{err: err}
 			return
@@ -842,22 +873,21 @@ func benchProfileGateway(t *testing.T, env *benchEnv, out string, seconds, conc,
 	}()
 	var a answer
 	calls, start := 0, time.Now()
-	for i := 0; ; i++ {
+	for {
 		select {
 		case a = <-got:
 		default:
-			calls += batch
-			if _, _, err := env.load(context.Background(), targets[i%len(targets)], batch, conc); err != nil {
+			n, err := load()
+			if err != nil {
 				t.Fatalf("profiling load: %v", err)
 			}
-			env.oa.Reset()
-			env.an.Reset()
+			calls += n
 			continue
 		}
 		break
 	}
 	if a.err != nil {
-		t.Fatalf("CPU profile from %s: %v", profiled.AdminURL, a.err)
+		t.Fatalf("CPU profile from %s: %v", p.AdminURL, a.err)
 	}
 	if err := os.WriteFile(out, a.body, 0o644); err != nil {
 		t.Fatal(err)

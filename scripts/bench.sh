@@ -3,8 +3,9 @@
 # upstream in one run (the baseline in a Caddy of its own, or in the
 # gateway's process with GW_BENCH_BASELINE=shared), and prints a Markdown
 # table of p50/p99 latency and throughput with the ratios gateway/baseline
-# (integration/bench_test.go, TestBenchReport; page reading and audio in
-# fetch_bench_test.go and audio_bench_test.go).
+# (integration/bench_test.go, TestBenchReport; page reading, audio and the
+# MCP gateway in fetch_bench_test.go, audio_bench_test.go and
+# mcp_gateway_bench_test.go).
 #
 #   scripts/bench.sh           build bin/caddy, print the table
 #   scripts/bench.sh -bench    also run the Go benchmarks (2000 requests each)
@@ -20,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 go run ./cmd/gwbuild
-GW_BENCH=1 go test -count=1 -timeout 30m -run '^(TestBenchReport|TestFetchBenchReport|TestToolsBenchReport|TestAudioBenchReport|TestImagesBenchReport|TestNodesBenchReport)$' -v ./integration
+GW_BENCH=1 go test -count=1 -timeout 30m -run '^(TestBenchReport|TestFetchBenchReport|TestToolsBenchReport|TestMCPGatewayBenchReport|TestAudioBenchReport|TestImagesBenchReport|TestNodesBenchReport)$' -v ./integration
 
 if [[ "${1:-}" == "-bench" ]]; then
 	go test -count=1 -timeout 30m -run '^$' -bench . -benchtime 2000x ./integration

@@ -264,6 +264,14 @@ func (m *MCP) Authorizations() []string {
 	return out
 }
 
+// Reset forgets the headers kept so far, as a long load does between
+// batches; the counts stay.
+func (m *MCP) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.headers = nil
+}
+
 // Calls is how many calls reached the named tool.
 func (m *MCP) Calls(tool string) int {
 	m.mu.Lock()

@@ -275,6 +275,20 @@ func TestMCPStaticBearer(t *testing.T) {
 	}
 }
 
+// TestMCPReset: Reset forgets the headers kept, not the counts.
+func TestMCPReset(t *testing.T) {
+	m := fake.NewMCP(t, fake.MCPOptions{Stateless: true, Auth: fake.StaticBearer("s3cret")})
+	postMCP(t, m.URL(), "Bearer wrong")
+	m.Reset()
+	if len(m.Headers()) != 0 || len(m.Authorizations()) != 0 || m.Requests() != 1 || m.Unauthorized() != 1 {
+		t.Fatalf("after Reset: %d headers, %d requests, %d refused", len(m.Headers()), m.Requests(), m.Unauthorized())
+	}
+	postMCP(t, m.URL(), "Bearer s3cret")
+	if got := m.Authorizations(); !slices.Equal(got, []string{"Bearer s3cret"}) || m.Requests() != 2 {
+		t.Fatalf("after one more request: %q, %d requests", got, m.Requests())
+	}
+}
+
 // postMCP POSTs a tools/list request of the 2025 era with the given
 // Authorization value.
 func postMCP(t *testing.T, url, authorization string) *http.Response {
