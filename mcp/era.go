@@ -165,8 +165,14 @@ func headerValue(v string) string {
 // "complete", the server's name and version in _meta, and, when cache is
 // set, the reuse it allows (ttlMs, cacheScope).
 func StatelessResult(result any, server string, cache *Cache) json.RawMessage {
-	b, err := json.Marshal(result)
-	if err != nil || len(b) == 0 || b[0] != '{' {
+	b, ok := result.(json.RawMessage)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(result); err != nil {
+			b = nil
+		}
+	}
+	if len(b) == 0 || b[0] != '{' {
 		b = []byte(`{}`)
 	}
 	b, _ = sjson.SetBytes(b, "resultType", "complete")

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -27,10 +28,11 @@ type ToolSet interface {
 	// Known reports whether name is a tool the server offers: a
 	// stateless-era tools/call of any other is -32602.
 	Known(c *pipeline.Call, name string) bool
-	// Call runs tool name with args for the caller of c. Every failure is
-	// a result with IsError, never a protocol fault. ctx outlives the
-	// client's connection: a call that began ends and is billed.
-	Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) ToolResult
+	// Call runs tool name with args for the caller of c and returns its
+	// result, a JSON object. Every failure is a result with isError, never
+	// a protocol fault. ctx outlives the client's connection: a call that
+	// began ends and is billed.
+	Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) json.RawMessage
 }
 
 // ServeTools serves a tools-only MCP server for set behind the pipeline,
@@ -115,34 +117,42 @@ var toolsListCache = &Cache{TTLMs: 0, Scope: ScopePrivate}
 
 // call runs a tool on an event stream kept alive while it runs; the result
 // is the stream's one message (completed for the stateless era when
-// stateless). The call's request keeps its context past the client's
-// going away, so what began is billed and the pipeline's call ends after
-// it.
+// stateless). The stream begins with the result, or with the first
+// keep-alive of a call that takes longer. The call's request keeps its
+// context past the client's going away, so what began is billed and the
+// pipeline's call ends after it.
 func call(c *pipeline.Call, set ToolSet, id json.RawMessage, p CallParams, server string, stateless bool) {
 	w := c.W
 	ctx := context.WithoutCancel(c.R.Context())
 	c.R = c.R.WithContext(ctx)
-	done := make(chan ToolResult, 1)
+	done := make(chan json.RawMessage, 1)
 	go func() { done <- set.Call(ctx, c, p.Name, p.Arguments) }()
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
+	h["Content-Type"] = []string{"text/event-stream"}
+	h["Cache-Control"] = []string{"no-store"}
 	rc := http.NewResponseController(w)
-	_ = rc.Flush()
 	tick := time.NewTicker(KeepAlive)
 	defer tick.Stop()
 	for {
 		select {
-		case res := <-done:
-			var result any = res
+		case result := <-done:
 			if stateless {
 				result = StatelessResult(result, server, nil)
 			}
-			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
-			_, _ = w.Write([]byte("event: message\ndata: "))
+			if bytes.ContainsAny(result, "\r\n") {
+				// An event's data is one line.
+				var buf bytes.Buffer
+				if json.Compact(&buf, result) == nil {
+					result = buf.Bytes()
+				}
+			}
+			b := make([]byte, 0, len(result)+len(id)+64)
+			b = append(b, `event: message`+"\n"+`data: {"jsonrpc":"2.0","id":`...)
+			b = append(b, id...)
+			b = append(b, `,"result":`...)
+			b = append(b, result...)
+			b = append(b, "}\n\n"...)
 			_, _ = w.Write(b)
-			_, _ = w.Write([]byte("\n\n"))
 			_ = rc.Flush()
 			return
 		case <-tick.C:
@@ -177,9 +187,10 @@ func (s toolsSet) Info() (string, string) { return tools.ServerName, toolsInstru
 
 func (s toolsSet) Known(_ *pipeline.Call, name string) bool { return s.Server.Known(name) }
 
-func (s toolsSet) Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) ToolResult {
+func (s toolsSet) Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) json.RawMessage {
 	res := s.Server.Call(ctx, c, name, args)
-	return ToolResult{Content: res.Content, StructuredContent: res.Structured, IsError: res.IsError}
+	b, _ := json.Marshal(ToolResult{Content: res.Content, StructuredContent: res.Structured, IsError: res.IsError})
+	return b
 }
 
 // List is what tools/list shows the caller: its account's tools, what a

@@ -71,8 +71,13 @@ type Reader struct {
 }
 
 // NewReader returns a Reader reading from r.
-func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 64<<10), first: true}
+func NewReader(r io.Reader) *Reader { return NewReaderSize(r, 64<<10) }
+
+// NewReaderSize returns a Reader reading from r through a buffer of size
+// bytes: small for a stream of one event, such as an MCP server's answer.
+// Lines longer than the buffer are read all the same, up to MaxLine.
+func NewReaderSize(r io.Reader, size int) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, size), first: true}
 }
 
 // OnWait has fn called each time the Reader has used up what it read and

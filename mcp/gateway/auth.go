@@ -51,11 +51,10 @@ type authTransport struct {
 // RoundTrip implements http.RoundTripper.
 func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if t.tokens == nil {
-		r = r.Clone(r.Context())
-		if t.bearer != "" {
-			r.Header.Set("Authorization", "Bearer "+t.bearer)
+		if t.bearer == "" {
+			return t.base.RoundTrip(r)
 		}
-		return t.base.RoundTrip(r)
+		return t.send(r, t.bearer)
 	}
 	tok, err := t.tokens.get(r.Context())
 	if err != nil {

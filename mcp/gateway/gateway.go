@@ -8,6 +8,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
@@ -318,47 +320,43 @@ func (g *Gateway) listed(ctx context.Context, s *Server, tool string) bool {
 
 // Call implements mcp.ToolSet: the key's allowlist, the money gate at the
 // tool's price, the upstream call, and the charge when its result is not
-// an error. The result's _meta carries the request id and what was
-// charged.
-func (v view) Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) mcp.ToolResult {
+// an error. The result is the server's, its _meta carrying the request id
+// and what was charged.
+func (v view) Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) json.RawMessage {
 	s, tool, ok := v.resolve(name)
 	if !ok || !v.g.listed(ctx, s, tool) {
-		return v.g.result(c, nil, tool, OutcomeRefused, toolError(CodeUnknownTool, false, "no tool "+shortText(name)+" is offered here; tools/list names them"), 0)
+		return v.g.result(c, nil, tool, OutcomeRefused, toolError(CodeUnknownTool, false, "no tool "+shortText(name)+" is offered here; tools/list names them"))
+	}
+	if a := bytes.TrimSpace(args); len(a) > 0 && a[0] != '{' && string(a) != "null" {
+		return v.g.result(c, s, tool, OutcomeRefused, toolError("invalid_request", false, "arguments must be an object"))
+	} else if string(a) == "null" {
+		args = nil
 	}
 	full := s.Name + Separator + tool
 	if !c.Key.AllowsMCPTool(full) {
-		return v.g.result(c, s, tool, OutcomeRefused, toolError(CodeNotAllowed, false, "this key may not call "+full), 0)
+		return v.g.result(c, s, tool, OutcomeRefused, toolError(CodeNotAllowed, false, "this key may not call "+full))
 	}
 	price := v.g.cost(c, s, tool)
 	if err := c.Reserve(price); err != nil {
-		return v.g.result(c, s, tool, OutcomeRefused, v.g.refusal(err), 0)
+		return v.g.result(c, s, tool, OutcomeRefused, v.g.refusal(err))
 	}
 	start := time.Now()
 	res, err := s.Upstream.Call(ctx, tool, args)
 	obs.From(ctx).Waited(time.Since(start))
-	v.g.Metrics.ServerUp(s.Name, err == nil || !errors.Is(err, ErrUnavailable))
+	v.g.Metrics.ServerUp(s.Name, !errors.Is(err, ErrUnavailable))
 	if err != nil {
-		return v.g.result(c, s, tool, OutcomeUpstreamError, v.g.upstreamFailure(s, tool, err), 0)
-	}
-	blocks := res.Content
-	if blocks == nil {
-		blocks = []sdk.Content{}
-	}
-	out := mcp.ToolResult{Content: blocks, StructuredContent: res.StructuredContent, IsError: res.IsError, Meta: map[string]any{}}
-	for k, val := range res.Meta {
-		out.Meta[k] = val
+		return v.g.result(c, s, tool, OutcomeUpstreamError, v.g.upstreamFailure(s, tool, err))
 	}
 	outcome, charged := OutcomeToolError, pricing.Money(0)
 	if !res.IsError {
 		charged, err = c.Charge(pipeline.Bill{Units: 1, Unit: UnitCall, Model: s.Name + "/" + tool, Cost: price})
 		if err != nil {
-			return v.g.result(c, s, tool, OutcomeRefused, v.g.refusal(err), 0)
+			return v.g.result(c, s, tool, OutcomeRefused, v.g.refusal(err))
 		}
 		outcome = OutcomeOK
 	}
 	v.g.Metrics.MCPToolCall(s.Name, tool, outcome)
-	receipt(&out, c, charged)
-	return out
+	return receipt(res.Raw, c.RequestID, charged)
 }
 
 // AbilityName is the account ability the gateway's calls need, and the
@@ -394,13 +392,12 @@ func (g *Gateway) upstreamFailure(s *Server, tool string, err error) map[string]
 // result is a failed call's tool result: obj as text and structured
 // content, with the receipt of a call that cost nothing; s is nil for a
 // tool no server offers.
-func (g *Gateway) result(c *pipeline.Call, s *Server, tool, outcome string, obj map[string]any, charged pricing.Money) mcp.ToolResult {
+func (g *Gateway) result(c *pipeline.Call, s *Server, tool, outcome string, obj map[string]any) json.RawMessage {
 	if s != nil {
 		g.Metrics.MCPToolCall(s.Name, tool, outcome)
 	}
-	out := mcp.TextResult(obj, true)
-	receipt(&out, c, charged)
-	return out
+	b, _ := json.Marshal(mcp.TextResult(obj, true))
+	return receipt(b, c.RequestID, 0)
 }
 
 // Receipt members of a tool call result's _meta.
@@ -410,13 +407,11 @@ const (
 )
 
 // receipt puts the call's request id and what it was charged in the
-// result's _meta.
-func receipt(out *mcp.ToolResult, c *pipeline.Call, charged pricing.Money) {
-	if out.Meta == nil {
-		out.Meta = map[string]any{}
-	}
-	out.Meta[MetaRequestID] = c.RequestID
-	out.Meta[MetaCostUSD] = charged.String()
+// result's _meta, beside what the server put there.
+func receipt(result []byte, requestID string, charged pricing.Money) json.RawMessage {
+	result, _ = sjson.SetBytes(result, "_meta."+MetaRequestID, requestID)
+	result, _ = sjson.SetBytes(result, "_meta."+MetaCostUSD, charged.String())
+	return result
 }
 
 // toolError is a gateway tool error object.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
@@ -147,7 +148,7 @@ func TestBearer(t *testing.T) {
 // mcpServer is an MCP server of the Go SDK with tools echo, fail (isError),
 // boom (a protocol error) and slow (until its context ends or release is
 // called).
-func mcpServer(stateless bool) (h http.Handler, release func()) {
+func mcpServer(stateless bool, jsonResponse ...bool) (h http.Handler, release func()) {
 	end := make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(end) }) }
@@ -171,16 +172,17 @@ func mcpServer(stateless bool) (h http.Handler, release func()) {
 		}
 		return nil, nil, errors.New("ended")
 	})
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: stateless}), release
+	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: stateless, JSONResponse: len(jsonResponse) > 0 && jsonResponse[0]}), release
 }
 
 // The upstream lists and calls in the era its server offers, and tells a
 // result with isError, the server's own protocol error, a time-out and a
 // server that is down apart.
 func TestUpstreamCalls(t *testing.T) {
-	for _, stateless := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stateless=%v", stateless), func(t *testing.T) {
-			h, release := mcpServer(stateless)
+	for _, c := range []struct{ stateless, json bool }{{true, false}, {true, true}, {false, false}} {
+		stateless := c.stateless
+		t.Run(fmt.Sprintf("stateless=%v,json=%v", stateless, c.json), func(t *testing.T) {
+			h, release := mcpServer(stateless, c.json)
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			defer release()
@@ -195,7 +197,7 @@ func TestUpstreamCalls(t *testing.T) {
 				t.Fatal("the list was asked again within ToolsTTL")
 			}
 			res, err := u.Call(ctx, "echo", json.RawMessage(`{"text":"hi"}`))
-			if err != nil || res.IsError || res.Content[0].(*sdk.TextContent).Text != "echo: hi" {
+			if err != nil || res.IsError || gjson.GetBytes(res.Raw, "content.0.text").String() != "echo: hi" {
 				t.Fatalf("echo: %+v %v", res, err)
 			}
 			if res, err := u.Call(ctx, "fail", nil); err != nil || !res.IsError {
@@ -249,7 +251,7 @@ func TestUpstreamDownAndBack(t *testing.T) {
 			srv = &http.Server{Handler: h}
 			go srv.Serve(l)
 			defer srv.Close()
-			if res, err := u.Call(ctx, "echo", json.RawMessage(`{"text":"c"}`)); err != nil || res.Content[0].(*sdk.TextContent).Text != "echo: c" {
+			if res, err := u.Call(ctx, "echo", json.RawMessage(`{"text":"c"}`)); err != nil || gjson.GetBytes(res.Raw, "content.0.text").String() != "echo: c" {
 				t.Fatalf("back: %+v %v", res, err)
 			}
 		})
@@ -296,6 +298,30 @@ func FuzzResolve(f *testing.F) {
 		one := view{g: v.g, only: s}
 		if s2, tool2, ok := one.resolve(tool); !ok || s2 != s || tool2 != tool {
 			t.Fatalf("one server's resolve(%q) = %v %q %v", tool, s2, tool2, ok)
+		}
+	})
+}
+
+// FuzzResponse: whatever a server answers, the reader finds the response
+// to its call or fails; it never panics, and what it finds has the call's
+// id.
+func FuzzResponse(f *testing.F) {
+	for _, seed := range []struct {
+		ct, body string
+	}{
+		{"application/json", `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`},
+		{"application/json", "{\n \"jsonrpc\": \"2.0\",\n \"id\": 7,\n \"error\": {\"code\": -32602, \"message\": \"x\"}\n}"},
+		{"text/event-stream", "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"},
+		{"text/event-stream; charset=utf-8", "data: {\"id\":8}\n\n"},
+		{"text/plain", "Unauthorized"},
+	} {
+		f.Add(seed.ct, seed.body)
+	}
+	f.Fuzz(func(t *testing.T, ct, body string) {
+		resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(strings.NewReader(body))}
+		msg, err := response(resp, 7)
+		if err == nil && gjson.GetBytes(msg, "id").Int() != 7 {
+			t.Fatalf("response %q has another id", msg)
 		}
 	})
 }

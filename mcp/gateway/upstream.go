@@ -1,16 +1,26 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/caddy-gw/caddy-gw/internal/sse"
+	"github.com/caddy-gw/caddy-gw/mcp"
 )
 
 // Limits of the upstream servers.
@@ -54,6 +64,9 @@ type Upstream struct {
 	conn   Conn
 	client *http.Client
 	tokens *tokens
+
+	// ids number the calls the gateway posts itself.
+	ids atomic.Int64
 
 	mu      sync.Mutex
 	session *sdk.ClientSession
@@ -166,25 +179,129 @@ func (u *Upstream) Tools(ctx context.Context) (tools []*sdk.Tool, fresh bool, er
 	return tools, true, nil
 }
 
+// Result is a tool call's result as the server sent it: a JSON object,
+// and whether it is an error result.
+type Result struct {
+	Raw     json.RawMessage
+	IsError bool
+}
+
 // Call calls tool name with args (a JSON object, or empty), within the
 // server's timeout. A result with isError is a result; err is
-// ErrUnavailable, ErrTimeout or the server's *jsonrpc.Error.
-func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage) (*sdk.CallToolResult, error) {
+// ErrUnavailable, ErrTimeout or the server's *jsonrpc.Error. A server of
+// the stateless era is asked with one POST of the gateway's own, its
+// result passed on as it came; one of the sessions era through the SDK's
+// session.
+func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, u.conn.Timeout)
 	defer cancel()
-	var arguments any
-	if len(args) > 0 {
-		arguments = args
-	}
-	var res *sdk.CallToolResult
+	var res Result
 	err := u.withSession(ctx, func(s *sdk.ClientSession) (err error) {
-		res, err = s.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: arguments})
+		if init := s.InitializeResult(); init != nil && init.ProtocolVersion == mcp.StatelessVersion {
+			res, err = u.post(ctx, name, args)
+			return err
+		}
+		var arguments any
+		if len(args) > 0 {
+			arguments = args
+		}
+		r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: arguments})
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(r)
+		res = Result{Raw: raw, IsError: r.IsError}
 		return err
 	})
 	if err != nil {
-		return nil, classify(ctx, err)
+		return Result{}, classify(ctx, err)
 	}
 	return res, nil
+}
+
+// MaxAnswer bounds an upstream's answer to one tool call, as the longest
+// event the gateway reads.
+const MaxAnswer = sse.MaxLine
+
+// callMeta is the _meta of a stateless-era request: the revision, no
+// client capabilities, and the gateway's name.
+var callMeta = `"_meta":{"` + mcp.MetaProtocolVersion + `":"` + mcp.StatelessVersion + `","` + mcp.MetaClientCapabilities +
+	`":{},"io.modelcontextprotocol/clientInfo":{"name":"` + clientName + `","version":"1"}}`
+
+// errNoAnswer: the server's answer held no response to the call.
+var errNoAnswer = errors.New("the answer holds no response to the call")
+
+// post calls tool name on a server of the stateless era: one POST with
+// the revision's headers, its answer (JSON, or an event stream of which
+// the response to this call is taken) read up to MaxAnswer.
+func (u *Upstream) post(ctx context.Context, name string, args json.RawMessage) (Result, error) {
+	id := u.ids.Add(1)
+	body := make([]byte, 0, 256+len(args))
+	body = append(body, `{"jsonrpc":"2.0","id":`...)
+	body = strconv.AppendInt(body, id, 10)
+	body = append(body, `,"method":"tools/call","params":{"name":`...)
+	body = strconv.AppendQuote(body, name)
+	if len(args) > 0 {
+		body = append(body, `,"arguments":`...)
+		body = append(body, args...)
+	}
+	body = append(body, ',')
+	body = append(body, callMeta...)
+	body = append(body, "}}"...)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.conn.URL, bytes.NewReader(body))
+	if err != nil {
+		return Result{}, err
+	}
+	h := req.Header
+	h["Content-Type"] = []string{"application/json"}
+	h["Accept"] = []string{"application/json, text/event-stream"}
+	h[mcp.HeaderProtocol] = []string{mcp.StatelessVersion}
+	h[mcp.HeaderMethod] = []string{"tools/call"}
+	h[mcp.HeaderName] = []string{name} // a tool the gateway offers has a plain name
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return Result{}, err
+	}
+	defer resp.Body.Close()
+	msg, err := response(resp, id)
+	if err != nil {
+		return Result{}, err
+	}
+	if e := gjson.GetBytes(msg, "error"); e.Exists() {
+		return Result{}, &jsonrpc.Error{Code: e.Get("code").Int(), Message: e.Get("message").String()}
+	}
+	r := gjson.GetBytes(msg, "result")
+	if !r.IsObject() || resp.StatusCode != http.StatusOK {
+		return Result{}, fmt.Errorf("status %d: %w", resp.StatusCode, errNoAnswer)
+	}
+	return Result{Raw: json.RawMessage(r.Raw), IsError: r.Get("isError").Bool()}, nil
+}
+
+// response is the JSON-RPC response with id in an answer: its JSON body,
+// or the event of its stream that carries it. A refusal's body is read
+// too, for the JSON-RPC error it may hold (an unknown tool is a 400).
+func response(resp *http.Response, id int64) ([]byte, error) {
+	body := io.LimitReader(resp.Body, MaxAnswer+1)
+	if ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) == "text/event-stream" && resp.StatusCode == http.StatusOK {
+		events := sse.NewReaderSize(body, 4<<10)
+		for {
+			ev, err := events.Next()
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", errNoAnswer, err)
+			}
+			if gjson.GetBytes(ev.Data, "id").Int() == id && gjson.GetBytes(ev.Data, "id").Exists() {
+				return ev.Data, nil
+			}
+		}
+	}
+	msg, err := io.ReadAll(body)
+	if err != nil || len(msg) > MaxAnswer {
+		return nil, fmt.Errorf("status %d: %w", resp.StatusCode, errNoAnswer)
+	}
+	if gjson.GetBytes(msg, "id").Int() != id {
+		return nil, fmt.Errorf("status %d: %w", resp.StatusCode, errNoAnswer)
+	}
+	return msg, nil
 }
 
 // withSession runs f on the pooled session. A session the server no
