@@ -3,6 +3,7 @@ package cached
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -73,13 +74,15 @@ func NewBatched(b SharedBackend) *Batched {
 // folder; never one another node uses): whatever an earlier run left there
 // is applied to b in the background, as every charge spooled later.
 func NewSpooled(b SharedBackend, dir string) (*Batched, error) {
-	sp, err := openSpool(dir)
+	s := &Batched{SharedBackend: b, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		spoolStop: make(chan struct{}), spoolStopped: make(chan struct{})}
+	sp, err := openSpool(dir, func(err error) { s.report(fmt.Errorf("syncing the charge spool: %w", err)) })
 	if err != nil {
 		return nil, err
 	}
-	s := &Batched{SharedBackend: b, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
-		spool: sp, spoolStop: make(chan struct{}), spoolStopped: make(chan struct{})}
+	s.spool = sp
 	sp.signal()
+	sp.sync.start()
 	go s.write()
 	go s.applySpool()
 	return s, nil
@@ -138,7 +141,11 @@ func (s *Batched) Close() error {
 			close(s.spoolStop)
 		}
 		<-s.spoolStopped
-		// What is left stays in the spool for the next start.
+		// What is left stays in the spool for the next start, synced.
+		err := s.spool.sync.close()
+		if err != nil {
+			s.report(fmt.Errorf("syncing the charge spool: %w", err))
+		}
 		_ = s.spool.log.close()
 	}
 	return s.SharedBackend.Close()
