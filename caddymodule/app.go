@@ -345,6 +345,9 @@ func (a *App) Start() error {
 	if err := a.setDurability(st); err != nil {
 		return err
 	}
+	if a.syncInterval > 0 {
+		a.logger.Info(durabilityIntervalMsg, zap.Duration("interval", a.syncInterval))
+	}
 	var (
 		locks   money.Locks    = memLocks
 		limiter limits.Limiter = memLimits
@@ -414,6 +417,10 @@ func (a *App) Start() error {
 	tuneProcess(a)
 	return nil
 }
+
+// durabilityIntervalMsg is logged at the start of a config in durability
+// interval mode.
+const durabilityIntervalMsg = "durability interval: answers wait for their charge's write, not its sync; a power cut may lose the last interval's charges"
 
 // markStarted lets the requests waiting for Start go on (to a 503 when
 // Start failed).
