@@ -99,7 +99,7 @@ run() { # name, test, then env assignments
 		n=$GW_BENCH_N
 		[[ $conc == 1 ]] && n=$((GW_BENCH_N / 2))
 		for dur in "${durabilities[@]}"; do
-			run "durability $dur, $conc connections" TestBenchReport GW_BENCH_DURABILITY="$dur" \
+			run "durability $dur, $conc connection(s)" TestBenchReport GW_BENCH_DURABILITY="$dur" \
 				GW_BENCH_CONC=$conc GW_BENCH_ACCOUNTS=1 GW_BENCH_N=$n GW_BENCH_SCENARIOS=same-format
 		done
 	done
@@ -121,8 +121,8 @@ awk '/^## 32 connections, one account, (main|before), round/ { build = $6; sub(/
 	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"
 # The durability modes side by side: same format, one account.
 awk '/^## / { dur = ""; lat = 0 }
-	/^## durability / { dur = $0; sub(/^## durability /, "", dur); conns = dur; sub(/.*, /, "", conns); sub(/ connections$/, "", conns)
-		sub(/, [0-9]+ connections$/, "", dur); k = conns SUBSEP dur; keys[++nk] = k; mode[k] = dur; conn[k] = conns }
+	/^## durability / { dur = $0; sub(/^## durability /, "", dur); conns = dur; sub(/.*, /, "", conns); sub(/ connection\(s\)$/, "", conns)
+		sub(/, [0-9]+ connection\(s\)$/, "", dur); k = conns SUBSEP dur; keys[++nk] = k; mode[k] = dur; conn[k] = conns }
 	dur != "" && !lat && /^\| same-format \| latency \|/ { split($0, f, "|"); b50[k] = f[4]; g50[k] = f[5]; b99[k] = f[8]; g99[k] = f[9]; lat = 1 }
 	dur != "" && /^\| same-format \| [0-9]/ { split($0, f, "|"); breq[k] = f[3]; greq[k] = f[4] }
 	END {
