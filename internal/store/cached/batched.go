@@ -136,19 +136,19 @@ func (s *Batched) Close() error {
 		}
 	}
 	<-s.stopped
+	var err error
 	if s.spool != nil {
 		if !already {
 			close(s.spoolStop)
 		}
 		<-s.spoolStopped
 		// What is left stays in the spool for the next start, synced.
-		err := s.spool.sync.close()
-		if err != nil {
-			s.report(fmt.Errorf("syncing the charge spool: %w", err))
+		if err = s.spool.sync.close(); err != nil {
+			err = fmt.Errorf("syncing the charge spool: %w", err)
 		}
 		_ = s.spool.log.close()
 	}
-	return s.SharedBackend.Close()
+	return errors.Join(err, s.SharedBackend.Close())
 }
 
 func (s *Batched) write() {
