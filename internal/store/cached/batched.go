@@ -26,7 +26,8 @@ type SharedBackend interface {
 //
 // With a spool (NewSpooled), a charge the backend cannot take within
 // SpoolAfter (it is down or restarting) is made durable in the node's
-// spool instead, and Settle succeeds; the spool's applier brings the
+// spool instead (in interval mode, see SetSyncInterval: written there,
+// and synced within the interval), and Settle succeeds; the spool's applier brings the
 // backend up to date once it answers again. Meanwhile the node's own
 // account and spend reads count its spooled charges.
 type Batched struct {
