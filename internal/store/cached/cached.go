@@ -710,7 +710,8 @@ func (s *Store) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 // SettleLater applies e to the account in memory at once (its balance and
 // running totals), charging at most what the account can still pay (e's
 // Cost and Shortfall say what it charged), and queues it for the writer;
-// wait blocks until it is durable and reports as Settle does. A charge the
+// wait blocks until it is durable (in interval mode: written, see
+// SetSyncInterval) and reports as Settle does. A charge the
 // disk refuses is taken back out of memory. The caller may drop its own
 // locks before waiting: memory already counts the charge.
 func (s *Store) SettleLater(ctx context.Context, e *store.Entry) (wait func() (bool, error)) {
