@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+
+	"github.com/caddy-gw/caddy-gw/internal/store"
 )
 
 // The durability of the JSON config: sync by default, an interval within
@@ -104,5 +107,36 @@ func TestExampleDurability(t *testing.T) {
 				t.Fatalf("durability %+v, want %+v", got, want)
 			}
 		})
+	}
+}
+
+// syncRecorder is a store that records the sync intervals it is given.
+type syncRecorder struct {
+	store.Store
+	set []time.Duration
+}
+
+func (r *syncRecorder) SetSyncInterval(d time.Duration) error {
+	r.set = append(r.set, d)
+	return nil
+}
+
+// Each config that starts gives the pooled store its own durability: a
+// reload to interval mode and back to sync changes the store each time.
+func TestSetDurability(t *testing.T) {
+	var r syncRecorder
+	for _, d := range []DurabilityConfig{{Mode: DurabilityInterval, Interval: caddy.Duration(5 * time.Millisecond)}, {}} {
+		a := &App{Durability: d}
+		iv, err := d.syncInterval()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.syncInterval = iv
+		if err := a.setDurability(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(r.set) != "[5ms 0s]" {
+		t.Fatalf("the store was given %v, want [5ms 0s]", r.set)
 	}
 }

@@ -503,3 +503,26 @@ func TestSpoolSyncInterval(t *testing.T) {
 		})
 	}
 }
+
+// Going back to sync mode (a reload) syncs at once what interval mode
+// wrote, without waiting for the interval; from then on each answer waits
+// for its own sync.
+func TestSyncModeAgainSyncsAtOnce(t *testing.T) {
+	p := openPowered(t, MaxSyncInterval)
+	p.settle(t, "", "written")
+	<-p.waits // the syncer waits for the interval, which never passes here
+	if err := p.s.SetSyncInterval(0); err != nil {
+		t.Fatal(err)
+	}
+	<-p.synced
+	if got := p.syncs(); got != 1 {
+		t.Fatalf("%d syncs after going back to sync mode, want 1", got)
+	}
+	p.settle(t, "", "synced")
+	if got := p.syncs(); got != 2 {
+		t.Fatalf("%d syncs after a charge in sync mode, want 2", got)
+	}
+	if err := p.s.SetSyncInterval(MaxSyncInterval + 1); err == nil {
+		t.Fatal("an interval past MaxSyncInterval was taken")
+	}
+}
