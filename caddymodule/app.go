@@ -62,6 +62,9 @@ type App struct {
 	AltPrefix string `json:"alt_prefix,omitempty"`
 	// Store says where accounts, keys and the ledger live.
 	Store StoreConfig `json:"store,omitzero"`
+	// Durability says when a billed answer completes against its charge
+	// reaching the disk. Default: mode sync, once the charge is synced.
+	Durability DurabilityConfig `json:"durability,omitzero"`
 	// RedisURL, when not empty after placeholders are expanded
 	// ({env.GW_REDIS_URL}), is a redis:// (or unix://) URL: rate budgets,
 	// money holds and account locks, and the routing server's sessions are
@@ -160,6 +163,8 @@ type App struct {
 	catalog *catalog.Catalog
 	policy  money.Policy
 	opts    routes.Options
+	// syncInterval is Durability's: 0 in mode sync.
+	syncInterval time.Duration
 
 	// Set by Start, once the store and Redis are open.
 	gateway *pipeline.Gateway
@@ -240,6 +245,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.Store.Dir == "" {
 		a.Store.Dir = DefaultDataDir
 	}
+	syncInterval, err := a.Durability.syncInterval()
+	if err != nil {
+		return err
+	}
+	a.syncInterval = syncInterval
 	cat, err := catalog.New(providers, models, a.Abilities, a.Aliases, a.DecideModel)
 	if err != nil {
 		return err
@@ -347,6 +357,14 @@ func (a *App) Start() error {
 			return fmt.Errorf("bootstrap key: %w", err)
 		}
 	}
+	// Set once nothing can fail: a reload that fails leaves the running
+	// config's durability.
+	if err := a.setDurability(st); err != nil {
+		return err
+	}
+	if a.syncInterval > 0 {
+		a.logger.Info(durabilityIntervalMsg, zap.Duration("interval", a.syncInterval))
+	}
 	var (
 		locks   money.Locks    = memLocks
 		limiter limits.Limiter = memLimits
@@ -416,6 +434,10 @@ func (a *App) Start() error {
 	tuneProcess(a)
 	return nil
 }
+
+// durabilityIntervalMsg is logged at the start of a config in durability
+// interval mode.
+const durabilityIntervalMsg = "durability interval: answers wait for their charge's write, not its sync; a power cut may lose the last interval's charges"
 
 // markStarted lets the requests waiting for Start go on (to a 503 when
 // Start failed).

@@ -14,6 +14,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -30,6 +31,7 @@ func init() {
 //
 //	gw {
 //		store sqlite [<dir>]
+//		durability sync|interval <duration>   # interval: more than 0, at most 1s
 //		database_url <postgres URL>
 //		redis_url <redis URL>
 //		redis_cache_url <redis URL>
@@ -397,6 +399,7 @@ func globalOptions(a *App) options {
 			}
 			return nil
 		}},
+		"durability":      {read: func(d *caddyfile.Dispenser) error { return parseDurability(d, &a.Durability) }},
 		"database_url":    textOption(&a.Store.DatabaseURL),
 		"redis_url":       textOption(&a.RedisURL),
 		"redis_cache_url": textOption(&a.RedisCacheURL),
@@ -460,6 +463,31 @@ func globalOptions(a *App) options {
 			return blockOption("runtime", runtimeOptions(rc), func(*caddyfile.Dispenser) error { a.Runtime = rc; return nil })
 		}(),
 	}
+}
+
+// parseDurability reads `durability sync` or `durability interval
+// <duration>` into dst.
+func parseDurability(d *caddyfile.Dispenser, dst *DurabilityConfig) error {
+	args := d.RemainingArgs()
+	c := DurabilityConfig{}
+	switch {
+	case len(args) == 1 && args[0] == DurabilitySync:
+		c.Mode = DurabilitySync
+	case len(args) == 2 && args[0] == DurabilityInterval:
+		c.Mode = DurabilityInterval
+		iv, err := caddy.ParseDuration(args[1])
+		if err != nil {
+			return d.Errf("durability interval: want a duration greater than 0 and at most %s, got %q", cached.MaxSyncInterval, args[1])
+		}
+		c.Interval = caddy.Duration(iv)
+	default:
+		return d.Errf("durability: want %s or %s <duration>, got %q", DurabilitySync, DurabilityInterval, strings.Join(args, " "))
+	}
+	if _, err := c.syncInterval(); err != nil {
+		return d.Err(err.Error())
+	}
+	*dst = c
+	return nil
 }
 
 // webhooksOptions is the webhooks block's table.

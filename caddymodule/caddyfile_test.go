@@ -146,6 +146,15 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"runtime min procs zero", "gw {\n runtime {\n min_procs 0\n }\n}", `min_procs: want a positive whole number, got "0"`},
 		{"runtime min procs two args", "gw {\n runtime {\n min_procs 2 4\n }\n}", "wrong argument count"},
 		{"twice: runtime", "gw {\n runtime {\n }\n runtime {\n }\n}", "runtime already specified"},
+		{"durability no mode", "gw {\n durability\n}", `durability: want sync or interval <duration>, got ""`},
+		{"durability unknown mode", "gw {\n durability fast\n}", `durability: want sync or interval <duration>, got "fast"`},
+		{"durability interval without duration", "gw {\n durability interval\n}", `durability: want sync or interval <duration>, got "interval"`},
+		{"durability sync with duration", "gw {\n durability sync 5ms\n}", `durability: want sync or interval <duration>, got "sync 5ms"`},
+		{"durability interval bad duration", "gw {\n durability interval soon\n}", `durability interval: want a duration greater than 0 and at most 1s, got "soon"`},
+		{"durability interval zero", "gw {\n durability interval 0s\n}", "durability interval: want a duration greater than 0 and at most 1s, got 0s"},
+		{"durability interval negative", "gw {\n durability interval -5ms\n}", "durability interval: want a duration greater than 0 and at most 1s, got -5ms"},
+		{"durability interval too long", "gw {\n durability interval 1001ms\n}", "durability interval: want a duration greater than 0 and at most 1s, got 1.001s"},
+		{"twice: durability", "gw {\n durability sync\n durability interval 5ms\n}", "durability already specified"},
 		{"twice: in runtime", "gw {\n runtime {\n gc_floor 64MiB\n gc_floor 128MiB\n }\n}", "gc_floor already specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,13 +1,15 @@
 package caddymodule
 
 import (
-	"go.uber.org/zap"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/caddy-gw/caddy-gw/internal/catalog"
+	"github.com/caddy-gw/caddy-gw/internal/store/cached"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -25,6 +27,48 @@ type StoreConfig struct {
 	// (charges the database could not take yet), so each node needs a
 	// Dir of its own. It is never logged.
 	DatabaseURL string `json:"database_url,omitempty"`
+}
+
+// DurabilityConfig says when a billed answer may complete, against its
+// charge reaching the disk: the embedded store's charge log, or with
+// several nodes the node's spool (PostgreSQL's commits are as durable as
+// its own settings make them).
+type DurabilityConfig struct {
+	// Mode is "sync" (the default): an answer completes once its charge
+	// is synced to disk; or "interval": once the charge is written (a
+	// killed process loses nothing), synced within Interval by one
+	// background syncer, so a power cut loses at most the last Interval's
+	// charges (never charging one twice).
+	Mode string `json:"mode,omitempty"`
+	// Interval is how long, in mode interval, a written charge may wait
+	// for its sync: more than 0, at most 1s (cached.MaxSyncInterval).
+	Interval caddy.Duration `json:"interval,omitempty"`
+}
+
+// Durability modes.
+const (
+	DurabilitySync     = "sync"
+	DurabilityInterval = "interval"
+)
+
+// syncInterval is how long a written charge may wait for its sync: 0 in
+// mode sync. It refuses a mode it does not know and an interval out of
+// bounds.
+func (d DurabilityConfig) syncInterval() (time.Duration, error) {
+	switch d.Mode {
+	case "", DurabilitySync:
+		if d.Interval != 0 {
+			return 0, fmt.Errorf("durability sync: takes no interval (got %s)", time.Duration(d.Interval))
+		}
+		return 0, nil
+	case DurabilityInterval:
+		iv := time.Duration(d.Interval)
+		if iv <= 0 || iv > cached.MaxSyncInterval {
+			return 0, fmt.Errorf("durability interval: want a duration greater than 0 and at most %s, got %s", cached.MaxSyncInterval, iv)
+		}
+		return iv, nil
+	}
+	return 0, fmt.Errorf("durability: mode %q: want %s or %s", d.Mode, DurabilitySync, DurabilityInterval)
 }
 
 // MoneyConfig is the configurable part of the money rules.

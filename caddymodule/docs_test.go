@@ -203,6 +203,7 @@ var inlineObjects = map[[2]string]reflect.Type{
 	{"abilities", "image_prices"}: reflect.TypeFor[catalog.ImagePrice](),
 	{"abilities", "token_prices"}: reflect.TypeFor[catalog.ImageTokenPrices](),
 	{"money", "ceiling"}:          reflect.TypeFor[CeilingConfig](),
+	{"gw", "durability"}:          reflect.TypeFor[DurabilityConfig](),
 }
 
 // TestConfigurationDocsJSONFields keeps the JSON config reference of

@@ -55,6 +55,21 @@ type pooledStore struct{ store.Store }
 
 func (p pooledStore) Destruct() error { return p.Close() }
 
+// syncSetter is a store whose charges' durability the config sets (the
+// embedded store's charge log, a node's spool).
+type syncSetter interface {
+	SetSyncInterval(time.Duration) error
+}
+
+// setDurability gives st, which outlives configs, this config's
+// durability: a reload that changes it changes the pooled store's.
+func (a *App) setDurability(st store.Store) error {
+	if s, ok := st.(syncSetter); ok {
+		return s.SetSyncInterval(a.syncInterval)
+	}
+	return nil
+}
+
 func (a *App) openStore() (store.Store, error) {
 	if url := a.Store.DatabaseURL; url != "" {
 		spoolDir, err := filepath.Abs(filepath.Join(a.Store.Dir, SpoolDir))

@@ -24,7 +24,9 @@ package integration
 // default a bin/caddy of their own does), GW_BENCH_ACCOUNTS (how many
 // fresh accounts carry the gateway's load of a scenario, 1),
 // GW_BENCH_CAPS (1: every key of the load has caps of its own, and every
-// account is in an organization with caps),
+// account is in an organization with caps), GW_BENCH_DURABILITY (the
+// gateway's durability, as GW_DURABILITY: sync, the default, or
+// "interval 5ms"),
 // GW_BENCH_BATCH (requests per interleaved batch, 100), GW_BENCH_BUDGET
 // (the most time one scenario may take, 90s; a scenario cut short
 // reports what it measured), GW_BENCH_OUT (also write the table to this
@@ -44,6 +46,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -240,9 +243,11 @@ http://%s {
 		base = startGateway(tb, gwOptions{Caddyfile: "{\n\tadmin {$GW_ADMIN}\n}\n" + baseSites, Bin: syncBin})
 	}
 
-	g := startGateway(tb, gwOptions{BootstrapKey: benchKey, Caddyfile: config, Env: map[string]string{
-		"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL,
-	}})
+	gwEnv := map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}
+	if d := os.Getenv("GW_BENCH_DURABILITY"); d != "" {
+		gwEnv["GW_DURABILITY"] = d // Caddyfile.example's durability
+	}
+	g := startGateway(tb, gwOptions{BootstrapKey: benchKey, Caddyfile: config, Env: gwEnv})
 
 	conc := benchEnvInt(tb, "GW_BENCH_CONC", 8)
 	client := &http.Client{
@@ -732,8 +737,8 @@ func TestBenchReport(t *testing.T) {
 	var md strings.Builder
 	fmt.Fprintf(&md, "### Gateway vs bare reverse_proxy (same fake upstream, same run)\n\n")
 	fmt.Fprintf(&md, "%d requests per target and scenario, %d concurrent clients, interleaved in batches of %d; "+
-		"gateway calls spread over %d fresh account(s) per scenario; access log on %s (GW_BENCH_ACCESS_LOG); baseline in %s (GW_BENCH_BASELINE); loopback; %s/%s, %d CPUs (the load generator's GOMAXPROCS %d), %s.\n",
-		n, conc, batch, env.accounts, benchLogSites(), benchBaselineWhere(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+		"gateway calls spread over %d fresh account(s) per scenario; durability %s (GW_BENCH_DURABILITY); access log on %s (GW_BENCH_ACCESS_LOG); baseline in %s (GW_BENCH_BASELINE); loopback; %s/%s, %d CPUs (the load generator's GOMAXPROCS %d), %s.\n",
+		n, conc, batch, env.accounts, cmp.Or(os.Getenv("GW_BENCH_DURABILITY"), "sync"), benchLogSites(), benchBaselineWhere(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintf(&md, "Latencies in µs (streams: to the first and to the last body byte); ratio = gateway / baseline; "+
 		"added = gateway − baseline. CPU per call: each process's user and system time over the whole scenario (/proc; "+
 		"work one does while the other's batch runs counts as its own), over its calls; CPU ratio = baseline / gateway.")
@@ -773,7 +778,7 @@ func TestBenchReport(t *testing.T) {
 		fmt.Fprintf(&md, "| %s%s | %.0f | %.0f | %s | %.0f → %.0f µs | %s |\n", r.name, note, r.base.perSecond, r.gw.perSecond,
 			benchRatio(r.gw.perSecond, r.base.perSecond), benchMicros(r.gwFirst), benchMicros(r.gwLast), cpu)
 	}
-	fmt.Fprintf(&md, "\nThe gateway's own measure of making its charges durable (gw_charge_commit_seconds: a batch's write and sync), "+
+	fmt.Fprintf(&md, "\nThe gateway's own measure of making its charges durable (gw_charge_commit_seconds: a batch's write and sync; in durability interval, its write), "+
 		"and the latency it added beyond that (added − commit):\n\n")
 	fmt.Fprintf(&md, "| scenario | measure | batches | charges a batch | commit p50 | commit p99 | added p50 beyond it | added p99 beyond it |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range results {

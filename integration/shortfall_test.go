@@ -176,9 +176,20 @@ func shortfallRun(t *testing.T, nodes []*gateway, balance, cost pricing.Money) {
 // other nodes keep counting the money, however long), and the next
 // gateway on its data folder applies the spool once PostgreSQL is back and
 // drops the hold: the charge is in the ledger once, at its receipt's cost.
+// So in either durability: in interval mode the spool's write survives
+// the kill whether or not its sync came first (the kernel keeps it).
 func TestNodeKilledDuringOutage(t *testing.T) {
 	t.Parallel()
-	s := startSharedNodes(t, 1, 1000)
+	for _, durability := range []string{"sync", "interval 5ms"} {
+		t.Run(durability, func(t *testing.T) {
+			t.Parallel()
+			nodeKilledDuringOutage(t, durability)
+		})
+	}
+}
+
+func nodeKilledDuringOutage(t *testing.T, durability string) {
+	s := startSharedNodesWith(t, 1, 1000, map[string]string{"GW_DURABILITY": durability})
 	a, oa, pg, rs := s.nodes[0], s.oa, s.pg, s.rs
 	const account = "spooler"
 	key := a.newAccountKey(t, map[string]any{"id": account, "plan": "paid", "cleared": true, "balance_usd": "1.00"})

@@ -9,9 +9,12 @@
 # (same-format-beyond-fsync). Last, with HOTPATH_BEFORE=<revision>, the
 # gateway built at that revision (bin/caddy-before) and bin/caddy in turn
 # against the bare proxy, a few rounds each, with the means, so a change's
-# cost is measured in one run. Prints Markdown; asserts nothing.
+# cost is measured in one run. Then the durability modes (sync and
+# interval 5ms) side by side with the bare proxy, same format, at one
+# connection and at 32, with a summary table of their p50, p99 and
+# throughput. Prints Markdown; asserts nothing.
 #
-#   scripts/hotpath.sh            all of it (about seven minutes)
+#   scripts/hotpath.sh            all of it (about nine minutes)
 #
 # Knobs: GW_BENCH_N (requests per target and scenario, 16000),
 # HOTPATH_OUT (folder for the tables, default .cache/hotpath),
@@ -19,7 +22,9 @@
 # of Caddyfile.example; gateway; none), GW_BENCH_BASELINE (shared: the bare
 # proxy is served by the gateway's process instead of a Caddy of its own),
 # HOTPATH_ROUNDS (rounds of bin/caddy and bin/caddy-before, 3),
-# HOTPATH_BEFORE (a git revision to measure beside bin/caddy).
+# HOTPATH_BEFORE (a git revision to measure beside bin/caddy),
+# HOTPATH_DURABILITY (the durability modes to measure, comma-separated:
+# "sync,interval 5ms"; empty: none).
 # Needs two CPUs or more; on one CPU nothing is pinned.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -88,6 +93,16 @@ run() { # name, test, then env assignments
 				GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=1 GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format
 		done
 	done
+	# Each durability mode beside the bare proxy, in a gateway of its own.
+	IFS=, read -r -a durabilities <<<"${HOTPATH_DURABILITY-sync,interval 5ms}"
+	for conc in 1 32; do
+		n=$GW_BENCH_N
+		[[ $conc == 1 ]] && n=$((GW_BENCH_N / 2))
+		for dur in "${durabilities[@]}"; do
+			run "durability $dur, $conc connection(s)" TestBenchReport GW_BENCH_DURABILITY="$dur" \
+				GW_BENCH_CONC=$conc GW_BENCH_ACCOUNTS=1 GW_BENCH_N=$n GW_BENCH_SCENARIOS=same-format
+		done
+	done
 } | tee "$out/hotpath.md"
 # The rounds' throughput and CPU ratios, and their means.
 awk '/^## 32 connections, one account, (main|before), round/ { build = $6; sub(/,$/, "", build) }
@@ -103,4 +118,20 @@ awk '/^## 32 connections, one account, (main|before), round/ { build = $6; sub(/
 		for (b in n) printf "| %s |%s | %.3f× | %.3f× |\n", b, runs[b], sr[b] / n[b], sc[b] / n[b]
 		printf "\nThe change since the revision before costs %.3f of the throughput ratio (%.3f of the CPU ratio).\n",
 			sr["before"] / n["before"] - sr["main"] / n["main"], sc["before"] / n["before"] - sc["main"] / n["main"]
+	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"
+# The durability modes side by side: same format, one account.
+awk '/^## / { dur = ""; lat = 0 }
+	/^## durability / { dur = $0; sub(/^## durability /, "", dur); conns = dur; sub(/.*, /, "", conns); sub(/ connection\(s\)$/, "", conns)
+		sub(/, [0-9]+ connection\(s\)$/, "", dur); k = conns SUBSEP dur; keys[++nk] = k; mode[k] = dur; conn[k] = conns }
+	dur != "" && !lat && /^\| same-format \| latency \|/ { split($0, f, "|"); b50[k] = f[4]; g50[k] = f[5]; b99[k] = f[8]; g99[k] = f[9]; lat = 1 }
+	dur != "" && /^\| same-format \| [0-9]/ { split($0, f, "|"); breq[k] = f[3]; greq[k] = f[4] }
+	END {
+		if (!nk) exit
+		print "## Durability: the gateway in each mode and the bare proxy, same format, one account\n"
+		print "| connections | durability | bare p50 µs | gateway p50 µs | bare p99 µs | gateway p99 µs | bare req/s | gateway req/s |"
+		print "|--:|---|--:|--:|--:|--:|--:|--:|"
+		for (i = 1; i <= nk; i++) {
+			k = keys[i]
+			printf "| %s | %s |%s|%s|%s|%s|%s|%s|\n", conn[k], mode[k], b50[k], g50[k], b99[k], g99[k], breq[k], greq[k]
+		}
 	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"

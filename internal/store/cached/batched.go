@@ -3,6 +3,7 @@ package cached
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -25,7 +26,8 @@ type SharedBackend interface {
 //
 // With a spool (NewSpooled), a charge the backend cannot take within
 // SpoolAfter (it is down or restarting) is made durable in the node's
-// spool instead, and Settle succeeds; the spool's applier brings the
+// spool instead (in interval mode, see SetSyncInterval: written there,
+// and synced within the interval), and Settle succeeds; the spool's applier brings the
 // backend up to date once it answers again. Meanwhile the node's own
 // account and spend reads count its spooled charges.
 type Batched struct {
@@ -73,13 +75,15 @@ func NewBatched(b SharedBackend) *Batched {
 // folder; never one another node uses): whatever an earlier run left there
 // is applied to b in the background, as every charge spooled later.
 func NewSpooled(b SharedBackend, dir string) (*Batched, error) {
-	sp, err := openSpool(dir)
+	s := &Batched{SharedBackend: b, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		spoolStop: make(chan struct{}), spoolStopped: make(chan struct{})}
+	sp, err := openSpool(dir, func(err error) { s.report(fmt.Errorf("syncing the charge spool: %w", err)) })
 	if err != nil {
 		return nil, err
 	}
-	s := &Batched{SharedBackend: b, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
-		spool: sp, spoolStop: make(chan struct{}), spoolStopped: make(chan struct{})}
+	s.spool = sp
 	sp.signal()
+	sp.sync.start()
 	go s.write()
 	go s.applySpool()
 	return s, nil
@@ -133,15 +137,19 @@ func (s *Batched) Close() error {
 		}
 	}
 	<-s.stopped
+	var err error
 	if s.spool != nil {
 		if !already {
 			close(s.spoolStop)
 		}
 		<-s.spoolStopped
-		// What is left stays in the spool for the next start.
+		// What is left stays in the spool for the next start, synced.
+		if err = s.spool.sync.close(); err != nil {
+			err = fmt.Errorf("syncing the charge spool: %w", err)
+		}
 		_ = s.spool.log.close()
 	}
-	return s.SharedBackend.Close()
+	return errors.Join(err, s.SharedBackend.Close())
 }
 
 func (s *Batched) write() {

@@ -14,10 +14,16 @@
 //     writer takes every charge queued at that moment, appends them to the
 //     charge log in one write and syncs it with one fsync; each caller
 //     waits only for the batch its charge is in, so its answer completes
-//     only once the charge is durable. The applier then brings the backend
-//     up to date in large transactions, behind the answers; whatever the
-//     log holds is applied again at start. A charge that fails is taken
-//     back out of memory.
+//     only once the charge is durable. In interval mode (SetSyncInterval)
+//     the batch is only written, which a killed process cannot undo, and
+//     one background syncer syncs the log within the interval, so a power
+//     cut loses at most that interval's charges. The applier then brings
+//     the backend up to date in large transactions, behind the answers;
+//     whatever the log holds is applied again at start (the backend
+//     ignores a request id it has, so nothing is charged twice, and each
+//     transaction writes a charge's ledger entry, balance and journal
+//     together, so they agree on whatever survived). A charge that fails
+//     is taken back out of memory.
 //   - UpdateAccount and the ledger's reads first wait for the backend to
 //     hold every answered charge; UpdateAccount then applies the change to
 //     memory as a difference, so charges still in flight stay counted.
@@ -125,6 +131,7 @@ type Store struct {
 	// not yet in the backend.
 	log, prev    *chargeLog
 	ring         *dsync.Syncer
+	syncer       *syncer // syncs both segments in interval mode
 	prevEnd      int64
 	emptying     bool
 	amu          sync.Mutex
@@ -267,7 +274,20 @@ func newStore(b Backend, dir string) (*Store, error) {
 		s.closeLogs()
 		return nil, err
 	}
+	s.syncer = newSyncer(s.syncFailed)
+	s.log.sync, s.prev.sync = s.syncer, s.syncer
 	return s, nil
+}
+
+// syncFailed hears of a background sync of the charge log that failed:
+// the charges it held are answered and in memory, so the applier is woken
+// to put them in the backend (durable there) at once rather than after
+// ApplyDelay; the syncer tries the log again an interval later.
+func (s *Store) syncFailed(err error) {
+	if s.OnError != nil {
+		s.OnError(fmt.Errorf("syncing the charge log: %w", err))
+	}
+	s.nudge()
 }
 
 // openLogs opens both segments of the charge log, applies what they hold
@@ -314,6 +334,7 @@ func (s *Store) closeLogs() error {
 // start starts the writer and, with a charge log, the applier.
 func (s *Store) start() {
 	if s.log != nil {
+		s.syncer.start()
 		go s.apply()
 	} else {
 		close(s.applyStopped)
@@ -343,8 +364,11 @@ func (s *Store) Close() error {
 	<-s.applyStopped
 	var err error
 	if s.log != nil && !already {
+		// What interval mode left unsynced is synced before the log is
+		// emptied or, when the backend refused a charge, kept.
+		err = s.syncer.close()
 		if !s.applyFailed {
-			err = errors.Join(s.log.truncate(), s.prev.truncate())
+			err = errors.Join(err, s.log.truncate(), s.prev.truncate())
 		}
 		err = errors.Join(err, s.closeLogs())
 	}
@@ -687,7 +711,8 @@ func (s *Store) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 // SettleLater applies e to the account in memory at once (its balance and
 // running totals), charging at most what the account can still pay (e's
 // Cost and Shortfall say what it charged), and queues it for the writer;
-// wait blocks until it is durable and reports as Settle does. A charge the
+// wait blocks until it is durable (in interval mode: written, see
+// SetSyncInterval) and reports as Settle does. A charge the
 // disk refuses is taken back out of memory. The caller may drop its own
 // locks before waiting: memory already counts the charge.
 func (s *Store) SettleLater(ctx context.Context, e *store.Entry) (wait func() (bool, error)) {

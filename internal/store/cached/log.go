@@ -59,6 +59,9 @@ type chargeLog struct {
 	// (the spool's, whose charges keep their holds until the database has
 	// them); the charge log's leave them out.
 	holds bool
+	// sync, in interval mode, syncs what append wrote behind its caller
+	// (nil: append always syncs).
+	sync *syncer
 }
 
 // logFile is what the log does with its file (tests fail it on purpose).
@@ -214,22 +217,38 @@ func openLog(dir, name string, ring *dsync.Syncer) (*chargeLog, []store.Entry, e
 // zero writes zeros from from to to, extends the file with zeros to at
 // least length, and syncs it when it wrote anything.
 func (l *chargeLog) zero(from, to, length int64) error {
+	wrote, grew, err := l.fill(from, to, length)
+	if err != nil || !wrote {
+		return err
+	}
+	return l.syncFile(grew)
+}
+
+// fill is zero without the sync: it reports whether it wrote anything and
+// whether the file grew.
+func (l *chargeLog) fill(from, to, length int64) (wrote, grew bool, err error) {
 	if length > l.cap {
 		to = length
 	}
 	if to <= from {
-		return nil
+		return false, false, nil
 	}
 	zeros := make([]byte, min(to-from, 64<<10))
 	for at := from; at < to; {
 		n, err := l.f.WriteAt(zeros[:min(int64(len(zeros)), to-at)], at)
 		if err != nil {
-			return err
+			return true, false, err
 		}
 		at += int64(n)
 	}
-	grew := to > l.cap
+	grew = to > l.cap
 	l.cap = max(l.cap, to)
+	return true, grew, nil
+}
+
+// syncFile makes what was written durable: the data alone, or with the
+// file's metadata when grew says its length changed.
+func (l *chargeLog) syncFile(grew bool) error {
 	if grew {
 		return l.f.Sync()
 	}
@@ -237,7 +256,9 @@ func (l *chargeLog) zero(from, to, length int64) error {
 }
 
 // append writes the entries and syncs the file: when it returns nil they
-// are durable.
+// are durable. In interval mode (l.sync lazy) it only writes them, and the
+// syncer makes them durable within its interval: they survive a killed
+// process at once, a power cut once synced.
 func (l *chargeLog) append(entries []store.Entry) error {
 	l.buf = l.buf[:0]
 	for i := range entries {
@@ -251,15 +272,22 @@ func (l *chargeLog) append(entries []store.Entry) error {
 		return l.broken
 	}
 	end := l.size + int64(len(l.buf))
+	lazy, grew := l.sync.lazy(), false
 	if end > l.cap {
 		// Zeros past the new lines first: the file's new length and its
 		// zeros are synced with them.
-		if err := l.zero(l.cap, l.cap, end+LogPrealloc); err != nil {
+		var err error
+		if lazy {
+			_, grew, err = l.fill(l.cap, l.cap, end+LogPrealloc)
+		} else {
+			err = l.zero(l.cap, l.cap, end+LogPrealloc)
+		}
+		if err != nil {
 			return fmt.Errorf("charge log: %w", err)
 		}
 	}
 	_, err := l.f.WriteAt(l.buf, l.size)
-	if err == nil {
+	if err == nil && !lazy {
 		err = l.f.Datasync()
 	}
 	if err != nil {
@@ -271,6 +299,9 @@ func (l *chargeLog) append(entries []store.Entry) error {
 		return fmt.Errorf("charge log: %w", err)
 	}
 	l.size = end
+	if lazy {
+		l.sync.mark(l, grew)
+	}
 	return nil
 }
 

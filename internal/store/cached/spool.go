@@ -38,6 +38,7 @@ const (
 type spool struct {
 	mu      sync.Mutex
 	log     *chargeLog
+	sync    *syncer // syncs the log in interval mode
 	pending []store.Entry
 	ids     map[string]bool
 	// applied are closed when the charge of their request id leaves the
@@ -47,8 +48,9 @@ type spool struct {
 }
 
 // openSpool opens (creating) the spool in dir and returns it with what an
-// earlier run left in it.
-func openSpool(dir string) (*spool, error) {
+// earlier run left in it; onFail hears of a background sync that failed
+// (interval mode).
+func openSpool(dir string, onFail func(error)) (*spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("charge spool: %w", err)
 	}
@@ -57,7 +59,8 @@ func openSpool(dir string) (*spool, error) {
 		return nil, err
 	}
 	l.holds = true
-	sp := &spool{log: l, ids: map[string]bool{}, applied: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
+	l.sync = newSyncer(onFail)
+	sp := &spool{log: l, sync: l.sync, ids: map[string]bool{}, applied: map[string]chan struct{}{}, wake: make(chan struct{}, 1)}
 	for _, e := range entries {
 		if !sp.ids[e.RequestID] {
 			sp.ids[e.RequestID] = true
@@ -67,7 +70,8 @@ func openSpool(dir string) (*spool, error) {
 	return sp, nil
 }
 
-// add makes entries durable in the spool; when it returns nil they are.
+// add makes entries durable in the spool; when it returns nil they are
+// (in interval mode: written, and durable within the interval).
 func (sp *spool) add(entries []store.Entry) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
