@@ -41,7 +41,7 @@ func register(f routes.Family, name string) {
 // `gw` directive) it mounts every route of every family; as
 // http.handlers.gw_<family> (`gw_chat`, `gw_embeddings`, `gw_models`,
 // `gw_usage`, `gw_audio`, `gw_images`, `gw_search`, `gw_fetch`,
-// `gw_decide`, `gw_mcp`, `gw_mcp_tools`) it serves that family's paths
+// `gw_decide`, `gw_mcp`, `gw_mcp_tools`, `gw_mcp_gateway`) it serves that family's paths
 // alone, wherever it is placed, so an operator can put Caddy's matchers
 // and handlers (basic_auth, forward_auth, header, a rate limiter) in front
 // of one family or serve only some of them. Every one of them serves from

@@ -27,7 +27,8 @@ var DefaultMCPPrice = pricing.Micro(1000)
 type MCPServerConfig struct {
 	// Name is the server's name: its tools are offered as
 	// <name>__<tool>, and on their own at /mcp-gateway/<name>/. 1 to 64
-	// characters of A-Z, a-z, 0-9, '_', '-' and '.', without "__".
+	// characters of A-Z, a-z, 0-9, '_', '-' and '.', without "__" and not
+	// ending in '_'.
 	Name string `json:"name"`
 	// URL is the server's Streamable HTTP endpoint (http or https). It is
 	// the operator's choice: page reading's address guard does not apply.
@@ -89,7 +90,7 @@ func (a *App) mcpServers() ([]MCPServerConfig, error) {
 // validate refuses a server the gateway cannot offer.
 func (s *MCPServerConfig) validate() error {
 	if !gateway.ServerNameOK(s.Name) {
-		return fmt.Errorf("a name is 1 to %d characters of A-Z, a-z, 0-9, '_', '-' and '.', without %q", gateway.MaxServerName, gateway.Separator)
+		return fmt.Errorf("a name is 1 to %d characters of A-Z, a-z, 0-9, '_', '-' and '.', without %q and not ending in '_'", gateway.MaxServerName, gateway.Separator)
 	}
 	if err := httpURL(s.URL); err != nil {
 		return fmt.Errorf("url: %w", err)

@@ -46,10 +46,21 @@ type authTransport struct {
 	base   http.RoundTripper
 	bearer string
 	tokens *tokens // nil unless AuthClientCredentials
+	// onStatus, when set, is told each answer's status.
+	onStatus func(r *http.Request, status int)
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.roundTrip(r)
+	if err == nil && t.onStatus != nil {
+		t.onStatus(r, resp.StatusCode)
+	}
+	return resp, err
+}
+
+// roundTrip sends r with the server's credentials.
+func (t *authTransport) roundTrip(r *http.Request) (*http.Response, error) {
 	if t.tokens == nil {
 		if t.bearer == "" {
 			return t.base.RoundTrip(r)
@@ -99,28 +110,52 @@ type tokens struct {
 
 	mu  sync.Mutex
 	tok *oauth2.Token
-	// fetches counts tokens fetched, for the upstream's log.
+	// fetching is closed when the token being fetched is in (or could not
+	// be had); nil when none is.
+	fetching chan struct{}
+	// fetches counts tokens fetched.
 	fetches int
 }
 
-// get returns a valid access token, fetching one when none is kept.
+// get returns a valid access token, fetching one when none is kept: one
+// call fetches it while the others wait (each no longer than its ctx).
 func (t *tokens) get(ctx context.Context) (string, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.tok.Valid() {
-		return t.tok.AccessToken, nil
-	}
-	tok, err := t.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
-	if err != nil {
-		var re *oauth2.RetrieveError
-		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500 {
-			return "", errTokenRefused
+	for {
+		t.mu.Lock()
+		if t.tok.Valid() {
+			defer t.mu.Unlock()
+			return t.tok.AccessToken, nil
 		}
-		return "", err
+		if fetching := t.fetching; fetching != nil {
+			t.mu.Unlock()
+			select {
+			case <-fetching:
+				continue
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		fetching := make(chan struct{})
+		t.fetching = fetching
+		t.mu.Unlock()
+		tok, err := t.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
+		t.mu.Lock()
+		t.fetching = nil
+		if err == nil {
+			t.tok = tok
+			t.fetches++
+		}
+		t.mu.Unlock()
+		close(fetching)
+		if err != nil {
+			var re *oauth2.RetrieveError
+			if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500 {
+				return "", errTokenRefused
+			}
+			return "", err
+		}
+		return tok.AccessToken, nil
 	}
-	t.tok = tok
-	t.fetches++
-	return tok.AccessToken, nil
 }
 
 // drop forgets token old, unless a newer one replaced it already.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -145,9 +146,11 @@ func NameOK(name string, most int) bool {
 }
 
 // ServerNameOK reports whether name may name a server: NameOK within
-// MaxServerName, without Separator.
+// MaxServerName, without Separator, and not ending in '_' (whose tools'
+// names would read as another server's: "a_" + "__" + "x" is "a" +
+// "__" + "_x").
 func ServerNameOK(name string) bool {
-	return NameOK(name, MaxServerName) && !strings.Contains(name, Separator)
+	return NameOK(name, MaxServerName) && !strings.Contains(name, Separator) && !strings.HasSuffix(name, "_")
 }
 
 // Gateway serves Path.
@@ -238,15 +241,19 @@ func (v view) resolve(name string) (s *Server, tool string, ok bool) {
 
 // List implements mcp.ToolSet: the tools of the view's servers that they
 // offer and the key may call, each description ending with the account's
-// price. A server that cannot list its tools shows none.
+// price. The servers are asked at once; one that cannot list its tools
+// shows the last list it gave (none when it never did).
 func (v view) List(c *pipeline.Call) ([]mcp.Tool, *gwerr.Error) {
+	servers := v.servers()
+	lists := make([][]*sdk.Tool, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() { lists[i], _ = v.g.tools(c.R.Context(), s) })
+	}
+	wg.Wait()
 	out := []mcp.Tool{}
-	for _, s := range v.servers() {
-		tools, err := v.g.tools(c.R.Context(), s)
-		if err != nil {
-			continue
-		}
-		for _, t := range tools {
+	for i, s := range servers {
+		for _, t := range lists[i] {
 			name := v.name(s, t.Name)
 			if !s.offers(t.Name) || !NameOK(name, MaxToolName) || !c.Key.AllowsMCPTool(s.Name+Separator+t.Name) {
 				continue
@@ -272,14 +279,15 @@ func (g *Gateway) cost(c *pipeline.Call, s *Server, tool string) pricing.Money {
 	return pricing.Cost(c.Account.PAYG, pricing.Line{Units: 1, Rate: pricing.PerUnit(s.price(tool))})
 }
 
-// tools lists s's tools, admitting their names to the metrics' labels
-// when the list was asked for now, and marking the server up or down.
+// tools lists s's tools (the last list it gave, when it cannot list them
+// now), admitting their names to the metrics' labels when the list was
+// asked for now, and marking the server up or down.
 func (g *Gateway) tools(ctx context.Context, s *Server) ([]*sdk.Tool, error) {
 	tools, fresh, err := s.Upstream.Tools(ctx)
 	g.Metrics.ServerUp(s.Name, err == nil)
 	if err != nil {
-		g.Logger.Warn("MCP server could not list its tools", zap.String("server", s.Name), zap.Error(err))
-		return nil, err
+		g.Logger.Warn("MCP server could not list its tools", zap.String("server", s.Name), zap.String("error", s.Upstream.Redact(err)))
+		return tools, err
 	}
 	if fresh {
 		labels := make([]string, 0, len(tools))
@@ -385,7 +393,7 @@ func (g *Gateway) upstreamFailure(s *Server, tool string, err error) map[string]
 	case !errors.Is(err, ErrUnavailable) && errors.As(err, &rpcErr):
 		return toolError(CodeUpstreamError, false, fmt.Sprintf("%s answered error %d: %s", s.Name, rpcErr.Code, cut(rpcErr.Message)))
 	}
-	g.Logger.Warn("MCP server unavailable", zap.String("server", s.Name), zap.String("tool", tool), zap.Error(err))
+	g.Logger.Warn("MCP server unavailable", zap.String("server", s.Name), zap.String("tool", tool), zap.String("error", s.Upstream.Redact(err)))
 	return toolError(CodeUpstreamUnavailable, true, s.Name+" could not be reached; retry later")
 }
 

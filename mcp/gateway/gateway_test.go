@@ -1,16 +1,19 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,6 +261,46 @@ func TestUpstreamDownAndBack(t *testing.T) {
 	}
 }
 
+// A sessions-era server that restarted and answers the old session's
+// requests 404 with a JSON-RPC error naming the request in the body: the
+// session is opened again and the call made once, in the new one.
+func TestUpstreamSessionEndedJSONBody(t *testing.T) {
+	var cur atomic.Pointer[http.Handler]
+	swap := func() {
+		h, _ := mcpServer(false)
+		cur.Store(&h)
+	}
+	swap()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		(*cur.Load()).ServeHTTP(rec, r)
+		if rec.Code == http.StatusNotFound {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32001,"message":"Session not found"}}`, gjson.GetBytes(body, "id").Raw)
+			return
+		}
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	defer srv.Close()
+	u := NewUpstream(Conn{URL: srv.URL, Timeout: 2 * time.Second}, nil)
+	defer u.Close()
+	ctx := context.Background()
+	for i, text := range []string{"a", "b"} {
+		if i == 1 {
+			swap() // the server restarted: its sessions are gone
+		}
+		res, err := u.Call(ctx, "echo", json.RawMessage(`{"text":"`+text+`"}`))
+		if err != nil || gjson.GetBytes(res.Raw, "content.0.text").String() != "echo: "+text {
+			t.Fatalf("call %d: %s %v", i, res.Raw, err)
+		}
+	}
+}
+
 // A server's tools are offered by its allow and deny globs (deny wins)
 // and the MCP name rule; a tool's own price wins over the server's.
 func TestServerOffersAndPrices(t *testing.T) {
@@ -324,4 +367,15 @@ func FuzzResponse(f *testing.F) {
 			t.Fatalf("response %q has another id", msg)
 		}
 	})
+}
+
+// The log never holds a server's URL or token URL beyond its host.
+func TestRedact(t *testing.T) {
+	u := NewUpstream(Conn{URL: "https://mcp.example.com/k/s3cret?key=s3cret", Auth: Auth{Kind: AuthClientCredentials,
+		TokenURL: "https://auth.example.com/t?secret=s3cret", ClientID: "i", ClientSecret: "s3cret"}}, nil)
+	err := fmt.Errorf(`Post "https://mcp.example.com/k/s3cret?key=s3cret": dial tcp: refused; token from https://auth.example.com/t?secret=s3cret`)
+	got := u.Redact(err)
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "https://mcp.example.com/…") || !strings.Contains(got, "https://auth.example.com/…") {
+		t.Fatalf("Redact = %q", got)
+	}
 }

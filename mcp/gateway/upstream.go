@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,8 +71,17 @@ type Upstream struct {
 
 	mu      sync.Mutex
 	session *sdk.ClientSession
+	// opening is closed when the session being opened is open (or could
+	// not be); nil when none is.
+	opening chan struct{}
 	tools   []*sdk.Tool
 	toolsAt time.Time
+	// listErr is why the last list failed, at listFailed.
+	listErr    error
+	listFailed time.Time
+	// gone is the id of a session the server answered 404 for: it ended
+	// it (restarted), so a request in it did not run.
+	gone atomic.Pointer[string]
 }
 
 // NewUpstream returns the upstream at c, reached through base (nil:
@@ -83,7 +93,8 @@ func NewUpstream(c Conn, base http.RoundTripper) *Upstream {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
-	t := &authTransport{base: base}
+	u := &Upstream{conn: c}
+	t := &authTransport{base: base, onStatus: u.noteStatus}
 	switch c.Auth.Kind {
 	case AuthBearer:
 		t.bearer = c.Auth.Token
@@ -94,7 +105,8 @@ func NewUpstream(c Conn, base http.RoundTripper) *Upstream {
 		}
 		t.tokens = &tokens{cfg: cfg, client: &http.Client{Transport: base, Timeout: c.Timeout}}
 	}
-	return &Upstream{conn: c, client: &http.Client{Transport: t}, tokens: t.tokens}
+	u.client, u.tokens = &http.Client{Transport: t}, t.tokens
+	return u
 }
 
 // Timeout is what bounds one of its tool calls.
@@ -110,23 +122,43 @@ func (u *Upstream) TokensFetched() int {
 	return u.tokens.fetches
 }
 
-// connect returns the pooled session, opening it when there is none.
+// connect returns the pooled session, opening it when there is none: one
+// call opens it while the others wait for it (each no longer than its
+// ctx), and nothing else waits on the opening.
 func (u *Upstream) connect(ctx context.Context) (*sdk.ClientSession, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.session != nil {
-		return u.session, nil
+	for {
+		u.mu.Lock()
+		if s := u.session; s != nil {
+			u.mu.Unlock()
+			return s, nil
+		}
+		if opening := u.opening; opening != nil {
+			u.mu.Unlock()
+			select {
+			case <-opening:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		opening := make(chan struct{})
+		u.opening = opening
+		u.mu.Unlock()
+		client := sdk.NewClient(&sdk.Implementation{Name: clientName, Version: "1"}, nil)
+		s, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: u.conn.URL, HTTPClient: u.client, DisableStandaloneSSE: true}, nil)
+		u.mu.Lock()
+		u.opening = nil
+		if err == nil {
+			u.session = s
+		}
+		u.mu.Unlock()
+		close(opening)
+		return s, err
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: clientName, Version: "1"}, nil)
-	s, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: u.conn.URL, HTTPClient: u.client, DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		return nil, err
-	}
-	u.session = s
-	return s, nil
 }
 
 // drop forgets session s after it failed, so the next use opens another.
+// The tool list stays, to be asked again.
 func (u *Upstream) drop(s *sdk.ClientSession) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -149,16 +181,32 @@ func (u *Upstream) Close() error {
 	return nil
 }
 
-// Tools lists the server's tools, kept for ToolsTTL; fresh reports
-// whether they were asked for now.
+// ListRetry is how long after a failed list the server is asked again: in
+// between, lists answer at once with the last list the server gave (or
+// none). ListWait bounds the asking (or the server's timeout, when
+// shorter), so a server that does not answer holds a list back no longer.
+const (
+	ListRetry = 5 * time.Second
+	ListWait  = 10 * time.Second
+)
+
+// Tools lists the server's tools, kept for ToolsTTL; fresh reports whether
+// they were asked for now. A server that cannot list them gives the last
+// list it gave with the error, and is asked again after ListRetry. The
+// asking outlives ctx's cancellation (a caller going away is not the
+// server failing), within ListWait.
 func (u *Upstream) Tools(ctx context.Context) (tools []*sdk.Tool, fresh bool, err error) {
 	u.mu.Lock()
-	if !u.toolsAt.IsZero() && time.Since(u.toolsAt) < ToolsTTL {
+	switch {
+	case !u.toolsAt.IsZero() && time.Since(u.toolsAt) < ToolsTTL:
 		defer u.mu.Unlock()
 		return u.tools, false, nil
+	case u.listErr != nil && time.Since(u.listFailed) < ListRetry:
+		defer u.mu.Unlock()
+		return u.tools, false, u.listErr
 	}
 	u.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, u.conn.Timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(u.conn.Timeout, ListWait))
 	defer cancel()
 	err = u.withSession(ctx, func(s *sdk.ClientSession) error {
 		tools = tools[:0]
@@ -170,12 +218,13 @@ func (u *Upstream) Tools(ctx context.Context) (tools []*sdk.Tool, fresh bool, er
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, false, classify(ctx, err)
-	}
 	u.mu.Lock()
-	u.tools, u.toolsAt = tools, time.Now()
-	u.mu.Unlock()
+	defer u.mu.Unlock()
+	if err != nil {
+		u.listErr, u.listFailed = classify(ctx, err), time.Now()
+		return u.tools, false, u.listErr
+	}
+	u.tools, u.toolsAt, u.listErr = tools, time.Now(), nil
 	return tools, true, nil
 }
 
@@ -308,38 +357,60 @@ func response(resp *http.Response, id int64) ([]byte, error) {
 // longer knows (it restarted) is opened again and f run once more: the
 // server refused the request without running it. Any other failure but
 // the server's own JSON-RPC error drops the session, since the
-// connection may be broken; f is not repeated, since it may have run.
+// connection may be broken; f is not repeated, since it may have run. A
+// session that cannot be opened is ErrUnavailable.
 func (u *Upstream) withSession(ctx context.Context, f func(*sdk.ClientSession) error) error {
 	for try := 0; ; try++ {
 		s, err := u.connect(ctx)
 		if err != nil {
-			return err
+			return errors.Join(ErrUnavailable, err)
 		}
 		err = f(s)
 		if err == nil || serverError(err) != nil {
 			return err
 		}
 		u.drop(s)
-		if try > 0 || !errors.Is(err, sdk.ErrSessionMissing) {
+		if try > 0 || !u.ended(s, err) {
 			return err
 		}
 	}
 }
 
-// rejectedCode and rejectedMessage are the SDK's own error for a request
-// that never reached the server (the connection failed, the answer was
-// not JSON-RPC): a *jsonrpc.Error too, told from the server's by both.
-const (
-	rejectedCode    = -32005
-	rejectedMessage = "rejected by transport"
-)
+// ended reports whether err says the server ended session s: the SDK's
+// ErrSessionMissing, or a 404 to a request in s (whatever its body).
+func (u *Upstream) ended(s *sdk.ClientSession, err error) bool {
+	if errors.Is(err, sdk.ErrSessionMissing) {
+		return true
+	}
+	gone := u.gone.Load()
+	return gone != nil && s.ID() != "" && *gone == s.ID()
+}
 
-// serverError is the server's own JSON-RPC error that err carries, or nil
-// when the call failed on the way (which the SDK wraps as a JSON-RPC
-// error of its own).
+// noteStatus is told each answer's status: a 404 to a request in a
+// session says the server ended it.
+func (u *Upstream) noteStatus(r *http.Request, status int) {
+	if id := r.Header.Get(sessionHeader); status == http.StatusNotFound && id != "" {
+		u.gone.Store(&id)
+	}
+}
+
+// sessionHeader carries a sessions-era request's session id.
+const sessionHeader = "Mcp-Session-Id"
+
+// rejected is the SDK's own JSON-RPC error for a request the transport
+// refused (it did not reach the server, or the server answered it with an
+// HTTP error): it is in the chain of every such failure, even one whose
+// body held the server's JSON-RPC error.
+var rejected = &jsonrpc.Error{Code: rejectedCode}
+
+// rejectedCode is the SDK's code for a request the transport refused.
+const rejectedCode = -32005
+
+// serverError is the server's own JSON-RPC answer to the call that err
+// carries, or nil when the call failed on the way.
 func serverError(err error) *jsonrpc.Error {
 	var rpcErr *jsonrpc.Error
-	if !errors.As(err, &rpcErr) || rpcErr.Code == rejectedCode && rpcErr.Message == rejectedMessage {
+	if !errors.As(err, &rpcErr) || errors.Is(err, rejected) {
 		return nil
 	}
 	return rpcErr
@@ -351,8 +422,29 @@ func classify(ctx context.Context, err error) error {
 	switch rpcErr := serverError(err); {
 	case rpcErr != nil:
 		return rpcErr
+	case errors.Is(err, ErrUnavailable):
+		return err
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 		return ErrTimeout
 	}
 	return errors.Join(ErrUnavailable, err)
+}
+
+// Redact is err's text for the log, with the server's URL and its token
+// URL cut to their scheme and host: an operator may keep a credential in
+// either's path or query.
+func (u *Upstream) Redact(err error) string {
+	msg := err.Error()
+	for _, raw := range []string{u.conn.URL, u.conn.Auth.TokenURL} {
+		if raw == "" {
+			continue
+		}
+		short := "(url)"
+		if p, perr := url.Parse(raw); perr == nil {
+			short = p.Scheme + "://" + p.Host + "/…"
+			msg = strings.ReplaceAll(msg, p.String(), short)
+		}
+		msg = strings.ReplaceAll(msg, raw, short)
+	}
+	return msg
 }
