@@ -78,6 +78,14 @@ var (
 		notBuilt:    `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"<string>"}}`,
 		wrongMethod: `{"jsonrpc":"2.0","id":null,"error":{"code":"<number>","message":"<string>"}}`,
 	}
+	// famGateway is the MCP gateway's: JSON-RPC as the MCP servers', an
+	// ability's refusals besides.
+	famGateway = family{
+		name:        "mcp_gateway",
+		unauth:      famRPC.unauth,
+		notBuilt:    famRPC.notBuilt,
+		wrongMethod: famRPC.wrongMethod,
+	}
 )
 
 // route is one path of the route table.
@@ -192,6 +200,8 @@ var routeTable = []route{
 	{path: "/mcp-tools/", method: "POST", fam: famRPC, events: true, keyless: true},
 	// GET on the routing server answers 405 (it takes POST and DELETE).
 	{path: "/mcp", method: "POST", fam: famRPC, allow: "POST, DELETE", wrong: "GET", built: routingNoSession},
+	// Caddyfile.example names no MCP server unless GW_MCP_SERVERS does.
+	{path: "/mcp-gateway/", method: "POST", fam: famGateway},
 }
 
 // body returns a small request body for a route's method.
@@ -199,7 +209,7 @@ func (rt route) body() string {
 	if rt.method == "GET" {
 		return ""
 	}
-	if rt.fam.name == "mcp" {
+	if rt.fam.name == "mcp" || rt.fam.name == "mcp_gateway" {
 		return `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 	}
 	return `{}`
@@ -303,7 +313,7 @@ func TestRoutes(t *testing.T) {
 		// Where x-api-key is read, it is enough: embeddings read it too.
 		expectFamilyError(t, g.do(t, "POST", "/v1/embeddings", `{}`, apiKey(boot)...), http.StatusBadRequest, embeddingsMissing, famChat)
 		for _, rt := range routeTable {
-			if rt.fam.name == "voices" || rt.fam.name == "mcp" || rt.fam.name == "chat" && !rt.lists {
+			if rt.fam.name == "voices" || rt.fam.name == "mcp" || rt.fam.name == "mcp_gateway" || rt.fam.name == "chat" && !rt.lists {
 				continue
 			}
 			r := g.do(t, rt.method, rt.path, rt.body(), apiKey(boot)...)
@@ -335,6 +345,8 @@ func TestRoutes(t *testing.T) {
 					expectFamilyError(t, r, http.StatusPaymentRequired, upgrade, rt.fam)
 				case "decide":
 					expectFamilyError(t, r, http.StatusForbidden, paidPlan, rt.fam)
+				case "mcp_gateway":
+					expectFamilyError(t, r, http.StatusPaymentRequired, famRPC.notBuilt, rt.fam)
 				default:
 					// Chat, messages, the voice list and MCP take any valid key.
 					expectAnswer(t, r, rt)
@@ -372,6 +384,8 @@ func TestRoutes(t *testing.T) {
 				expectFamilyError(t, r, http.StatusNotFound, `{"error":"not found","message":"<string?>"}`, rt.fam)
 			case "decide":
 				expectFamilyError(t, r, http.StatusNotFound, `{"error":{"message":"<string>","type":"not_found_error","code":"not_found","param":null}}`, rt.fam)
+			case "mcp_gateway":
+				expectFamilyError(t, r, http.StatusNotFound, `{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"<string>"}}`, rt.fam)
 			default:
 				expectAnswer(t, r, rt)
 			}
