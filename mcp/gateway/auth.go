@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -107,62 +106,29 @@ func (t *authTransport) send(r *http.Request, tok string) (*http.Response, error
 type tokens struct {
 	cfg    clientcredentials.Config
 	client *http.Client
-
-	mu  sync.Mutex
-	tok *oauth2.Token
-	// fetching is closed when the token being fetched is in (or could not
-	// be had); nil when none is.
-	fetching chan struct{}
-	// fetches counts tokens fetched.
-	fetches int
+	tok    single[*oauth2.Token]
 }
 
-// get returns a valid access token, fetching one when none is kept: one
-// call fetches it while the others wait (each no longer than its ctx).
+// get returns a valid access token, fetching one when none is kept.
 func (t *tokens) get(ctx context.Context) (string, error) {
-	for {
-		t.mu.Lock()
-		if t.tok.Valid() {
-			defer t.mu.Unlock()
-			return t.tok.AccessToken, nil
-		}
-		if fetching := t.fetching; fetching != nil {
-			t.mu.Unlock()
-			select {
-			case <-fetching:
-				continue
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}
-		fetching := make(chan struct{})
-		t.fetching = fetching
-		t.mu.Unlock()
+	tok, err := t.tok.get(ctx, (*oauth2.Token).Valid, func() (*oauth2.Token, error) {
 		tok, err := t.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
-		t.mu.Lock()
-		t.fetching = nil
-		if err == nil {
-			t.tok = tok
-			t.fetches++
-		}
-		t.mu.Unlock()
-		close(fetching)
 		if err != nil {
 			var re *oauth2.RetrieveError
 			if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500 {
-				return "", errTokenRefused
+				return nil, errTokenRefused
 			}
-			return "", err
+			return nil, err
 		}
-		return tok.AccessToken, nil
+		return tok, nil
+	})
+	if err != nil {
+		return "", err
 	}
+	return tok.AccessToken, nil
 }
 
 // drop forgets token old, unless a newer one replaced it already.
 func (t *tokens) drop(old string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.tok != nil && t.tok.AccessToken == old {
-		t.tok = nil
-	}
+	t.tok.drop(func(tok *oauth2.Token) bool { return tok != nil && tok.AccessToken == old })
 }

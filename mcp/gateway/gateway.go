@@ -28,6 +28,7 @@ import (
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 	"github.com/caddy-gw/caddy-gw/mcp"
+	"github.com/caddy-gw/caddy-gw/mcp/tools"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -44,10 +45,10 @@ const (
 	// a-z, 0-9, '_', '-' and '.', without Separator.
 	MaxServerName = 64
 	// MaxToolName is the longest tool name the gateway offers, as the MCP
-	// specification (2025-11-25) asks: 1 to 128 characters of A-Z, a-z,
-	// 0-9, '_', '-' and '.'. A server's tool named otherwise is left out,
-	// and at Path so is one whose <server>__<tool> is longer.
-	MaxToolName = 128
+	// specification (2025-11-25) asks (tools.MaxToolName). A server's tool
+	// named otherwise is left out, and at Path so is one whose
+	// <server>__<tool> is longer.
+	MaxToolName = tools.MaxToolName
 	// UnitCall is the ledger unit of a tool call.
 	UnitCall = "call"
 	// ServerName is how the gateway names itself to its callers.
@@ -133,16 +134,7 @@ func matchAny(globs []string, name string) bool {
 // NameOK reports whether name is 1 to most characters of A-Z, a-z, 0-9,
 // '_', '-' and '.'.
 func NameOK(name string, most int) bool {
-	if name == "" || len(name) > most {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
+	return name != "" && len(name) <= most && tools.PlainName(name)
 }
 
 // ServerNameOK reports whether name may name a server: NameOK within

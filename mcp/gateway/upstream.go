@@ -63,17 +63,14 @@ type Conn struct {
 // tool list kept for ToolsTTL, and its access token.
 type Upstream struct {
 	conn   Conn
-	client *http.Client
-	tokens *tokens
+	client *http.Client // with the server's credentials (authTransport)
 
 	// ids number the calls the gateway posts itself.
 	ids atomic.Int64
 
+	session single[*sdk.ClientSession]
+
 	mu      sync.Mutex
-	session *sdk.ClientSession
-	// opening is closed when the session being opened is open (or could
-	// not be); nil when none is.
-	opening chan struct{}
 	tools   []*sdk.Tool
 	toolsAt time.Time
 	// listErr is why the last list failed, at listFailed.
@@ -105,77 +102,35 @@ func NewUpstream(c Conn, base http.RoundTripper) *Upstream {
 		}
 		t.tokens = &tokens{cfg: cfg, client: &http.Client{Transport: base, Timeout: c.Timeout}}
 	}
-	u.client, u.tokens = &http.Client{Transport: t}, t.tokens
+	u.client = &http.Client{Transport: t}
 	return u
 }
 
 // Timeout is what bounds one of its tool calls.
 func (u *Upstream) Timeout() time.Duration { return u.conn.Timeout }
 
-// TokensFetched is how many access tokens the upstream fetched.
-func (u *Upstream) TokensFetched() int {
-	if u.tokens == nil {
-		return 0
-	}
-	u.tokens.mu.Lock()
-	defer u.tokens.mu.Unlock()
-	return u.tokens.fetches
-}
-
-// connect returns the pooled session, opening it when there is none: one
-// call opens it while the others wait for it (each no longer than its
-// ctx), and nothing else waits on the opening.
+// connect returns the pooled session, opening it when there is none.
 func (u *Upstream) connect(ctx context.Context) (*sdk.ClientSession, error) {
-	for {
-		u.mu.Lock()
-		if s := u.session; s != nil {
-			u.mu.Unlock()
-			return s, nil
-		}
-		if opening := u.opening; opening != nil {
-			u.mu.Unlock()
-			select {
-			case <-opening:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		opening := make(chan struct{})
-		u.opening = opening
-		u.mu.Unlock()
+	return u.session.get(ctx, func(s *sdk.ClientSession) bool { return s != nil }, func() (*sdk.ClientSession, error) {
 		client := sdk.NewClient(&sdk.Implementation{Name: clientName, Version: "1"}, nil)
-		s, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: u.conn.URL, HTTPClient: u.client, DisableStandaloneSSE: true}, nil)
-		u.mu.Lock()
-		u.opening = nil
-		if err == nil {
-			u.session = s
-		}
-		u.mu.Unlock()
-		close(opening)
-		return s, err
-	}
+		return client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: u.conn.URL, HTTPClient: u.client, DisableStandaloneSSE: true}, nil)
+	})
 }
 
-// drop forgets session s after it failed, so the next use opens another.
-// The tool list stays, to be asked again.
+// drop forgets session s after it failed, so the next use opens another,
+// and has the tool list asked again (it is kept meanwhile).
 func (u *Upstream) drop(s *sdk.ClientSession) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.session == s {
-		u.session = nil
+	if _, ok := u.session.drop(func(v *sdk.ClientSession) bool { return v == s && v != nil }); ok {
+		u.mu.Lock()
 		u.toolsAt = time.Time{}
+		u.mu.Unlock()
 		go s.Close()
 	}
 }
 
 // Close ends the pooled session.
 func (u *Upstream) Close() error {
-	u.mu.Lock()
-	s := u.session
-	u.session = nil
-	u.mu.Unlock()
-	if s != nil {
+	if s, ok := u.session.drop(func(v *sdk.ClientSession) bool { return v != nil }); ok {
 		return s.Close()
 	}
 	return nil

@@ -219,7 +219,7 @@ func (a *Apps) appTools(ctx context.Context, app App) ([]*sdk.Tool, error) {
 			a.drop(app.Name, s)
 			return nil, err
 		}
-		if toolNameOK(t.Name) {
+		if ToolNameOK(t.Name) {
 			tools = append(tools, t)
 			labels = append(labels, app.Name+"/"+t.Name)
 		}
@@ -246,21 +246,23 @@ func (a *Apps) offers(ctx context.Context, app App, name string) (bool, *gwerr.E
 	return slices.ContainsFunc(tools, func(t *sdk.Tool) bool { return t.Name == name }), nil
 }
 
-// toolNameOK reports whether name is a tool name the gateway offers: 1 to
+// ToolNameOK reports whether name is a tool name the gateway offers: 1 to
 // MaxToolName characters of A-Z, a-z, 0-9, '_', '-' and '.'.
-func toolNameOK(name string) bool {
-	return len(name) > 0 && len(name) <= MaxToolName && plainName(name)
+func ToolNameOK(name string) bool {
+	return len(name) > 0 && len(name) <= MaxToolName && PlainName(name)
 }
 
 // aliasOK reports whether alias may name a link: at most MaxAlias
 // characters of A-Z, a-z, 0-9, '.', '_' and '-' (empty: the app's first
 // link).
 func aliasOK(alias string) bool {
-	return len(alias) <= MaxAlias && plainName(alias)
+	return len(alias) <= MaxAlias && PlainName(alias)
 }
 
-// plainName reports whether s holds only A-Z, a-z, 0-9, '.', '_' and '-'.
-func plainName(s string) bool {
+// PlainName reports whether s holds only A-Z, a-z, 0-9, '.', '_' and '-':
+// the characters of a tool name (and of the names the gateway makes of
+// them).
+func PlainName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {

@@ -178,8 +178,8 @@ func FuzzAppNames(f *testing.F) {
 		if got, want := aliasOK(s), plain && len(s) <= MaxAlias; got != want {
 			t.Fatalf("aliasOK(%q) = %v", s, got)
 		}
-		if got, want := toolNameOK(s), plain && len(s) >= 1 && len(s) <= MaxToolName; got != want {
-			t.Fatalf("toolNameOK(%q) = %v", s, got)
+		if got, want := ToolNameOK(s), plain && len(s) >= 1 && len(s) <= MaxToolName; got != want {
+			t.Fatalf("ToolNameOK(%q) = %v", s, got)
 		}
 	})
 }
