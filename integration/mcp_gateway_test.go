@@ -388,6 +388,9 @@ func TestMCPGatewayUpstreams(t *testing.T) {
 	}
 
 	g.reload(t)
+	// The old config's server closed its idle connections; the SDK's
+	// client dials again, as any client of a reloaded Caddy does.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	s = gatewaySession(t, g.BaseURL+"/mcp-gateway/", key, "")
 	for _, tool := range []string{"tools__echo", "legacy__echo"} {
 		if res := call(tool); res.IsError {
