@@ -201,11 +201,12 @@ async function checkTools(c) {
 	}
 }
 
-// receipt checks a gateway tool result: not an error, one text block, and
-// _meta carrying the receipt (a request id and the price); returns the
-// text and the request id.
+// receipt checks a gateway tool result: not an error (isError false, or
+// absent as the server sent it), one text block, and _meta carrying the
+// receipt (a request id and the price); returns the text and the request
+// id.
 function receipt(res, tool) {
-	expectEqual(res.isError, false, `${tool} isError`);
+	expectEqual(res.isError ?? false, false, `${tool} isError`);
 	expectEqual(res.content?.map((b) => b.type), ['text'], `${tool} content types`);
 	const meta = res._meta ?? {};
 	expect(/^req-\S+$/.test(meta['gw/request_id'] ?? ''), `${tool} _meta gw/request_id starting req-`, meta);
