@@ -158,10 +158,11 @@ func mcpTransport() http.RoundTripper {
 }
 
 // mcpGateway builds the MCP gateway, taking a reference to each server's
-// pooled upstream (released by Cleanup); nil when no server is declared.
+// pooled upstream (released by Cleanup). With no server declared it lists
+// no tools.
 func (a *App) mcpGateway(upgradeURL string) (*gateway.Gateway, error) {
 	list, err := a.mcpServers()
-	if err != nil || len(list) == 0 {
+	if err != nil {
 		return nil, err
 	}
 	g := &gateway.Gateway{AllowedHosts: a.MCPAllowedHosts, UpgradeURL: upgradeURL, Metrics: metrics, Logger: a.logger.Named("mcp_gateway")}

@@ -200,8 +200,9 @@ var routeTable = []route{
 	{path: "/mcp-tools/", method: "POST", fam: famRPC, events: true, keyless: true},
 	// GET on the routing server answers 405 (it takes POST and DELETE).
 	{path: "/mcp", method: "POST", fam: famRPC, allow: "POST, DELETE", wrong: "GET", built: routingNoSession},
-	// Caddyfile.example names no MCP server unless GW_MCP_SERVERS does.
-	{path: "/mcp-gateway/", method: "POST", fam: famGateway},
+	// Caddyfile.example names no MCP server unless GW_MCP_SERVERS does: an
+	// empty list.
+	{path: "/mcp-gateway/", method: "POST", fam: famGateway, events: true},
 }
 
 // body returns a small request body for a route's method.
