@@ -192,29 +192,20 @@ type Result struct {
 
 // Call calls tool name with args (a JSON object, or empty), within the
 // server's timeout. A result with isError is a result; err is
-// ErrUnavailable, ErrTimeout or the server's *jsonrpc.Error. A server of
-// the stateless era is asked with one POST of the gateway's own, its
-// result passed on as it came; one of the sessions era through the SDK's
-// session.
+// ErrUnavailable, ErrTimeout or the server's *jsonrpc.Error. The call is
+// one POST of the gateway's own in the pooled session's era (the SDK's
+// client opened the session and lists the tools), its result passed on as
+// it came.
 func (u *Upstream) Call(ctx context.Context, name string, args json.RawMessage) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, u.conn.Timeout)
 	defer cancel()
 	var res Result
 	err := u.withSession(ctx, func(s *sdk.ClientSession) (err error) {
-		if init := s.InitializeResult(); init != nil && init.ProtocolVersion == mcp.StatelessVersion {
-			res, err = u.post(ctx, name, args)
-			return err
+		version := mcp.LatestVersion
+		if init := s.InitializeResult(); init != nil {
+			version = init.ProtocolVersion
 		}
-		var arguments any
-		if len(args) > 0 {
-			arguments = args
-		}
-		r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: arguments})
-		if err != nil {
-			return err
-		}
-		raw, err := json.Marshal(r)
-		res = Result{Raw: raw, IsError: r.IsError}
+		res, err = u.post(ctx, s.ID(), version, name, args)
 		return err
 	})
 	if err != nil {
@@ -235,10 +226,13 @@ var callMeta = `"_meta":{"` + mcp.MetaProtocolVersion + `":"` + mcp.StatelessVer
 // errNoAnswer: the server's answer held no response to the call.
 var errNoAnswer = errors.New("the answer holds no response to the call")
 
-// post calls tool name on a server of the stateless era: one POST with
-// the revision's headers, its answer (JSON, or an event stream of which
-// the response to this call is taken) read up to MaxAnswer.
-func (u *Upstream) post(ctx context.Context, name string, args json.RawMessage) (Result, error) {
+// post calls tool name in a session's era (version; session is the
+// sessions era's id, "" for none): one POST with the era's headers (in the
+// stateless era the _meta, Mcp-Method and Mcp-Name as well), its answer
+// (JSON, or an event stream of which the response to this call is taken)
+// read up to MaxAnswer.
+func (u *Upstream) post(ctx context.Context, session, version, name string, args json.RawMessage) (Result, error) {
+	stateless := version == mcp.StatelessVersion
 	id := u.ids.Add(1)
 	body := make([]byte, 0, 256+len(args))
 	body = append(body, `{"jsonrpc":"2.0","id":`...)
@@ -249,8 +243,10 @@ func (u *Upstream) post(ctx context.Context, name string, args json.RawMessage) 
 		body = append(body, `,"arguments":`...)
 		body = append(body, args...)
 	}
-	body = append(body, ',')
-	body = append(body, callMeta...)
+	if stateless {
+		body = append(body, ',')
+		body = append(body, callMeta...)
+	}
 	body = append(body, "}}"...)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.conn.URL, bytes.NewReader(body))
 	if err != nil {
@@ -259,14 +255,24 @@ func (u *Upstream) post(ctx context.Context, name string, args json.RawMessage) 
 	h := req.Header
 	h["Content-Type"] = []string{"application/json"}
 	h["Accept"] = []string{"application/json, text/event-stream"}
-	h[mcp.HeaderProtocol] = []string{mcp.StatelessVersion}
-	h[mcp.HeaderMethod] = []string{"tools/call"}
-	h[mcp.HeaderName] = []string{name} // a tool the gateway offers has a plain name
+	h[mcp.HeaderProtocol] = []string{version}
+	if stateless {
+		h[mcp.HeaderMethod] = []string{"tools/call"}
+		h[mcp.HeaderName] = []string{name} // a tool the gateway offers has a plain name
+	}
+	if session != "" {
+		h[sessionHeader] = []string{session}
+	}
 	resp, err := u.client.Do(req)
 	if err != nil {
 		return Result{}, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound && session != "" {
+		// The server ended the session (it restarted): the call did not
+		// run, whatever the answer's body says.
+		return Result{}, fmt.Errorf("status 404: %w", sdk.ErrSessionMissing)
+	}
 	msg, err := response(resp, id)
 	if err != nil {
 		return Result{}, err
