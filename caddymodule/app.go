@@ -184,6 +184,10 @@ type App struct {
 	admin  *admin.API
 	apps   *tools.Apps
 	alerts *alerts.Sender
+	// durable is the store this config gave its durability to; stopped
+	// is set once the config is stopped.
+	durable store.Store
+	stopped *atomic.Bool
 	// mcpKeys are this config's references to the MCP gateway's pooled
 	// upstreams.
 	mcpKeys  []string
@@ -208,7 +212,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
 	a.inflight = newInflight()
-	a.prev = new(atomic.Pointer[App])
+	a.prev, a.stopped = new(atomic.Pointer[App]), new(atomic.Bool)
 	a.started, a.startOnce = make(chan struct{}), new(sync.Once)
 	repl := caddy.NewReplacer()
 	providers := a.catalogProviders()
@@ -362,6 +366,7 @@ func (a *App) Start() error {
 	if err := a.setDurability(st); err != nil {
 		return err
 	}
+	a.durable = st
 	if a.syncInterval > 0 {
 		a.logger.Info(durabilityIntervalMsg, zap.Duration("interval", a.syncInterval))
 	}
@@ -484,7 +489,26 @@ func (a *App) Stop() error {
 	if a.alerts != nil {
 		a.alerts.Stop()
 	}
-	current.CompareAndSwap(a, a.prev.Swap(nil))
+	if a.stopped != nil {
+		a.stopped.Store(true)
+	}
+	prev := a.prev.Swap(nil)
+	switch live := prev != nil && prev.durable != nil && prev.stopped != nil && !prev.stopped.Load(); {
+	case !current.CompareAndSwap(a, prev):
+		// A config that started since serves.
+	case live:
+		// A reload that failed after this config started: the config
+		// serving again keeps its own durability.
+		_ = prev.setDurability(prev.durable)
+	default:
+		// The process stops: what interval mode wrote and did not yet
+		// sync is synced before it exits.
+		if s, ok := a.durable.(interface{ Sync() error }); ok {
+			if err := s.Sync(); err != nil && a.logger != nil {
+				a.logger.Error("syncing the charges at stop", zap.Error(err))
+			}
+		}
+	}
 	untuneProcess(a)
 	return nil
 }

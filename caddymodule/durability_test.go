@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,7 +114,13 @@ func TestExampleDurability(t *testing.T) {
 // syncRecorder is a store that records the sync intervals it is given.
 type syncRecorder struct {
 	store.Store
-	set []time.Duration
+	set   []time.Duration
+	syncs int
+}
+
+func (r *syncRecorder) Sync() error {
+	r.syncs++
+	return nil
 }
 
 func (r *syncRecorder) SetSyncInterval(d time.Duration) error {
@@ -138,5 +145,40 @@ func TestSetDurability(t *testing.T) {
 	}
 	if fmt.Sprint(r.set) != "[5ms 0s]" {
 		t.Fatalf("the store was given %v, want [5ms 0s]", r.set)
+	}
+}
+
+// A reload that fails once the new config started (another app of it did
+// not start) stops that config: the config serving again gives the store
+// its own durability back.
+func TestStopGivesDurabilityBack(t *testing.T) {
+	var r syncRecorder
+	old := &App{syncInterval: 0, durable: &r, prev: new(atomic.Pointer[App]), stopped: new(atomic.Bool)}
+	failed := &App{syncInterval: 5 * time.Millisecond, durable: &r, prev: new(atomic.Pointer[App]), stopped: new(atomic.Bool)}
+	if err := failed.setDurability(&r); err != nil {
+		t.Fatal(err)
+	}
+	current.Store(failed)
+	failed.prev.Store(old)
+	t.Cleanup(func() { current.Store(nil) })
+	if err := failed.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if current.Load() != old || fmt.Sprint(r.set) != "[5ms 0s]" || r.syncs != 0 {
+		t.Fatalf("the store was given %v and synced %d times, want [5ms 0s] and none", r.set, r.syncs)
+	}
+	// A config stopped after a reload that worked gives nothing back at
+	// the process's exit, where the last config syncs what is left.
+	next := &App{syncInterval: 5 * time.Millisecond, durable: &r, prev: new(atomic.Pointer[App]), stopped: new(atomic.Bool)}
+	next.prev.Store(old)
+	current.Store(next)
+	if err := old.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(r.set) != "[5ms 0s]" || r.syncs != 1 {
+		t.Fatalf("the store was given %v and synced %d times after a reload and an exit, want nothing more and one sync", r.set, r.syncs)
 	}
 }

@@ -201,3 +201,22 @@ func (s *Batched) SetSyncInterval(d time.Duration) error {
 	}
 	return nil
 }
+
+// Sync syncs now what was written to the charge log and not yet synced
+// (interval mode; in sync mode nothing is left): what a stopping process
+// does before it exits.
+func (s *Store) Sync() error {
+	if s.syncer == nil {
+		return nil
+	}
+	return s.syncer.syncDirty()
+}
+
+// Sync syncs now what the spool took and did not yet sync, as
+// Store.Sync does.
+func (s *Batched) Sync() error {
+	if s.spool == nil {
+		return nil
+	}
+	return s.spool.sync.syncDirty()
+}

@@ -526,3 +526,24 @@ func TestSyncModeAgainSyncsAtOnce(t *testing.T) {
 		t.Fatal("an interval past MaxSyncInterval was taken")
 	}
 }
+
+// Sync, what a stopping process does, makes every charge written so far
+// durable at once, before the interval has passed.
+func TestSyncNow(t *testing.T) {
+	p := openPowered(t, MaxSyncInterval)
+	p.b.out.Store(true) // the backend takes nothing: the log keeps it all
+	pending := ids("n", 5)
+	p.settle(t, "", pending...)
+	if got := p.syncs(); got != 0 {
+		t.Fatalf("%d syncs before Sync", got)
+	}
+	if err := p.s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	durable := string(p.files[0].durableCopy()) + string(p.files[1].durableCopy())
+	for _, id := range pending {
+		if !strings.Contains(durable, `"id":"`+id+`"`) {
+			t.Fatalf("charge %s is not durable after Sync", id)
+		}
+	}
+}
