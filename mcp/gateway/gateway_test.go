@@ -379,3 +379,52 @@ func TestRedact(t *testing.T) {
 		t.Fatalf("Redact = %q", got)
 	}
 }
+
+// Once the kept list is old, one caller asks the server again while the
+// others get the old list at once, without waiting for it.
+func TestToolsAskedOnceWhenOld(t *testing.T) {
+	h, release := mcpServer(true)
+	defer release()
+	var lists atomic.Int32
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	var holding atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/list" {
+			lists.Add(1)
+			if holding.Load() {
+				held <- struct{}{}
+				<-gate
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	u := NewUpstream(Conn{URL: srv.URL, Timeout: 5 * time.Second}, nil)
+	defer u.Close()
+	ctx := context.Background()
+	if tools, fresh, err := u.Tools(ctx); err != nil || !fresh || len(tools) != 4 {
+		t.Fatalf("first list: %d %v %v", len(tools), fresh, err)
+	}
+	u.mu.Lock()
+	u.toolsAt = time.Now().Add(-ToolsTTL) // the kept list is old
+	u.mu.Unlock()
+	holding.Store(true)
+	asked := make(chan bool)
+	go func() {
+		_, fresh, _ := u.Tools(ctx)
+		asked <- fresh
+	}()
+	<-held // the server holds the second list
+	for range 8 {
+		if tools, fresh, err := u.Tools(ctx); err != nil || fresh || len(tools) != 4 {
+			t.Fatalf("while the server is asked: %d %v %v", len(tools), fresh, err)
+		}
+	}
+	close(gate)
+	if !<-asked {
+		t.Fatal("the asking caller did not get a fresh list")
+	}
+	if n := lists.Load(); n != 2 {
+		t.Fatalf("the server was asked %d times, want 2", n)
+	}
+}

@@ -73,6 +73,8 @@ type Upstream struct {
 	mu      sync.Mutex
 	tools   []*sdk.Tool
 	toolsAt time.Time
+	// asking: a caller is asking the server for its tools.
+	asking bool
 	// listErr is why the last list failed, at listFailed.
 	listErr    error
 	listFailed time.Time
@@ -146,8 +148,9 @@ const (
 )
 
 // Tools lists the server's tools, kept for ToolsTTL; fresh reports whether
-// they were asked for now. A server that cannot list them gives the last
-// list it gave with the error, and is asked again after ListRetry. The
+// they were asked for now. While one caller asks the server again, the
+// others get the list it last gave. A server that cannot list them gives
+// that list with the error, and is asked again after ListRetry. The
 // asking outlives ctx's cancellation (a caller going away is not the
 // server failing), within ListWait.
 func (u *Upstream) Tools(ctx context.Context) (tools []*sdk.Tool, fresh bool, err error) {
@@ -159,7 +162,11 @@ func (u *Upstream) Tools(ctx context.Context) (tools []*sdk.Tool, fresh bool, er
 	case u.listErr != nil && time.Since(u.listFailed) < ListRetry:
 		defer u.mu.Unlock()
 		return u.tools, false, u.listErr
+	case u.asking && u.tools != nil:
+		defer u.mu.Unlock()
+		return u.tools, false, nil
 	}
+	u.asking = true
 	u.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(u.conn.Timeout, ListWait))
 	defer cancel()
@@ -175,6 +182,7 @@ func (u *Upstream) Tools(ctx context.Context) (tools []*sdk.Tool, fresh bool, er
 	})
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.asking = false
 	if err != nil {
 		u.listErr, u.listFailed = classify(ctx, err), time.Now()
 		return u.tools, false, u.listErr
