@@ -19,6 +19,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/jsonbody"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
 )
 
 // Protocol versions, newest first: the server speaks LatestVersion and
@@ -230,9 +231,9 @@ func siteHosts(ctx context.Context) []string {
 }
 
 // Reply writes the response to request id: result, or the error. With
-// sse it is one server-sent event (data: the message), as the tools server
+// stream it is one server-sent event (data: the message), as the tools server
 // answers; otherwise application/json.
-func Reply(w http.ResponseWriter, id json.RawMessage, result any, rpcErr *RPCError, sse bool) {
+func Reply(w http.ResponseWriter, id json.RawMessage, result any, rpcErr *RPCError, stream bool) {
 	msg := map[string]any{"jsonrpc": "2.0", "id": rawOrNull(id)}
 	status := http.StatusOK
 	if rpcErr != nil {
@@ -248,13 +249,11 @@ func Reply(w http.ResponseWriter, id json.RawMessage, result any, rpcErr *RPCErr
 		msg["result"] = result
 	}
 	b, _ := json.Marshal(msg)
-	if sse && status == http.StatusOK {
+	if stream && status == http.StatusOK {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(status)
-		_, _ = w.Write([]byte("event: message\ndata: "))
-		_, _ = w.Write(b)
-		_, _ = w.Write([]byte("\n\n"))
+		_, _ = w.Write(sse.Append(make([]byte, 0, len(b)+32), sse.Event{Event: eventMessage, Data: b}))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -268,6 +267,9 @@ func rawOrNull(id json.RawMessage) any {
 	}
 	return id
 }
+
+// eventMessage is the event type of the servers' answers on a stream.
+const eventMessage = "message"
 
 // Accepted answers a notification or a client's response: 202, no body.
 func Accepted(w http.ResponseWriter) { w.WriteHeader(http.StatusAccepted) }

@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/caddy-gw/caddy-gw/internal/gwerr"
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
+	"github.com/caddy-gw/caddy-gw/internal/sse"
 	"github.com/caddy-gw/caddy-gw/mcp/tools"
 )
 
@@ -139,19 +139,13 @@ func call(c *pipeline.Call, set ToolSet, id json.RawMessage, p CallParams, serve
 			if stateless {
 				result = StatelessResult(result, server, nil)
 			}
-			if bytes.ContainsAny(result, "\r\n") {
-				// An event's data is one line.
-				var buf bytes.Buffer
-				if json.Compact(&buf, result) == nil {
-					result = buf.Bytes()
-				}
-			}
-			b := make([]byte, 0, len(result)+len(id)+64)
-			b = append(b, `event: message`+"\n"+`data: {"jsonrpc":"2.0","id":`...)
-			b = append(b, id...)
-			b = append(b, `,"result":`...)
-			b = append(b, result...)
-			b = append(b, "}\n\n"...)
+			msg := make([]byte, 0, len(result)+len(id)+32)
+			msg = append(msg, `{"jsonrpc":"2.0","id":`...)
+			msg = append(msg, id...)
+			msg = append(msg, `,"result":`...)
+			msg = append(msg, result...)
+			msg = append(msg, '}')
+			b := sse.Append(make([]byte, 0, len(msg)+32), sse.Event{Event: eventMessage, Data: msg})
 			_, _ = w.Write(b)
 			_ = rc.Flush()
 			return
