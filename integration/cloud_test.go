@@ -266,6 +266,20 @@ func TestCloudCountTokens(t *testing.T) {
 			t.Errorf("%s: the count's body lacks the system prompt or the message: %s", c.cb.name, sent[0].Body)
 		}
 	}
+
+	// A prompt with tools and a tool choice: Vertex AI's countTokens takes
+	// the tools but no tool choice (toolConfig), which it would refuse.
+	vg := cloudOf(t, "vertex-gemini")
+	up := vg.fake(e)
+	up.Reset()
+	withTools := `{"model":"` + vg.model + `","tool_choice":{"type":"any"},"tools":[{"name":"weather","description":"The weather in a city.",` +
+		`"input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"messages":[{"role":"user","content":"Weather in Paris?"}]}`
+	r := e.do(t, http.MethodPost, "/alt/v1/messages/count_tokens", withTools, bearer(key)...)
+	sent := up.Requests()
+	if r.Status != http.StatusOK || len(sent) == 0 || !strings.Contains(string(sent[len(sent)-1].Body), `"weather"`) ||
+		strings.Contains(string(sent[len(sent)-1].Body), "toolConfig") {
+		t.Errorf("vertex-gemini count with tools: %d %s; sent %+v", r.Status, r.Body, sent)
+	}
 }
 
 // cloudOf is the cloud backend of that name.

@@ -308,11 +308,13 @@ var vertexGemini = native{
 	request: translate.ChatToGeminiRequest,
 	answer:  translate.GeminiToChatResponse,
 	stream:  translate.NewGeminiToChat,
-	// Vertex AI's countTokens takes a generateContent body's members as
-	// they are.
+	// Vertex AI's countTokens takes some of a generateContent body's
+	// members as they are.
 	count: &nativeCount{
-		path: func(p *catalog.Provider, model string) string { return vertexPath(p, model, "countTokens") },
-		body: func(request []byte, _ string) ([]byte, error) { return request, nil },
+		path: func(p *catalog.Provider, model string) string {
+			return vertexPath(p, model, strings.TrimPrefix(translate.GeminiCountMethod, ":"))
+		},
+		body: translate.VertexCountRequest,
 		read: translate.GeminiCountTokens,
 	},
 }

@@ -16,8 +16,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
@@ -28,6 +30,11 @@ const VertexEmail = "gateway@fake-project.iam.gserviceaccount.com"
 // vertexVersion is the anthropic_version a Claude model on Vertex AI
 // reads from the body.
 const vertexVersion = "vertex-2023-10-16"
+
+// vertexCountFields are the members of Vertex AI's CountTokensRequest (its
+// REST body): countTokens refuses any other, toolConfig and
+// safetySettings among them.
+var vertexCountFields = []string{"endpoint", "model", "instances", "contents", "systemInstruction", "tools", "generationConfig"}
 
 // vertexModelPath matches Vertex AI's model paths, under its v1 or
 // v1beta1 version: project, location, publisher, model and verb.
@@ -102,8 +109,20 @@ func serveVertex(u *Upstream, w http.ResponseWriter, r *http.Request, body []byt
 	publisher, model, verb := m[3], m[4], m[5]
 	if publisher == "google" && (verb == "generateContent" || verb == "streamGenerateContent" || verb == "countTokens") {
 		// As the Gemini fake serves it, with its key; Vertex AI's
-		// countTokens takes a generateContent body's members as they are.
+		// countTokens takes some of a generateContent body's members as
+		// they are, and refuses any other.
 		if verb == "countTokens" {
+			var bad string
+			gjson.ParseBytes(body).ForEach(func(k, _ gjson.Result) bool {
+				if !slices.Contains(vertexCountFields, k.Str) {
+					bad = k.Str
+				}
+				return bad == ""
+			})
+			if bad != "" {
+				geminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `Invalid JSON payload received. Unknown name "`+bad+`": Cannot find field.`, "")
+				return
+			}
 			inner, _ := sjson.SetBytes(body, "model", "models/"+model)
 			body, _ = sjson.SetRawBytes([]byte(`{}`), "generateContentRequest", inner)
 		}

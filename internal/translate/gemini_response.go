@@ -143,6 +143,27 @@ func GeminiCountRequest(generate []byte, model string) ([]byte, error) {
 	return newObject().raw("generateContentRequest", inner.done()).done(), nil
 }
 
+// VertexCountMembers are the members of a generateContent body that Vertex
+// AI's countTokens takes (its CountTokensRequest has no toolConfig or
+// safetySettings, and refuses them).
+var VertexCountMembers = []string{"contents", "systemInstruction", "tools", "generationConfig"}
+
+// VertexCountRequest is Vertex AI's countTokens body for a generateContent
+// body: its VertexCountMembers, as they are.
+func VertexCountRequest(generate []byte, _ string) ([]byte, error) {
+	r, err := parseObject(generate)
+	if err != nil {
+		return nil, err
+	}
+	out := newObject()
+	for _, k := range VertexCountMembers {
+		if v := r.Get(k); v.Exists() {
+			out = out.raw(k, []byte(v.Raw))
+		}
+	}
+	return out.done(), nil
+}
+
 // GeminiCountTokens reads a countTokens answer: its totalTokens.
 func GeminiCountTokens(body []byte) (int64, error) {
 	r, err := parseObject(body)
