@@ -425,13 +425,7 @@ func (a *App) Start() error {
 	a.admin = admin.New(st)
 	a.alerts = &alerts.Sender{Store: st, Poll: time.Duration(a.Webhooks.Poll), Timeout: time.Duration(a.Webhooks.Timeout),
 		RetryMin: time.Duration(a.Webhooks.RetryMin), RetryMax: time.Duration(a.Webhooks.RetryMax), Log: a.logger.Named("webhooks"),
-		OnAttempt: func(d store.Delivery) {
-			outcome := "failed"
-			if d.Delivered != nil {
-				outcome = "delivered"
-			}
-			metrics.WebhookAttempts.WithLabelValues(outcome).Inc()
-		}}
+		OnAttempt: func(d store.Delivery) { metrics.WebhookAttempts.WithLabelValues(alerts.Outcome(d)).Inc() }}
 	a.alerts.Start()
 	a.prev.Store(current.Swap(a))
 	// Tuned only once the config serves: a Start that fails leaves the

@@ -20,14 +20,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-gw/caddy-gw/internal/printable"
 	"github.com/caddy-gw/caddy-gw/internal/store"
 )
 
@@ -222,7 +220,7 @@ func (s *Sender) attempt(ctx context.Context, d store.Delivery) {
 	status, msg := s.send(ctx, &d)
 	at, next := s.now(), time.Time{}
 	switch {
-	case status >= 200 && status <= 299:
+	case delivered(status):
 	case ctx.Err() != nil:
 		next, msg = at, "the sender stopped before an answer"
 	default:
@@ -261,7 +259,7 @@ func (s *Sender) send(ctx context.Context, d *store.Delivery) (int, string) {
 		return 0, err.Error()
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "caddy-gw-webhooks")
+	req.Header.Set("User-Agent", UserAgent)
 	req.Header.Set(SignatureHeader, Sign(d.Secret, d.Body))
 	req.Header.Set(EventHeader, d.Type)
 	req.Header.Set(EventIDHeader, d.EventID)
@@ -280,26 +278,38 @@ func (s *Sender) send(ctx context.Context, d *store.Delivery) (int, string) {
 	}
 	defer res.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	if res.StatusCode >= 200 && res.StatusCode <= 299 {
+	if delivered(res.StatusCode) {
 		return res.StatusCode, ""
 	}
 	msg := fmt.Sprintf("HTTP %d", res.StatusCode)
 	if answer = bytes.TrimSpace(answer); len(answer) > 0 {
-		msg += ": " + printable(answer)
+		// Valid UTF-8 without control or format characters, as the
+		// delivery log and a terminal take it.
+		msg += ": " + printable.Escape(string(answer))
 	}
 	return res.StatusCode, msg
 }
 
-// printable is a receiver's answer as the delivery log keeps it: valid
-// UTF-8 without control characters (a database's text refuses some).
-func printable(b []byte) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(string(b), "?"))
+// Outcomes of an attempt (the outcome label of gw_webhook_attempts_total).
+const (
+	OutcomeDelivered = "delivered"
+	OutcomeFailed    = "failed"
+)
+
+// Outcome is how the attempt that left d as it is went.
+func Outcome(d store.Delivery) string {
+	if d.Delivered != nil {
+		return OutcomeDelivered
+	}
+	return OutcomeFailed
 }
+
+// UserAgent is the User-Agent of every delivery.
+const UserAgent = "caddy-gw-webhooks"
+
+// delivered reports whether a receiver's answer status delivers an event:
+// any 2xx.
+func delivered(status int) bool { return status >= 200 && status <= 299 }
 
 // Backoff is the wait after a delivery's attempt-th failed attempt:
 // RetryMin doubled each attempt after the first, at most RetryMax.

@@ -232,7 +232,7 @@ func TestFailureRecorded(t *testing.T) {
 		{"garbled", func(n int, ev store.Event, w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusBadRequest)
 			w.Write([]byte("bad\x00\xff\nbody"))
-		}, 400, "HTTP 400: bad???body"},
+		}, 400, `HTTP 400: bad\u0000\xff\nbody`},
 		{"redirected", func(n int, ev store.Event, w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/elsewhere", http.StatusFound)
 		}, 302, "HTTP 302"},
