@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,7 +124,7 @@ func resign(r *http.Request, body []byte, key string, signedHeaders []string, at
 		}
 	}
 	creds := aws.Credentials{AccessKeyID: key, SecretAccessKey: BedrockSecretAccessKey}
-	if containsHeader(signedHeaders, "x-amz-security-token") {
+	if slices.Contains(signedHeaders, "x-amz-security-token") {
 		creds.SessionToken = r.Header.Get("X-Amz-Security-Token")
 	}
 	sum := sha256.Sum256(body)
@@ -132,13 +133,4 @@ func resign(r *http.Request, body []byte, key string, signedHeaders []string, at
 	}
 	_, _, sig, _ := parseAuthorization(req.Header.Get("Authorization"))
 	return sig, nil
-}
-
-func containsHeader(list []string, h string) bool {
-	for _, v := range list {
-		if v == h {
-			return true
-		}
-	}
-	return false
 }

@@ -2,10 +2,10 @@ package translate
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -336,7 +336,7 @@ func converseImage(u, at string) ([]byte, error) {
 	if !ok {
 		return nil, &FieldError{Param: at, Message: "is an image by URL; Bedrock takes images as data: send it as a data: URL"}
 	}
-	format := imageMagic(data)
+	format := converseImageFormats[sniffType(data)]
 	if format == "" {
 		format = converseImageFormats[strings.ToLower(mt)]
 	}
@@ -350,27 +350,6 @@ func converseImage(u, at string) ([]byte, error) {
 // converseImageFormats are Converse's image formats by media type.
 var converseImageFormats = map[string]string{
 	"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg", "image/gif": "gif", "image/webp": "webp",
-}
-
-// imageMagic is the Converse format of an image read from the first bytes
-// of its base64 data, "" when they are not one it knows.
-func imageMagic(b64 string) string {
-	head := b64[:min(len(b64), 16)]
-	b, err := base64.StdEncoding.DecodeString(head[:len(head)/4*4])
-	if err != nil {
-		return ""
-	}
-	switch {
-	case strings.HasPrefix(string(b), "\x89PNG"):
-		return "png"
-	case strings.HasPrefix(string(b), "\xFF\xD8\xFF"):
-		return "jpeg"
-	case strings.HasPrefix(string(b), "GIF8"):
-		return "gif"
-	case len(b) >= 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP":
-		return "webp"
-	}
-	return ""
 }
 
 // converseDocumentFormats are Converse's document formats by media type;
@@ -437,7 +416,7 @@ func (c *converseRequest) documentName(filename string) string {
 // toolUse makes a toolUse block from a chat tool call.
 func (c *converseRequest) toolUse(id, name, args string) []byte {
 	c.toolBlocks = true
-	if name != "" && !containsString(c.called, name) {
+	if name != "" && !slices.Contains(c.called, name) {
 		c.called = append(c.called, name)
 	}
 	use := newObject().val("toolUseId", converseToolID(id)).val("name", name).rawS("input", parseArguments(args)).done()
@@ -467,15 +446,6 @@ func converseToolID(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	const hashLen = 16
 	return id[:MaxConverseToolID-hashLen-1] + "_" + hex.EncodeToString(sum[:])[:hashLen]
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // converseInference is the inferenceConfig of a chat request, nil when it
