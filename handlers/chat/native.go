@@ -200,6 +200,10 @@ const (
 	// vertexCountModel is the model a Claude prompt is counted at on
 	// Vertex AI (by rawPredict, the counted model named in the body).
 	vertexCountModel = "count-tokens"
+	// vertexRawPredict and vertexStreamRawPredict are the verbs of a
+	// Claude model's whole and streamed calls (and of its count).
+	vertexRawPredict       = "rawPredict"
+	vertexStreamRawPredict = "streamRawPredict"
 )
 
 // vertexPublisher is the publisher of a Vertex AI model: Anthropic's for
@@ -228,9 +232,9 @@ func publisherPath(p *catalog.Provider, publisher, model, verb string) string {
 var vertexClaude = native{
 	path: func(p *catalog.Provider, model string, stream bool) string {
 		if stream {
-			return vertexPath(p, model, "streamRawPredict")
+			return vertexPath(p, model, vertexStreamRawPredict)
 		}
-		return vertexPath(p, model, "rawPredict")
+		return vertexPath(p, model, vertexRawPredict)
 	},
 	request: func(body []byte, _ string) ([]byte, error) {
 		body, err := sjson.DeleteBytes(body, "model")
@@ -244,7 +248,7 @@ var vertexClaude = native{
 	// in the body.
 	count: &nativeCount{
 		path: func(p *catalog.Provider, _ string) string {
-			return publisherPath(p, vertexAnthropic, vertexCountModel, "rawPredict")
+			return publisherPath(p, vertexAnthropic, vertexCountModel, vertexRawPredict)
 		},
 		body: func(request []byte, model string) ([]byte, error) {
 			out := []byte(`{}`)
