@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -58,6 +59,11 @@ func (e *chatEnv) billedCall(t *testing.T, k clientKind, key, account string, r 
 		}
 	} else {
 		expectGwHeaders(t, res.header, receipts(served, r.model, routed, cost))
+		// A whole answer is sent with its length, not chunked: the gateway
+		// hands it over before it logs the call.
+		if n, err := strconv.Atoi(res.header.Get("Content-Length")); err != nil || n <= 0 {
+			t.Errorf("Content-Length %q, want the answer's length", res.header.Get("Content-Length"))
+		}
 	}
 	e.expectLedger(t, account, ledgerEntry{RequestID: res.header.Get("X-Gw-Request-Id"), Endpoint: k.ledgerEndpoint(),
 		Model: served, Units: u.Units(), Unit: "token", Cost: cost.String()})

@@ -164,14 +164,11 @@ func (h *Handler) Transcribe(c *pipeline.Call) error {
 	if _, err := c.Charge(pipeline.Bill{Units: billed, Unit: pricing.UnitAudioSecond, Model: model, Alias: t.alias, Cost: cost, Receipt: pipeline.AbilityReceipt}); err != nil {
 		return err
 	}
-	hd := c.W.Header()
+	answerType := "application/json"
 	if t.format == formatText {
-		hd.Set("Content-Type", "text/plain; charset=utf-8")
-	} else {
-		hd.Set("Content-Type", "application/json")
+		answerType = "text/plain; charset=utf-8"
 	}
-	c.W.WriteHeader(http.StatusOK)
-	_, _ = c.W.Write(out)
+	pipeline.WriteWhole(c.W, http.StatusOK, answerType, out)
 	return nil
 }
 

@@ -360,11 +360,9 @@ func (cl *call) whole(r io.Reader, size int64, m *catalog.Model, from Format, es
 			out = b
 		}
 	}
-	h.Set("Content-Type", "application/json")
 	bill.Receipt = pipeline.ChatReceipt
 	cl.WriteReceipt(bill)
-	cl.W.WriteHeader(http.StatusOK)
-	_, _ = cl.W.Write(out)
+	pipeline.WriteWhole(cl.W, http.StatusOK, "application/json", out)
 	if cl.cacheable {
 		cl.h.Cache.Put(cl.Account.ID, cl.format.cacheSpace(), cl.body, answercache.Hit{Body: out, Model: m.ID})
 	}
@@ -409,10 +407,8 @@ func (cl *call) priced(m *catalog.Model, u translate.Usage, escalated bool) pipe
 // writeCached answers from the cache: no upstream call, no charge.
 func (cl *call) writeCached(hit answercache.Hit) {
 	cl.CacheHit()
-	cl.W.Header().Set("Content-Type", "application/json")
 	cl.WriteReceipt(pipeline.Bill{Receipt: pipeline.ChatReceipt, Model: hit.Model, Alias: cl.route.Requested, Routed: !cl.route.Pinned})
-	cl.W.WriteHeader(http.StatusOK)
-	_, _ = cl.W.Write(hit.Body)
+	pipeline.WriteWhole(cl.W, http.StatusOK, "application/json", hit.Body)
 }
 
 // cost prices usage on m, or at the lane's price when the account has lane

@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -75,9 +74,7 @@ func (h *Handler) CountTokens(c *pipeline.Call) error {
 	if err != nil {
 		return err
 	}
-	c.W.Header().Set("Content-Type", "application/json")
-	c.W.WriteHeader(http.StatusOK)
-	return json.NewEncoder(c.W).Encode(map[string]int{"input_tokens": n})
+	return pipeline.WriteJSON(c.W, http.StatusOK, map[string]int{"input_tokens": n})
 }
 
 // countBodyLimit is the largest count_tokens body: MaxBody, or the whole

@@ -113,11 +113,9 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	}
 	out, _ := json.Marshal(map[string]any{"model": Model, "answers": answers, "usage": map[string]any{"input_tokens": used}})
 	hd := c.W.Header()
-	hd.Set("Content-Type", "application/json")
 	hd.Set(HeaderNoRetain, "applied")
 	hd.Set("Cache-Control", "no-store")
-	c.W.WriteHeader(http.StatusOK)
-	_, _ = c.W.Write(out)
+	pipeline.WriteWhole(c.W, http.StatusOK, "application/json", out)
 	return nil
 }
 

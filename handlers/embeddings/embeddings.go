@@ -86,7 +86,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		if hit, ok := h.Cache.Get(c.Account.ID, answercache.Embeddings, out); ok {
 			c.CacheHit()
 			c.WriteReceipt(pipeline.Bill{Receipt: pipeline.ChatReceipt, Model: hit.Model, Alias: requested, Routed: routed})
-			write(c.W, hit.Body)
+			pipeline.WriteWhole(c.W, http.StatusOK, "application/json", hit.Body)
 			return nil
 		}
 	}
@@ -120,7 +120,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 		Cost: cost(c.Account.PAYG, m, tokens), Tokens: pipeline.Tokens{Input: tokens}, Receipt: pipeline.ChatReceipt}); err != nil {
 		return err
 	}
-	write(c.W, answer)
+	pipeline.WriteWhole(c.W, http.StatusOK, "application/json", answer)
 	if h.Cache != nil && len(answer) <= MaxCached {
 		h.Cache.Put(c.Account.ID, answercache.Embeddings, out, answercache.Hit{Body: answer, Model: m.ID})
 	}
@@ -149,13 +149,6 @@ func reported(answer []byte) (int64, bool) {
 	v := gjson.GetBytes(answer, "usage.prompt_tokens")
 	n, ok := wholeNumber(v)
 	return n, ok && n > 0
-}
-
-// write answers 200 with the JSON body b.
-func write(w http.ResponseWriter, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
 }
 
 // readBody reads the request body, at most MaxBody bytes.

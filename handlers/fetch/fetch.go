@@ -156,9 +156,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 
 func write(c *pipeline.Call, p page) error {
 	b, _ := json.Marshal(map[string]any{"markdown": p.Markdown, "format": "markdown", "url": p.URL})
-	c.W.Header().Set("Content-Type", "application/json")
-	c.W.WriteHeader(http.StatusOK)
-	_, _ = c.W.Write(b)
+	pipeline.WriteWhole(c.W, http.StatusOK, "application/json", b)
 	return nil
 }
 

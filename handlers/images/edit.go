@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -114,7 +115,7 @@ func (h *Handler) Edit(c *pipeline.Call) error {
 	}
 	usage["cost"] = cost.String()
 	answer, _ := json.Marshal(map[string]any{"created": got.created, "data": got.data, "model": r.alias, "usage": usage})
-	writeJSON(c.W, answer)
+	pipeline.WriteWhole(c.W, http.StatusOK, "application/json", answer)
 	return nil
 }
 

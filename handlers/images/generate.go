@@ -406,7 +406,7 @@ func (h *Handler) Generate(c *pipeline.Call) error {
 		return err
 	}
 	answer, _ := json.Marshal(map[string]any{"created": out.created, "data": out.data})
-	writeJSON(c.W, answer)
+	pipeline.WriteWhole(c.W, http.StatusOK, "application/json", answer)
 	return nil
 }
 
@@ -494,12 +494,6 @@ func read(ctx context.Context, body io.Reader, n int64) (*made, int64, error) {
 		return nil, 0, unavailable("the image model made no image")
 	}
 	return out, int64(len(out.data)), nil
-}
-
-func writeJSON(w http.ResponseWriter, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
 }
 
 // Event types of an image stream (docs/abilities.md, Images).

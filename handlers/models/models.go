@@ -3,7 +3,6 @@
 package models
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/caddy-gw/caddy-gw/internal/pipeline"
@@ -12,7 +11,5 @@ import (
 // Handler answers the model list for the call's key and account.
 func Handler(c *pipeline.Call) error {
 	rows := c.Gateway.Catalog.Rows(c.Key.Models, c.Account.PaidCleared())
-	c.W.Header().Set("Content-Type", "application/json")
-	c.W.WriteHeader(http.StatusOK)
-	return json.NewEncoder(c.W).Encode(map[string]any{"object": "list", "data": rows})
+	return pipeline.WriteJSON(c.W, http.StatusOK, map[string]any{"object": "list", "data": rows})
 }

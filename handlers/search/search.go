@@ -138,9 +138,7 @@ func (h *Handler) Serve(c *pipeline.Call) error {
 	}
 	answer, _ := json.Marshal(map[string]any{"answer": out.answer, "citations": out.citations, "searches": out.searches,
 		"cost_microcents": cost.Microcents(), "cost_usd": cost.String()})
-	c.W.Header().Set("Content-Type", "application/json")
-	c.W.WriteHeader(http.StatusOK)
-	_, _ = c.W.Write(answer)
+	pipeline.WriteWhole(c.W, http.StatusOK, "application/json", answer)
 	return nil
 }
 

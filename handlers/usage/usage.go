@@ -4,7 +4,6 @@
 package usage
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -27,9 +26,7 @@ func Handler(c *pipeline.Call) error {
 	if err == nil {
 		var rep usage.Report
 		if rep, err = usage.Run(c.R.Context(), c.Gateway.Store, q); err == nil {
-			c.W.Header().Set("Content-Type", "application/json")
-			c.W.WriteHeader(http.StatusOK)
-			return json.NewEncoder(c.W).Encode(rep)
+			return pipeline.WriteJSON(c.W, http.StatusOK, rep)
 		}
 	}
 	var bad *usage.Error

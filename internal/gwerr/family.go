@@ -322,8 +322,12 @@ func Render(w http.ResponseWriter, f Family, e *Error) {
 	default: // Ability
 		body = map[string]any{"error": abilityObject(msg, r, e.Param)}
 	}
+	b, _ := json.Marshal(body)
+	b = append(b, '\n')
+	// The length goes with it, so a pipeline may send it on at once.
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(r.status)
-	_ = json.NewEncoder(w).Encode(body)
+	_, _ = w.Write(b)
 }
 
 func abilityObject(msg string, r resolved, param string) map[string]any {

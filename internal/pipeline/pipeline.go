@@ -201,6 +201,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, re
 			refuse(sw, e)
 		}
 	}
+	sw.flushWhole()
 	return c
 }
 
@@ -564,6 +565,8 @@ type statusWriter struct {
 	// began.
 	obs       *observation
 	firstByte time.Time
+	// wrote counts the body's bytes.
+	wrote int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -582,7 +585,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.firstByte.IsZero() && len(b) > 0 {
 		w.firstByte = time.Now()
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.wrote += int64(n)
+	return n, err
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
