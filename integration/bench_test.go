@@ -104,6 +104,12 @@ type benchTarget struct {
 	// check, when set, must accept every answer's body too (run after
 	// the clock stopped).
 	check func(body []byte) error
+	// accounts, on a target of the gateway, says which fresh accounts
+	// it gets: "" as GW_BENCH_CAPS says; "plain" (keys without caps, no
+	// organization) or "caps" (as GW_BENCH_CAPS=1) whatever it says. A
+	// scenario's baseline that names them is the gateway too, loaded
+	// with such accounts (caps-vs-plain).
+	accounts string
 }
 
 // benchScenario pairs a gateway request with the equivalent request sent
@@ -293,6 +299,25 @@ http://%s {
 		},
 		{name: "same-format", gw: sameGW, base: sameBase},
 		{
+			// What caps cost, within one gateway: a key with caps of an
+			// account in an organization with caps against a key without
+			// caps of an account in none, batch for batch, so the machine's
+			// drift between runs does not enter the ratio.
+			name: "caps-vs-plain", gw: withAccounts(sameGW, "caps"), base: withAccounts(sameGW, "plain"),
+		},
+		{
+			// The same with the places swapped: a bias of either place
+			// in the interleaving cancels out of the two ratios' quotient
+			// (caps against plain is the square root of caps-vs-plain over
+			// plain-vs-caps).
+			name: "plain-vs-caps", gw: withAccounts(sameGW, "plain"), base: withAccounts(sameGW, "caps"),
+		},
+		{
+			// The same gateway load against itself: the noise of those
+			// ratios.
+			name: "plain-vs-plain", gw: withAccounts(sameGW, "plain"), base: withAccounts(sameGW, "plain"),
+		},
+		{
 			name: "translated-chat-in",
 			gw:   benchTarget{url: gwURL, header: gwHeader, body: body("gw-pinned-claude-sonnet-4-5", chatMsgs), want: benchText},
 			base: benchTarget{url: "http://" + baseAN + "/v1/messages", header: anHeader,
@@ -383,10 +408,17 @@ func (e *benchEnv) withFreshAccounts(tb testing.TB, t benchTarget) benchTarget {
 	if t.bare {
 		return t
 	}
+	caps := e.caps
+	switch t.accounts {
+	case "plain":
+		caps = false
+	case "caps":
+		caps = true
+	}
 	for range e.accounts {
 		e.made++
 		id := fmt.Sprintf("bench-%d", e.made)
-		if !e.caps {
+		if !caps {
 			t.keys = append(t.keys, e.g.newAccountKey(tb, map[string]any{"id": id, "plan": "paid", "cleared": true}))
 			continue
 		}
@@ -396,6 +428,13 @@ func (e *benchEnv) withFreshAccounts(tb testing.TB, t benchTarget) benchTarget {
 		key, _ := e.g.createKey(tb, id, map[string]any{"name": "bench", "daily_cap_usd": benchCap, "monthly_cap_usd": benchCap, "total_cap_usd": benchCap})
 		t.keys = append(t.keys, key)
 	}
+	return t
+}
+
+// withAccounts is t, a target of the gateway, with its accounts (see
+// benchTarget.accounts).
+func withAccounts(t benchTarget, accounts string) benchTarget {
+	t.accounts = accounts
 	return t
 }
 
@@ -679,8 +718,12 @@ func TestBenchReport(t *testing.T) {
 	for _, sc := range env.scenarios {
 		env.warm(t, sc.base, sc.gw)
 		sc.gw = env.withFreshAccounts(t, sc.gw)
+		gwBase := sc.base.accounts != "" // both targets are the gateway's
+		if gwBase {
+			sc.base = env.withFreshAccounts(t, sc.base)
+		}
 		commitsBefore := env.commits(t)
-		split := !sc.gw.bare && env.base != env.g
+		split := !sc.gw.bare && !gwBase && env.base != env.g
 		gwCPU0, _ := procCPU(env.g.pid(t))
 		baseCPU0, _ := procCPU(env.base.pid(t))
 		var gwBatches []time.Duration
@@ -722,7 +765,9 @@ func TestBenchReport(t *testing.T) {
 		cancel()
 		r := result{name: sc.name, gw: benchSummarise(gwS, gwWall, sc.gw.stream), base: benchSummarise(baseS, baseWall, sc.base.stream),
 			baseSynced: sc.base.synced}
-		r.batches, r.charges, r.commitP50, r.commitP99 = env.commits(t).since(commitsBefore)
+		if !gwBase { // else the commits are both targets'
+			r.batches, r.charges, r.commitP50, r.commitP99 = env.commits(t).since(commitsBefore)
+		}
 		if gwCPU1, ok := procCPU(env.g.pid(t)); ok && split {
 			baseCPU1, _ := procCPU(env.base.pid(t))
 			r.gwCPU, r.baseCPU = gwCPU1-gwCPU0, baseCPU1-baseCPU0

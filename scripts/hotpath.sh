@@ -12,7 +12,11 @@
 # cost is measured in one run. Then the durability modes (sync and
 # interval 5ms) side by side with the bare proxy, same format, at one
 # connection and at 32, with a summary table of their p50, p99 and
-# throughput. Prints Markdown; asserts nothing.
+# throughput. Last, what key and organization caps cost: within one
+# gateway, a capped key of an account in a capped organization against
+# a plain key batch for batch, both ways round, a few rounds, with the
+# same-format ratio of the same run and what caps take off it. Prints
+# Markdown; asserts nothing.
 #
 #   scripts/hotpath.sh            all of it (about nine minutes)
 #
@@ -24,7 +28,8 @@
 # HOTPATH_ROUNDS (rounds of bin/caddy and bin/caddy-before, 3),
 # HOTPATH_BEFORE (a git revision to measure beside bin/caddy),
 # HOTPATH_DURABILITY (the durability modes to measure, comma-separated:
-# "sync,interval 5ms"; empty: none).
+# "sync,interval 5ms"; empty: none), HOTPATH_CAPS_ROUNDS (rounds of the
+# caps measurement, 4; 0: none).
 # Needs two CPUs or more; on one CPU nothing is pinned.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -103,6 +108,12 @@ run() { # name, test, then env assignments
 				GW_BENCH_CONC=$conc GW_BENCH_ACCOUNTS=1 GW_BENCH_N=$n GW_BENCH_SCENARIOS=same-format
 		done
 	done
+	# Caps against none in one gateway, each in either place of the
+	# interleaving, beside the bare proxy.
+	for i in $(seq "${HOTPATH_CAPS_ROUNDS:-4}"); do
+		run "caps, round $i" TestBenchReport GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=1 \
+			GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format,caps-vs-plain,plain-vs-caps,plain-vs-plain
+	done
 } | tee "$out/hotpath.md"
 # The rounds' throughput and CPU ratios, and their means.
 awk '/^## 32 connections, one account, (main|before), round/ { build = $6; sub(/,$/, "", build) }
@@ -134,4 +145,29 @@ awk '/^## / { dur = ""; lat = 0 }
 			k = keys[i]
 			printf "| %s | %s |%s|%s|%s|%s|%s|%s|\n", conn[k], mode[k], b50[k], g50[k], b99[k], g99[k], breq[k], greq[k]
 		}
+	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"
+# What caps cost: per round, caps against plain is the square root of
+# caps-vs-plain over plain-vs-caps (a bias of either place cancels), and
+# what caps take off the same-format ratio is that ratio times (1 - it).
+awk '/^## / { caps = ($0 ~ /^## caps, round/) }
+	caps && /^\| [a-z-]+ \| [0-9]/ {
+		split($0, f, "|"); name = f[2]; gsub(/ /, "", name); r = f[4] / f[3]
+		if (name == "same-format") sf = r
+		if (name == "caps-vs-plain") cp = r
+		if (name == "plain-vs-caps") pc = r
+		if (name == "plain-vs-plain") {
+			n++; c = sqrt(cp / pc); sc += c; scc += c * c; ssf += sf; loss = sf * (1 - c); sl += loss; sll += loss * loss
+			rows = rows sprintf("| %d | %.3f× | %.3f× | %.3f× | %.3f× | %.3f× | %.3f |\n", n, sf, cp, pc, r, c, loss)
+		}
+	}
+	END {
+		if (!n) exit
+		print "## Caps: a capped key of an account in a capped organization against a plain key, one gateway, 32 connections\n"
+		print "| round | same format / bare | caps-vs-plain | plain-vs-caps | plain-vs-plain | caps / plain | caps take off the ratio |"
+		print "|--:|--:|--:|--:|--:|--:|--:|"
+		printf "%s", rows
+		mc = sc / n; ml = sl / n
+		sdl = (n > 1) ? sqrt((sll - n * ml * ml) / (n - 1)) : 0
+		printf "\nMeans over %d rounds: caps / plain %.3f×, same format / bare %.3f×; caps take %.3f off the ratio (standard error %.3f).\n",
+			n, mc, ssf / n, ml, sdl / sqrt(n)
 	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"
