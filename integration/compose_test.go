@@ -1,14 +1,19 @@
 package integration
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/tidwall/gjson"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/caddy-gw/caddy-gw/integration/fake"
@@ -129,5 +134,59 @@ func TestComposedFamilies(t *testing.T) {
 	}
 	if n := len(oa.Requests()); n != 1 {
 		t.Errorf("the provider saw %d requests, want the one chat call", n)
+	}
+}
+
+// A site that compresses the gateway's answers with Caddy's encode: a
+// whole answer long enough to compress arrives gzipped and whole (encode
+// drops the length the gateway set, so the gateway does not flush it
+// early), a short refusal arrives uncompressed with its length, and an SDK
+// client reads both.
+func TestEncodedAnswers(t *testing.T) {
+	t.Parallel()
+	cfg := exampleSite(t, "\tencode gzip\n\tgw")
+	const boot = "sk-bootstrap-encode-test-0123456789abcdef"
+	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	g := startGateway(t, gwOptions{BootstrapKey: boot, Caddyfile: cfg,
+		Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}})
+	long := strings.Repeat("A long answer that compresses well. ", 40)
+	oa.SetDefault(fake.Script{Text: long, Usage: fake.Usage{Input: 10, Output: 400}})
+
+	r := g.do(t, http.MethodPost, "/v1/chat/completions", `{"model":"gw-pinned-gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`,
+		append(bearer(boot), "Accept-Encoding", "gzip")...)
+	// The length the gateway set went with the compression; net/http sets
+	// the compressed one itself, as it does for any answer it has whole.
+	if cl := r.Header.Get("Content-Length"); r.Status != http.StatusOK || r.Header.Get("Content-Encoding") != "gzip" || cl != strconv.Itoa(len(r.Body)) {
+		t.Fatalf("chat: %d, Content-Encoding %q, Content-Length %q for %d bytes; want 200, gzip and their length", r.Status,
+			r.Header.Get("Content-Encoding"), cl, len(r.Body))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(r.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("gzipped answer cut short: %v", err)
+	}
+	if got := gjson.GetBytes(plain, "choices.0.message.content").String(); got != long {
+		t.Errorf("chat answered %q, want the long text", got)
+	}
+
+	r = g.do(t, http.MethodGet, "/v1/models", "", append(bearer("sk-unknown-0123456789abcdef0123456789"), "Accept-Encoding", "gzip")...)
+	if r.Header.Get("Content-Encoding") != "" || r.Header.Get("Content-Length") != strconv.Itoa(len(r.Body)) {
+		t.Errorf("refusal: Content-Encoding %q, Content-Length %q for %d bytes; want none and its length",
+			r.Header.Get("Content-Encoding"), r.Header.Get("Content-Length"), len(r.Body))
+	}
+	expectError(t, r, http.StatusUnauthorized, `{"error":{"message":"invalid API key","type":"authentication_error","param":null,"code":"invalid_api_key"}}`, "req-")
+
+	client := openai.NewClient(option.WithBaseURL(g.BaseURL+"/v1"), option.WithAPIKey(boot), option.WithMaxRetries(0))
+	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "gw-pinned-gpt-4.1-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	})
+	if err != nil || resp.Choices[0].Message.Content != long {
+		t.Errorf("SDK chat behind encode: %v", err)
 	}
 }
