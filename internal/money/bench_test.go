@@ -2,6 +2,7 @@ package money
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,6 +56,40 @@ func BenchmarkGate(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkGateCharged is BenchmarkGate on memory locks with the charge
+// made too, as the hot path's store makes it: counted in memory, written to
+// the charge log (synced within a second, durability interval) and applied
+// to SQLite behind the calls, the applier's work on the same processor. A
+// call's every cost in the money's path is in it but the sync's wait.
+func BenchmarkGateCharged(b *testing.B) {
+	for _, caps := range []string{"plain", "caps"} {
+		b.Run(caps, func(b *testing.B) {
+			g, _ := benchGate(b, "memory", caps == "caps")
+			c := g.Store.(chargedAtOnce).Store.(*cached.Store)
+			if err := c.SetSyncInterval(time.Second); err != nil {
+				b.Fatal(err)
+			}
+			g.Store, g.Now = c, nil
+			ctx := context.Background()
+			p := Payer{Account: "a", Key: "k"}
+			est, cost := usd("0.002"), usd("0.000001")
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				h, err := g.ReserveFor(ctx, p, Chat, est)
+				if err != nil {
+					b.Fatal(err)
+				}
+				e := &store.Entry{RequestID: "r" + strconv.Itoa(i), KeyID: "k", Endpoint: "chat", Model: "m", Units: 88, Unit: "token", Cost: cost}
+				if _, err := h.Settle(ctx, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
