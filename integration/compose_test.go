@@ -45,11 +45,7 @@ func TestComposedFamilies(t *testing.T) {
 		file_server
 	}`)
 	const boot = "sk-bootstrap-compose-test-0123456789abcdef"
-	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
-	t.Cleanup(oa.Close)
-	t.Cleanup(an.Close)
-	g := startGateway(t, gwOptions{BootstrapKey: boot, Caddyfile: cfg,
-		Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}})
+	g, oa := startWithFakesKey(t, cfg, boot)
 	oa.SetDefault(fake.Script{Text: "composed", Usage: fake.Usage{Input: 10, Output: 2}})
 
 	// Chat is served, and the deferred header reads the placeholder the
@@ -146,11 +142,7 @@ func TestEncodedAnswers(t *testing.T) {
 	t.Parallel()
 	cfg := exampleSite(t, "\tencode gzip\n\tgw")
 	const boot = "sk-bootstrap-encode-test-0123456789abcdef"
-	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
-	t.Cleanup(oa.Close)
-	t.Cleanup(an.Close)
-	g := startGateway(t, gwOptions{BootstrapKey: boot, Caddyfile: cfg,
-		Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}})
+	g, oa := startWithFakesKey(t, cfg, boot)
 	long := strings.Repeat("A long answer that compresses well. ", 40)
 	oa.SetDefault(fake.Script{Text: long, Usage: fake.Usage{Input: 10, Output: 400}})
 

@@ -335,10 +335,17 @@ func siteRoot(t testing.TB, files map[string]string) string {
 // fake (which also serves audio and images).
 func startWithFakes(t *testing.T, cfg string) (*gateway, *fake.Upstream) {
 	t.Helper()
+	return startWithFakesKey(t, cfg, "")
+}
+
+// startWithFakesKey is startWithFakes with the bootstrap key boot.
+func startWithFakesKey(t *testing.T, cfg, boot string) (*gateway, *fake.Upstream) {
+	t.Helper()
 	oa, an := fake.NewOpenAI(), fake.NewAnthropic()
 	t.Cleanup(oa.Close)
 	t.Cleanup(an.Close)
-	return startGateway(t, gwOptions{Caddyfile: cfg, Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}}), oa
+	return startGateway(t, gwOptions{BootstrapKey: boot, Caddyfile: cfg,
+		Env: map[string]string{"GW_OPENAI_BASE_URL": oa.URL, "GW_ANTHROPIC_BASE_URL": an.URL}}), oa
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
