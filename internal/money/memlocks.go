@@ -128,6 +128,11 @@ func (m *MemoryLocks) unlockAll(taken []*scopeState) {
 func (m *MemoryLocks) lock(ctx context.Context, scope string) (*scopeState, error) {
 	s := m.ref(scope)
 	select {
+	case s.sem <- struct{}{}: // free: taken without a wait's select
+		return s, nil
+	default:
+	}
+	select {
 	case s.sem <- struct{}{}:
 		return s, nil
 	case <-ctx.Done():
