@@ -34,6 +34,11 @@ type scopeState struct {
 	holds map[string]pricing.Money
 }
 
+var (
+	_ Locks     = (*MemoryLocks)(nil)
+	_ TryLocker = (*MemoryLocks)(nil)
+)
+
 // NewMemoryLocks returns empty locks.
 func NewMemoryLocks() *MemoryLocks { return &MemoryLocks{scopes: map[string]*scopeState{}} }
 
@@ -97,11 +102,37 @@ func (m *MemoryLocks) Lock(ctx context.Context, scopes ...string) (func(), error
 		}
 		taken[i] = s
 	}
+	return m.unlocker(taken), nil
+}
+
+// TryLock takes the scopes' locks (as many as a call takes) when every one
+// is free, or none of them.
+func (m *MemoryLocks) TryLock(scopes ...string) (func(), bool) {
+	var taken [2]*scopeState
+	if len(scopes) == 0 || len(scopes) > len(taken) {
+		return nil, false
+	}
+	for i, scope := range scopes {
+		s := m.ref(scope)
+		select {
+		case s.sem <- struct{}{}:
+			taken[i] = s
+		default:
+			m.unref(s)
+			m.unlockAll(taken[:i])
+			return nil, false
+		}
+	}
+	return m.unlocker(taken), true
+}
+
+// unlocker releases a call's locks taken, the last taken first.
+func (m *MemoryLocks) unlocker(taken [2]*scopeState) func() {
 	first, second := taken[0], taken[1] // the closure's own copies
 	if second == nil {
-		return func() { m.unlock(first) }, nil
+		return func() { m.unlock(first) }
 	}
-	return func() { m.unlock(second); m.unlock(first) }, nil
+	return func() { m.unlock(second); m.unlock(first) }
 }
 
 // lockMany is Lock of more scopes than a call takes.

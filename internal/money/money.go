@@ -104,6 +104,13 @@ type Locks interface {
 	Drop(ctx context.Context, scopes []string, id string) error
 }
 
+// TryLocker is Locks that can take free locks without a wait (one node's
+// memory).
+type TryLocker interface {
+	// TryLock takes the locks of scopes when every one is free, or none.
+	TryLock(scopes ...string) (unlock func(), ok bool)
+}
+
 // Keeper is Locks that can keep a hold past its node's life (see
 // RedisLocks.Keep).
 type Keeper interface {
@@ -649,9 +656,7 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 	if e.Time.IsZero() {
 		e.Time = h.gate.now()
 	}
-	lctx, cancel := context.WithTimeout(ctx, SettleLockWait)
-	unlock := h.settleLock(lctx)
-	cancel()
+	unlock := h.settleLock(ctx)
 	// A store that counts the charge at once (store.LaterSettler) is
 	// waited on after the lock is released: calls of one account then
 	// share a commit instead of queueing behind each other's.
@@ -693,10 +698,18 @@ func (h *Hold) Settle(ctx context.Context, e *store.Entry) (bool, error) {
 
 // settleLock takes the locks Settle takes: the organization's the call
 // was admitted under (when any), then the account's. Locks that cannot be
-// had by ctx's end are gone without: the charge is recorded all the same,
-// since the work it pays for is done.
+// had within SettleLockWait are gone without: the charge is recorded all
+// the same, since the work it pays for is done. Free locks of a TryLocker
+// are taken without a time-out.
 func (h *Hold) settleLock(ctx context.Context) (unlock func()) {
 	scopes, n := lockScopes(h.account, h.orgLock)
+	if t, ok := h.gate.Locks.(TryLocker); ok {
+		if unlock, ok := t.TryLock(scopes[:n]...); ok {
+			return unlock
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, SettleLockWait)
+	defer cancel()
 	unlock, err := h.gate.Locks.Lock(ctx, scopes[:n]...)
 	if err != nil {
 		return func() {}

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"math"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -435,6 +436,76 @@ func TestLockHonoursContext(t *testing.T) {
 	unlock()
 	if len(m.scopes) != 0 {
 		t.Fatalf("%d scope states left after unlock", len(m.scopes))
+	}
+}
+
+// TryLock takes a call's free locks at once, and none of them when one is
+// taken; a settlement then waits for the lock as before.
+func TestTryLock(t *testing.T) {
+	m := NewMemoryLocks()
+	unlock, ok := m.TryLock("org:o", "a")
+	if !ok {
+		t.Fatal("TryLock of free scopes failed")
+	}
+	if _, ok := m.TryLock("org:o"); ok {
+		t.Fatal("TryLock of a taken scope succeeded")
+	}
+	held, err := m.Lock(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.TryLock("b2", "b"); ok {
+		t.Fatal("TryLock with its second scope taken succeeded")
+	}
+	if u, ok := m.TryLock("b2"); !ok {
+		t.Fatal("a failed TryLock kept the scope it had taken")
+	} else {
+		u()
+	}
+	held()
+	unlock()
+	if len(m.scopes) != 0 {
+		t.Fatalf("%d scope states left after unlock", len(m.scopes))
+	}
+
+	// A settlement whose account's lock is taken waits for it, then
+	// charges.
+	f := newFixture(t, Policy{})
+	f.account(t, store.Account{ID: "s", Plan: store.PlanPaid, Cleared: true})
+	ctx := context.Background()
+	h, err := f.gate.Reserve(ctx, "s", Ability, usd("0.10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	locks := f.gate.Locks.(*MemoryLocks)
+	taken, err := locks.Lock(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Settle(ctx, &store.Entry{RequestID: "waited", Cost: usd("0.05")})
+		done <- err
+	}()
+	// Wait until the settlement waits for the lock (its holder and it).
+	for {
+		locks.mu.Lock()
+		refs := locks.scopes["s"].refs
+		locks.mu.Unlock()
+		if refs == 2 {
+			break
+		}
+		runtime.Gosched()
+	}
+	if entries, _ := f.store.Entries(ctx, "s", 10); len(entries) != 0 {
+		t.Fatalf("charged under another's lock: %+v", entries)
+	}
+	taken()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := f.store.Entries(ctx, "s", 10); len(entries) != 1 || entries[0].Cost != usd("0.05") {
+		t.Fatalf("entries %+v, want the one charge", entries)
 	}
 }
 
