@@ -222,8 +222,10 @@ func TestSpooledChargesOutliveTheDatabase(t *testing.T) {
 	default:
 		t.Fatal("Applied not closed once the database has the charge")
 	}
-	if got := hooks.String(); got != "kept [hold-down1:2000 hold-down2:2500], released [hold-down1 hold-down2]" {
-		t.Fatalf("hooks once applied: %s", got)
+	// Both holds are released; in which order depends on whether the
+	// database took the batch whole or, still starting, one charge alone.
+	if kept, rel := hooks.String(), hooks.releasedSorted(); !strings.HasPrefix(kept, "kept [hold-down1:2000 hold-down2:2500], ") || rel != "[hold-down1 hold-down2]" {
+		t.Fatalf("hooks once applied: %s", kept)
 	}
 	acc, err := b.Account(ctx, "a")
 	if err != nil || *acc.Balance != balance-5500 {
