@@ -225,7 +225,7 @@ func startGateway(t testing.TB, opts gwOptions) *gateway {
 		}
 	})
 	for try := 1; ; try++ {
-		g.place(freePorts(t, 4), opts)
+		g.place(freePorts(t, 5), opts)
 		if !g.try(t) {
 			return g
 		}
@@ -236,8 +236,9 @@ func startGateway(t testing.TB, opts gwOptions) *gateway {
 	}
 }
 
-// place puts g on ports (its site, admin endpoint, upstream stand-in and
-// console) and sets its environment: opts.Env over the test defaults.
+// place puts g on ports (its site, admin endpoint, upstream stand-in,
+// console and fallback site) and sets its environment: opts.Env over the
+// test defaults.
 func (g *gateway) place(ports []string, opts gwOptions) {
 	g.Addr = "127.0.0.1:" + ports[0]
 	g.AdminAddr = "127.0.0.1:" + ports[1]
@@ -256,6 +257,11 @@ func (g *gateway) place(ports []string, opts gwOptions) {
 		"ANTHROPIC_API_KEY":     "sk-upstream-anthropic-test",
 		"GW_SEARCH_API_KEY":     "sk-upstream-search-test",
 		"GW_CONSOLE":            "127.0.0.1:" + ports[3],
+		// The fallback site gets a port of its own too: left to choose
+		// one (":0"), Caddy could be given a port just handed to another
+		// gateway, which then shares it (SO_REUSEPORT) and sees some of
+		// its requests answered 421 by this one.
+		"GW_FALLBACK_ADDRESS": ":" + ports[4],
 		// Caddy's autosave and certificate storage stay inside the test.
 		"HOME":            filepath.Join(g.dir, "home"),
 		"XDG_CONFIG_HOME": filepath.Join(g.dir, "xdg-config"),
