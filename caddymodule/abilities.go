@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -162,8 +161,10 @@ func (a *App) toolSet(cat *catalog.Catalog) (*tools.Server, error) {
 		other["search"] = searchH.PerSearch.Microcents()
 	}
 	upgrade := strings.TrimSpace(caddy.NewReplacer().ReplaceAll(a.BillingURL, ""))
-	if u, err := url.Parse(upgrade); upgrade != "" && (err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "") {
-		return nil, fmt.Errorf("billing_url: %q is not an http or https URL", upgrade)
+	if upgrade != "" {
+		if err := httpURL(upgrade); err != nil {
+			return nil, fmt.Errorf("billing_url: %w", err)
+		}
 	}
 	s := &tools.Server{States: paidToolStates, UpgradeURL: upgrade, Fetch: fetchAudio(guard),
 		Prices: func(alias string) (int64, bool) {

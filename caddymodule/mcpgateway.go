@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/caddy-gw/caddy-gw/mcp/gateway"
+	"github.com/caddy-gw/caddy-gw/mcp/tools"
 	"github.com/caddy-gw/caddy-gw/pricing"
 )
 
@@ -120,7 +121,7 @@ func (s *MCPServerConfig) validate() error {
 		return fmt.Errorf("price: %s is below zero", s.Price)
 	}
 	for tool, p := range s.ToolPrices {
-		if p < 0 || !gateway.NameOK(tool, gateway.MaxToolName) {
+		if p < 0 || !tools.ToolNameOK(tool) {
 			return fmt.Errorf("tool_price %s %s: want a tool name and 0 or more US dollars", tool, p)
 		}
 	}

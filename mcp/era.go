@@ -36,6 +36,7 @@ const (
 	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
 	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
 )
 
 // JSON-RPC codes of the stateless era's transport checks.
@@ -142,10 +143,10 @@ func CheckStateless(r *http.Request, msg *Message) *RPCError {
 // body; both values are cut short, since both are the client's.
 func mismatch(header, got, want string) *RPCError {
 	if got == "" {
-		return Errf(http.StatusBadRequest, CodeHeaderMismatch, fmt.Sprintf("Header mismatch: %s header is missing; the body says '%s'", header, shortText(want)))
+		return Errf(http.StatusBadRequest, CodeHeaderMismatch, fmt.Sprintf("Header mismatch: %s header is missing; the body says '%s'", header, ShortText(want)))
 	}
 	return Errf(http.StatusBadRequest, CodeHeaderMismatch,
-		fmt.Sprintf("Header mismatch: %s header value '%s' does not match body value '%s'", header, shortText(got), shortText(want)))
+		fmt.Sprintf("Header mismatch: %s header value '%s' does not match body value '%s'", header, ShortText(got), ShortText(want)))
 }
 
 // headerValue decodes a header value sent in the base64 form; any other
@@ -228,10 +229,10 @@ func ServeStateless(w http.ResponseWriter, msg *Message, server, instructions st
 	case "resources/templates/list":
 		result = map[string]any{"resourceTemplates": []any{}}
 	case "prompts/get":
-		Reply(w, msg.ID, nil, invalidParams("unknown prompt "+shortText(gjson.GetBytes(msg.Params, "name").String())), sse)
+		Reply(w, msg.ID, nil, invalidParams("unknown prompt "+ShortText(gjson.GetBytes(msg.Params, "name").String())), sse)
 		return true
 	case "resources/read":
-		Reply(w, msg.ID, nil, invalidParams("unknown resource "+shortText(gjson.GetBytes(msg.Params, "uri").String())), sse)
+		Reply(w, msg.ID, nil, invalidParams("unknown resource "+ShortText(gjson.GetBytes(msg.Params, "uri").String())), sse)
 		return true
 	default:
 		return false
@@ -243,7 +244,7 @@ func ServeStateless(w http.ResponseWriter, msg *Message, server, instructions st
 // UnknownMethod is the stateless era's answer to a method it does not
 // have (initialize, ping and the session era's others included): 404.
 func UnknownMethod(method string) *RPCError {
-	return Errf(http.StatusNotFound, gwerr.RPCMethodNotFound, "unknown method "+shortText(method))
+	return Errf(http.StatusNotFound, gwerr.RPCMethodNotFound, "unknown method "+ShortText(method))
 }
 
 // statelessRefusal is e as a stateless-era JSON-RPC error, for a server

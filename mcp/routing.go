@@ -134,7 +134,7 @@ func (s *Routing) Serve(c *pipeline.Call) error {
 		}
 		Reply(w, msg.ID, res, rpcErr, false)
 	default:
-		Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCMethodNotFound, "unknown method "+shortText(msg.Method)), false)
+		Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCMethodNotFound, "unknown method "+ShortText(msg.Method)), false)
 	}
 	return nil
 }
@@ -204,7 +204,9 @@ func validSessionID(id string) bool {
 	return true
 }
 
-func shortText(s string) string {
+// ShortText is s cut to 64 bytes (and an ellipsis), for an error message
+// that quotes what a client sent.
+func ShortText(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "…"
 	}
@@ -234,7 +236,7 @@ func (s *Routing) call(c *pipeline.Call, p CallParams) (res any, argErr, rpcErr 
 	case ToolModels:
 		res, argErr = s.models(c, a)
 	default:
-		return nil, nil, invalidParams("unknown tool " + shortText(p.Name))
+		return nil, nil, invalidParams("unknown tool " + ShortText(p.Name))
 	}
 	return res, argErr, nil
 }

@@ -96,7 +96,7 @@ func ServeTools(c *pipeline.Call, set ToolSet, allowed []string) error {
 			return nil
 		}
 		if stateless && !set.Known(c, p.Name) {
-			Reply(w, msg.ID, nil, invalidParams("Unknown tool: "+shortText(p.Name)), true)
+			Reply(w, msg.ID, nil, invalidParams("Unknown tool: "+ShortText(p.Name)), true)
 			return nil
 		}
 		call(c, set, msg.ID, p, name, stateless)
@@ -105,7 +105,7 @@ func ServeTools(c *pipeline.Call, set ToolSet, allowed []string) error {
 	if stateless {
 		Reply(w, msg.ID, nil, UnknownMethod(msg.Method), true)
 	} else {
-		Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCMethodNotFound, "unknown method "+shortText(msg.Method)), true)
+		Reply(w, msg.ID, nil, Errf(http.StatusOK, gwerr.RPCMethodNotFound, "unknown method "+ShortText(msg.Method)), true)
 	}
 	return nil
 }

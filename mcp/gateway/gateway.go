@@ -104,7 +104,7 @@ type Server struct {
 // offers reports whether the server offers its tool named tool: a name of
 // the MCP rule, allowed and not denied.
 func (s *Server) offers(tool string) bool {
-	if !NameOK(tool, MaxToolName) {
+	if !tools.ToolNameOK(tool) {
 		return false
 	}
 	if matchAny(s.Deny, tool) {
@@ -131,18 +131,13 @@ func matchAny(globs []string, name string) bool {
 	return false
 }
 
-// NameOK reports whether name is 1 to most characters of A-Z, a-z, 0-9,
-// '_', '-' and '.'.
-func NameOK(name string, most int) bool {
-	return name != "" && len(name) <= most && tools.PlainName(name)
-}
-
-// ServerNameOK reports whether name may name a server: NameOK within
-// MaxServerName, without Separator, and not ending in '_' (whose tools'
+// ServerNameOK reports whether name may name a server: 1 to
+// MaxServerName characters of A-Z, a-z, 0-9, '_', '-' and '.', without
+// Separator, and not ending in '_' (whose tools'
 // names would read as another server's: "a_" + "__" + "x" is "a" +
 // "__" + "_x").
 func ServerNameOK(name string) bool {
-	return NameOK(name, MaxServerName) && !strings.Contains(name, Separator) && !strings.HasSuffix(name, "_")
+	return name != "" && len(name) <= MaxServerName && tools.PlainName(name) && !strings.Contains(name, Separator) && !strings.HasSuffix(name, "_")
 }
 
 // Gateway serves Path.
@@ -165,7 +160,7 @@ func (g *Gateway) Serve(c *pipeline.Call) error {
 	if rest := strings.Trim(strings.TrimPrefix(c.R.URL.Path, Path), "/"); rest != "" {
 		v.only = g.server(rest)
 		if v.only == nil {
-			return gwerr.New(gwerr.NotFound, "no MCP server %q on this gateway", shortText(rest))
+			return gwerr.New(gwerr.NotFound, "no MCP server %q on this gateway", mcp.ShortText(rest))
 		}
 	}
 	return mcp.ServeTools(c, v, g.AllowedHosts)
@@ -247,7 +242,7 @@ func (v view) List(c *pipeline.Call) ([]mcp.Tool, *gwerr.Error) {
 	for i, s := range servers {
 		for _, t := range lists[i] {
 			name := v.name(s, t.Name)
-			if !s.offers(t.Name) || !NameOK(name, MaxToolName) || !c.Key.AllowsMCPTool(s.Name+Separator+t.Name) {
+			if !s.offers(t.Name) || !tools.ToolNameOK(name) || !c.Key.AllowsMCPTool(s.Name+Separator+t.Name) {
 				continue
 			}
 			schema, _ := json.Marshal(t.InputSchema)
@@ -325,7 +320,7 @@ func (g *Gateway) listed(ctx context.Context, s *Server, tool string) bool {
 func (v view) Call(ctx context.Context, c *pipeline.Call, name string, args json.RawMessage) json.RawMessage {
 	s, tool, ok := v.resolve(name)
 	if !ok || !v.g.listed(ctx, s, tool) {
-		return v.g.result(c, nil, tool, OutcomeRefused, toolError(CodeUnknownTool, false, "no tool "+shortText(name)+" is offered here; tools/list names them"))
+		return v.g.result(c, nil, tool, OutcomeRefused, toolError(CodeUnknownTool, false, "no tool "+mcp.ShortText(name)+" is offered here; tools/list names them"))
 	}
 	if a := bytes.TrimSpace(args); len(a) > 0 && a[0] != '{' && string(a) != "null" {
 		return v.g.result(c, s, tool, OutcomeRefused, toolError("invalid_request", false, "arguments must be an object"))
@@ -423,14 +418,6 @@ func toolError(code string, retryable bool, message string) map[string]any {
 func cut(s string) string {
 	if len(s) > maxMessage {
 		return s[:maxMessage] + "…"
-	}
-	return s
-}
-
-// shortText is how the gateway repeats a name a caller sent.
-func shortText(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
 	}
 	return s
 }

@@ -428,3 +428,38 @@ func TestToolsAskedOnceWhenOld(t *testing.T) {
 		t.Fatalf("the server was asked %d times, want 2", n)
 	}
 }
+
+// A call that runs past its time-out leaves the session to the calls that
+// share it: the next call is made in the same session, not a new one.
+func TestUpstreamTimeoutKeepsSession(t *testing.T) {
+	h, release := mcpServer(false)
+	var inits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if gjson.GetBytes(body, "method").String() == "initialize" {
+				inits.Add(1)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer release()
+	u := NewUpstream(Conn{URL: srv.URL, Timeout: 200 * time.Millisecond}, nil)
+	defer u.Close()
+	ctx := context.Background()
+	if _, err := u.Call(ctx, "echo", json.RawMessage(`{"text":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Call(ctx, "slow", nil); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("slow: %v, want ErrTimeout", err)
+	}
+	if res, err := u.Call(ctx, "echo", json.RawMessage(`{"text":"b"}`)); err != nil || gjson.GetBytes(res.Raw, "content.0.text").String() != "echo: b" {
+		t.Fatalf("echo after a time-out: %+v %v", res, err)
+	}
+	if n := inits.Load(); n != 1 {
+		t.Fatalf("%d sessions opened, want 1: the time-out ended the shared session", n)
+	}
+	release()
+}

@@ -229,7 +229,7 @@ const MaxAnswer = sse.MaxLine
 // callMeta is the _meta of a stateless-era request: the revision, no
 // client capabilities, and the gateway's name.
 var callMeta = `"_meta":{"` + mcp.MetaProtocolVersion + `":"` + mcp.StatelessVersion + `","` + mcp.MetaClientCapabilities +
-	`":{},"io.modelcontextprotocol/clientInfo":{"name":"` + clientName + `","version":"1"}}`
+	`":{},"` + mcp.MetaClientInfo + `":{"name":"` + clientName + `","version":"1"}}`
 
 // errNoAnswer: the server's answer held no response to the call.
 var errNoAnswer = errors.New("the answer holds no response to the call")
@@ -269,7 +269,7 @@ func (u *Upstream) post(ctx context.Context, session, version, name string, args
 		h[mcp.HeaderName] = []string{name} // a tool the gateway offers has a plain name
 	}
 	if session != "" {
-		h[sessionHeader] = []string{session}
+		h[mcp.HeaderSession] = []string{session}
 	}
 	resp, err := u.client.Do(req)
 	if err != nil {
@@ -325,9 +325,11 @@ func response(resp *http.Response, id int64) ([]byte, error) {
 // withSession runs f on the pooled session. A session the server no
 // longer knows (it restarted) is opened again and f run once more: the
 // server refused the request without running it. Any other failure but
-// the server's own JSON-RPC error drops the session, since the
-// connection may be broken; f is not repeated, since it may have run. A
-// session that cannot be opened is ErrUnavailable.
+// the server's own JSON-RPC error, or ctx's end (one call's time-out or
+// its caller gone, which says nothing of the session other calls share),
+// drops the session, since the connection may be broken; f is not
+// repeated, since it may have run. A session that cannot be opened is
+// ErrUnavailable.
 func (u *Upstream) withSession(ctx context.Context, f func(*sdk.ClientSession) error) error {
 	for try := 0; ; try++ {
 		s, err := u.connect(ctx)
@@ -335,7 +337,7 @@ func (u *Upstream) withSession(ctx context.Context, f func(*sdk.ClientSession) e
 			return errors.Join(ErrUnavailable, err)
 		}
 		err = f(s)
-		if err == nil || serverError(err) != nil {
+		if err == nil || serverError(err) != nil || ctx.Err() != nil {
 			return err
 		}
 		u.drop(s)
@@ -358,13 +360,10 @@ func (u *Upstream) ended(s *sdk.ClientSession, err error) bool {
 // noteStatus is told each answer's status: a 404 to a request in a
 // session says the server ended it.
 func (u *Upstream) noteStatus(r *http.Request, status int) {
-	if id := r.Header.Get(sessionHeader); status == http.StatusNotFound && id != "" {
+	if id := r.Header.Get(mcp.HeaderSession); status == http.StatusNotFound && id != "" {
 		u.gone.Store(&id)
 	}
 }
-
-// sessionHeader carries a sessions-era request's session id.
-const sessionHeader = "Mcp-Session-Id"
 
 // rejected is the SDK's own JSON-RPC error for a request the transport
 // refused (it did not reach the server, or the server answered it with an
