@@ -33,6 +33,11 @@ func CheckSyncInterval(d time.Duration) error {
 // interval.
 type syncer struct {
 	interval atomic.Int64 // nanoseconds; 0: sync mode
+	// failed: the last background sync failed. Until one succeeds, every
+	// append syncs its own batch again, as in sync mode, and a batch the
+	// disk refuses is refused: a failing disk never leaves more than the
+	// charges of one interval answered and not durable.
+	failed atomic.Bool
 
 	mu sync.Mutex
 	// dirty are the files written since their last sync, each with
@@ -63,7 +68,7 @@ func newSyncer(onFail func(error)) *syncer {
 }
 
 // lazy reports whether appends leave their sync to the syncer.
-func (s *syncer) lazy() bool { return s != nil && s.interval.Load() > 0 }
+func (s *syncer) lazy() bool { return s != nil && s.interval.Load() > 0 && !s.failed.Load() }
 
 // setInterval sets the interval (0: sync mode, from the next append on);
 // what was written before is synced within the new interval (at once in
@@ -153,6 +158,7 @@ func (s *syncer) syncDirty() error {
 			s.mark(l, grew)
 		}
 	}
+	s.failed.Store(len(errs) > 0)
 	if s.synced != nil {
 		s.synced()
 	}

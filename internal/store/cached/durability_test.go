@@ -36,6 +36,8 @@ type powerFile struct {
 	durable []byte // the file as of its last sync
 	out     bool
 	syncs   int
+	// syncErr, when set, fails every sync (a failing disk).
+	syncErr error
 }
 
 func newPowerFile(t *testing.T, f logFile, path string) *powerFile {
@@ -74,6 +76,9 @@ func (p *powerFile) snapshot() error {
 	defer p.mu.Unlock()
 	if p.out {
 		return errPowerOut
+	}
+	if p.syncErr != nil {
+		return p.syncErr
 	}
 	data, err := os.ReadFile(p.path)
 	if err != nil {
@@ -273,6 +278,51 @@ func TestIntervalSyncerSyncsOnItsOwn(t *testing.T) {
 	}
 	if !strings.Contains(string(p.files[0].durableCopy()), `"id":"on-time"`) && !strings.Contains(string(p.files[1].durableCopy()), `"id":"on-time"`) {
 		t.Fatal("the sync did not make the charge durable")
+	}
+}
+
+// After a background sync fails, interval mode syncs each batch again
+// before its answer until a background sync succeeds: a disk that fails
+// for a moment leaves no charge answered and undurable past the interval
+// that failed, and one that keeps failing refuses the next charge, which
+// is then not charged.
+func TestIntervalAfterAFailedSync(t *testing.T) {
+	p := openPowered(t, 50*time.Millisecond)
+	failing := func(err error) {
+		for _, f := range p.files {
+			f.mu.Lock()
+			f.syncErr = err
+			f.mu.Unlock()
+		}
+	}
+	failing(errors.New("the disk failed"))
+	p.settle(t, "", "before")
+	p.tick(t) // fails
+	failing(nil)
+	synced := p.syncs()
+	p.settle(t, "", "after")
+	if got := p.syncs(); got != synced+1 {
+		t.Fatalf("%d syncs for a charge after a failed background sync, want its own", got-synced)
+	}
+	p.tick(t) // succeeds
+	synced = p.syncs()
+	p.settle(t, "", "again")
+	if got := p.syncs(); got != synced {
+		t.Fatalf("%d syncs for a charge once a background sync succeeded, want none", got-synced)
+	}
+
+	q := openPowered(t, 50*time.Millisecond)
+	p = q
+	failing(errors.New("the disk failed"))
+	q.settle(t, "", "before")
+	q.tick(t)
+	e := &store.Entry{RequestID: "refused", AccountID: "a", Unit: "token", Cost: usd("0.001")}
+	if ok, err := q.s.Settle(context.Background(), e); ok || err == nil {
+		t.Fatalf("a charge on a disk that keeps failing: %v %v, want refused", ok, err)
+	}
+	acc, err := q.s.Account(context.Background(), "a")
+	if err != nil || *acc.Balance != q.initial-usd("0.001") {
+		t.Fatalf("balance %v (%v), want the first charge alone taken", acc.Balance, err)
 	}
 }
 
