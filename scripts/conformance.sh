@@ -135,7 +135,9 @@ awk -v site="$site" '{ print } $0 == site { print "\trequest_header Authorizatio
 export GW_BOOTSTRAP_KEY="sk-conformance-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export XDG_DATA_HOME="$work/xdg-data" XDG_CONFIG_HOME="$work/xdg-config" HOME="$work"
 
-# The MCP gateway's upstream server, named upstream.
+# The MCP gateway's upstream server, named upstream, at the default price
+# the checks expect.
+unset GW_MCP_PRICE
 upstream=upstream
 mcp_upstream_start "$dir" "$work" "$upstream"
 

@@ -488,7 +488,10 @@ func TestTryLock(t *testing.T) {
 		done <- err
 	}()
 	// Wait until the settlement waits for the lock (its holder and it).
-	for {
+	for deadline := time.Now().Add(time.Minute); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("the settlement never waited for the lock")
+		}
 		locks.mu.Lock()
 		refs := locks.scopes["s"].refs
 		locks.mu.Unlock()
