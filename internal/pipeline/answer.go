@@ -8,8 +8,8 @@ import (
 
 // WriteWhole answers status with body, of type contentType, whole: its
 // length goes with it, so the pipeline hands the answer to the client as
-// soon as the handler returns (see statusWriter.flushWhole), before the
-// call is counted and logged.
+// soon as the call is counted (see statusWriter.flushWhole), before Caddy
+// writes its access log entry.
 func WriteWhole(w http.ResponseWriter, status int, contentType string, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
@@ -30,9 +30,10 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 }
 
 // flushWhole sends a whole answer on to the client now: one whose
-// Content-Length the handler set and wrote in full (WriteWhole). What the
-// call does after its handler (its metrics and log fields, Caddy's access
-// log entry) then costs the client no time. An answer of unknown length,
+// Content-Length the handler set and wrote in full (WriteWhole). It runs
+// once the call is counted in the metrics and its log fields are set, so a
+// client that has its answer finds it counted; what Caddy does after the
+// handler (its access log entry) then costs the client no time. An answer of unknown length,
 // or one another handler re-encodes (Caddy's encode drops the length), is
 // left to net/http, which then sends it whole with its length: flushing
 // it early would make it chunked.

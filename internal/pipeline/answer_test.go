@@ -13,10 +13,11 @@ import (
 )
 
 // TestWholeAnswerLeavesFirst: an answer written whole (its length set and
-// written in full) is flushed to the client before the call is logged
-// (Annotate runs after the handler); one of unknown length, or whose length
-// a wrapper took away, is left to net/http, which sends it whole at the
-// end instead of chunked; a refusal is whole too.
+// written in full) is flushed to the client when the pipeline is done with
+// the call, after it was counted and its log fields set (Annotate), not
+// before; one of unknown length, or whose length a wrapper took away, is
+// left to net/http, which sends it whole at the end instead of chunked; a
+// refusal is whole too.
 func TestWholeAnswerLeavesFirst(t *testing.T) {
 	f := newFixture(t, store.Account{Plan: store.PlanPaid, Cleared: true})
 	body := []byte(`{"ok":true}`)
@@ -68,8 +69,11 @@ func TestWholeAnswerLeavesFirst(t *testing.T) {
 			if w.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
 			}
-			if flushedAtLog != tc.flushed {
-				t.Errorf("flushed before the call was logged: %v, want %v", flushedAtLog, tc.flushed)
+			if flushedAtLog {
+				t.Error("flushed before the call was counted and its log fields set")
+			}
+			if w.Flushed != tc.flushed {
+				t.Errorf("flushed when the pipeline was done: %v, want %v", w.Flushed, tc.flushed)
 			}
 			got := w.Header().Get("Content-Length")
 			if tc.name == "refusal" {

@@ -182,8 +182,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, re
 	c.W = sw
 	var err error
 	// Deferred, so that an answer cut short (Abort) is counted and logged
-	// too.
-	defer func() { g.finish(c, o, sw, err) }()
+	// too. A whole answer leaves once the call is counted, before Caddy
+	// writes its access log entry.
+	defer func() {
+		g.finish(c, o, sw, err)
+		sw.flushWhole()
+	}()
 	defer func() { c.hold.Release(r.Context()) }() // a call that did not settle costs nothing, even if it panics
 	err = g.run(c)
 	if err != nil {
@@ -201,7 +205,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep *Endpoint, re
 			refuse(sw, e)
 		}
 	}
-	sw.flushWhole()
 	return c
 }
 
