@@ -51,6 +51,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -682,8 +683,8 @@ func benchTargets(b *testing.B, gateway bool) {
 func benchMicros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // TestBenchReport measures every scenario against its baseline in one
-// run, interleaving the two in small batches (alternating which goes
-// first) so drift of the machine hits both alike, and prints a Markdown
+// run, interleaving the two in small batches (which goes first drawn
+// at random for each pair) so drift of the machine hits both alike, and prints a Markdown
 // table of p50/p99 latency and throughput with the ratios gateway /
 // baseline. It asserts no timing. Skipped unless GW_BENCH=1.
 func TestBenchReport(t *testing.T) {
@@ -708,9 +709,13 @@ func TestBenchReport(t *testing.T) {
 		batches, charges     float64
 		commitP50, commitP99 time.Duration
 		// gwCPU and baseCPU: each process's CPU over the whole scenario
-		// (its background work in the other's batches too); zero when
-		// one process serves both targets.
+		// (its background work in the other's batches too); when both
+		// targets are the gateway, the gateway's CPU in each target's
+		// batches; zero when one process serves both targets otherwise.
 		gwCPU, baseCPU time.Duration
+		// pairs: each round's two full batches (their CPU where both
+		// targets are the gateway).
+		pairs []benchPair
 		// baseSynced: the baseline makes a record durable per request.
 		baseSynced bool
 	}
@@ -726,6 +731,9 @@ func TestBenchReport(t *testing.T) {
 		split := !sc.gw.bare && !gwBase && env.base != env.g
 		gwCPU0, _ := procCPU(env.g.pid(t))
 		baseCPU0, _ := procCPU(env.base.pid(t))
+		gwPID := env.g.pid(t)
+		var gwBatchCPU, baseBatchCPU time.Duration
+		var pairs []benchPair // the two targets' batches side by side
 		var gwBatches []time.Duration
 		ctx, cancel := context.WithTimeout(context.Background(), budget)
 		var gwS, baseS []benchSample
@@ -734,10 +742,16 @@ func TestBenchReport(t *testing.T) {
 			if ctx.Err() != nil {
 				break
 			}
-			order := []bool{false, true} // base first on even batches
-			if i%2 == 1 {
+			// Which target goes first is drawn for each pair of
+			// batches: work the gateway does every so many calls (a
+			// collection, a sync, the applier's turn) then falls on
+			// either target alike, where a fixed pattern of turns could
+			// meet it in step and always hand it to the same one.
+			order := []bool{false, true}
+			if rand.N(2) == 1 {
 				order = []bool{true, false}
 			}
+			var pair benchPair
 			for _, isGW := range order {
 				tg, have, wall := sc.base, &baseS, &baseWall
 				if isGW {
@@ -747,16 +761,42 @@ func TestBenchReport(t *testing.T) {
 				if k <= 0 {
 					continue
 				}
+				var cpu0 time.Duration
+				if gwBase {
+					cpu0, _ = threadsCPU(gwPID)
+				}
 				s, w, err := env.load(ctx, tg, k, conc)
 				if err != nil {
 					cancel()
 					t.Fatalf("%s: %v", sc.name, err)
+				}
+				if cpu1, ok := threadsCPU(gwPID); ok && gwBase {
+					// Both targets are the gateway: each batch's CPU is
+					// its target's (what it leaves running into the next
+					// batch is the next one's, either target's alike).
+					if isGW {
+						gwBatchCPU += cpu1 - cpu0
+						pair.gwCPU = cpu1 - cpu0
+					} else {
+						baseBatchCPU += cpu1 - cpu0
+						pair.baseCPU = cpu1 - cpu0
+					}
+				}
+				if len(s) == batch {
+					if isGW {
+						pair.gwWall = w
+					} else {
+						pair.baseWall = w
+					}
 				}
 				*have = append(*have, s...)
 				*wall += w
 				if isGW && len(s) > 0 {
 					gwBatches = append(gwBatches, benchSummarise(s, w, false).lastP50)
 				}
+			}
+			if pair.gwWall > 0 && pair.baseWall > 0 {
+				pairs = append(pairs, pair)
 			}
 			// The fakes keep every request; forget them as we go.
 			env.oa.Reset()
@@ -772,6 +812,10 @@ func TestBenchReport(t *testing.T) {
 			baseCPU1, _ := procCPU(env.base.pid(t))
 			r.gwCPU, r.baseCPU = gwCPU1-gwCPU0, baseCPU1-baseCPU0
 		}
+		r.pairs = pairs
+		if gwBase {
+			r.gwCPU, r.baseCPU = gwBatchCPU, baseBatchCPU
+		}
 		r.gw.truncated, r.base.truncated = len(gwS) < n, len(baseS) < n
 		if len(gwBatches) > 0 {
 			r.gwFirst, r.gwLast = gwBatches[0], gwBatches[len(gwBatches)-1]
@@ -786,7 +830,9 @@ func TestBenchReport(t *testing.T) {
 		n, conc, batch, env.accounts, cmp.Or(os.Getenv("GW_BENCH_DURABILITY"), "sync"), benchLogSites(), benchBaselineWhere(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintf(&md, "Latencies in µs (streams: to the first and to the last body byte); ratio = gateway / baseline; "+
 		"added = gateway − baseline. CPU per call: each process's user and system time over the whole scenario (/proc; "+
-		"work one does while the other's batch runs counts as its own), over its calls; CPU ratio = baseline / gateway.")
+		"work one does while the other's batch runs counts as its own), over its calls; where both targets are the gateway "+
+		"(caps-vs-plain and the like), the gateway's CPU in each target's batches (its threads' run time), over that target's calls; "+
+		"CPU ratio = baseline / gateway.")
 	if slices.ContainsFunc(env.scenarios, func(sc benchScenario) bool { return sc.gw.synced || sc.base.synced }) {
 		fmt.Fprintf(&md, " fsync-on-bare: the bare proxy that also makes one %d B record durable per request (pwrite over written blocks, "+
 			"then fdatasync, when the upstream's answer starts: gw_bench_sync) against the bare proxy, so its added column is that fsync's cost "+
@@ -823,6 +869,19 @@ func TestBenchReport(t *testing.T) {
 		fmt.Fprintf(&md, "| %s%s | %.0f | %.0f | %s | %.0f → %.0f µs | %s |\n", r.name, note, r.base.perSecond, r.gw.perSecond,
 			benchRatio(r.gw.perSecond, r.base.perSecond), benchMicros(r.gwFirst), benchMicros(r.gwLast), cpu)
 	}
+	fmt.Fprintf(&md, "\nBatch beside batch: over the rounds of two full batches (one to each target, in an order drawn at random), the median "+
+		"of the baseline's batch time over the gateway's (a throughput ratio) and, where both targets are the gateway (caps-vs-plain and "+
+		"the like), of the baseline's CPU over the gateway's (a CPU ratio). A stall of the machine or a burst of the gateway's own work "+
+		"falls in one batch and moves the median little, where it moves the sums above by several hundredths.\n\n")
+	fmt.Fprintf(&md, "| scenario | rounds of two batches | throughput ratio, median | CPU ratio, median |\n|---|--:|--:|--:|\n")
+	for _, r := range results {
+		wall := benchMedianRatio(r.pairs, func(p benchPair) (float64, float64) { return float64(p.baseWall), float64(p.gwWall) })
+		cpu := "–"
+		if m := benchMedianRatio(r.pairs, func(p benchPair) (float64, float64) { return float64(p.baseCPU), float64(p.gwCPU) }); m > 0 {
+			cpu = fmt.Sprintf("%.3f×", m)
+		}
+		fmt.Fprintf(&md, "| %s | %d | %.3f× | %s |\n", r.name, len(r.pairs), wall, cpu)
+	}
 	fmt.Fprintf(&md, "\nThe gateway's own measure of making its charges durable (gw_charge_commit_seconds: a batch's write and sync; in durability interval, its write), "+
 		"and the latency it added beyond that (added − commit):\n\n")
 	fmt.Fprintf(&md, "| scenario | measure | batches | charges a batch | commit p50 | commit p99 | added p50 beyond it | added p99 beyond it |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
@@ -851,6 +910,32 @@ func TestBenchReport(t *testing.T) {
 	if out := os.Getenv("GW_BENCH_PROFILE"); out != "" {
 		benchProfileGateway(t, env, out, benchEnvInt(t, "GW_BENCH_PROFILE_SECONDS", 10), conc, batch)
 	}
+}
+
+// benchPair is one round of two full batches, one to each target, when
+// both are the gateway: each batch's wall time and the gateway's CPU in it.
+type benchPair struct {
+	gwWall, baseWall time.Duration
+	gwCPU, baseCPU   time.Duration
+}
+
+// benchMedianRatio is the median over pairs of num/den as of says (pairs
+// whose den is not positive left out; 0 when none is left).
+func benchMedianRatio(pairs []benchPair, of func(benchPair) (num, den float64)) float64 {
+	var rs []float64
+	for _, p := range pairs {
+		if num, den := of(p); den > 0 {
+			rs = append(rs, num/den)
+		}
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.Sort(rs)
+	if len(rs)%2 == 1 {
+		return rs[len(rs)/2]
+	}
+	return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
 }
 
 func benchRatio(a, b float64) string {

@@ -118,17 +118,23 @@ run() { # name, test, then env assignments
 # The rounds' throughput and CPU ratios, and their means.
 awk '/^## 32 connections, one account, (main|before), round/ { build = $6; sub(/,$/, "", build) }
 	build != "" && /^\| same-format \| [0-9]/ {
-		split($0, f, "|"); r = f[5]; c = f[9]; gsub(/[ ×]/, "", r); gsub(/[ ×]/, "", c)
-		n[build]++; sr[build] += r; sc[build] += c; runs[build] = runs[build] " " r "×"; build = ""
+		split($0, f, "|")
+		if (f[4] ~ /×/) { # the median of the batches side by side, after the sums
+			m = f[4]; gsub(/[ ×]/, "", m); sm[build] += m; meds[build] = meds[build] " " m "×"; build = ""
+			next
+		}
+		r = f[5]; c = f[9]; gsub(/[ ×]/, "", r); gsub(/[ ×]/, "", c)
+		n[build]++; sr[build] += r; sc[build] += c; runs[build] = runs[build] " " r "×"
 	}
 	END {
 		if (!n["main"] || !n["before"]) exit
 		print "## This revision and the one before: same format, 32 connections, one account\n"
-		print "| build | throughput ratio, each round | mean | CPU ratio, mean |"
-		print "|---|---|--:|--:|"
-		for (b in n) printf "| %s |%s | %.3f× | %.3f× |\n", b, runs[b], sr[b] / n[b], sc[b] / n[b]
-		printf "\nThe change since the revision before costs %.3f of the throughput ratio (%.3f of the CPU ratio).\n",
-			sr["before"] / n["before"] - sr["main"] / n["main"], sc["before"] / n["before"] - sc["main"] / n["main"]
+		print "| build | throughput ratio, each round | mean | median of the batches, each round | mean | CPU ratio, mean |"
+		print "|---|---|--:|---|--:|--:|"
+		for (b in n) printf "| %s |%s | %.3f× |%s | %.3f× | %.3f× |\n", b, runs[b], sr[b] / n[b], meds[b], sm[b] / n[b], sc[b] / n[b]
+		printf "\nThe change since the revision before costs %.3f of the throughput ratio (%.3f of the median of the batches, %.3f of the CPU ratio).\n",
+			sr["before"] / n["before"] - sr["main"] / n["main"], sm["before"] / n["before"] - sm["main"] / n["main"],
+			sc["before"] / n["before"] - sc["main"] / n["main"]
 	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"
 # The durability modes side by side: same format, one account.
 awk '/^## / { dur = ""; lat = 0 }
@@ -146,28 +152,32 @@ awk '/^## / { dur = ""; lat = 0 }
 			printf "| %s | %s |%s|%s|%s|%s|%s|%s|\n", conn[k], mode[k], b50[k], g50[k], b99[k], g99[k], breq[k], greq[k]
 		}
 	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"
-# What caps cost: per round, caps against plain is the square root of
+# What caps cost: per round, from the medians of the batches side by side
+# (a stall falls in one batch), caps against plain is the square root of
 # caps-vs-plain over plain-vs-caps (a bias of either place cancels), and
-# what caps take off the same-format ratio is that ratio times (1 - it).
+# what caps take off the same-format ratio is that ratio times (1 - it);
+# the same for the CPU.
 awk '/^## / { caps = ($0 ~ /^## caps, round/) }
-	caps && /^\| [a-z-]+ \| [0-9]/ {
-		split($0, f, "|"); name = f[2]; gsub(/ /, "", name); r = f[4] / f[3]
+	caps && /^\| [a-z-]+ \| [0-9]+ \| [0-9.]+× \|/ {
+		split($0, f, "|"); name = f[2]; gsub(/ /, "", name); r = f[4]; u = f[5]; gsub(/[ ×]/, "", r); gsub(/[ ×]/, "", u)
 		if (name == "same-format") sf = r
-		if (name == "caps-vs-plain") cp = r
-		if (name == "plain-vs-caps") pc = r
+		if (name == "caps-vs-plain") { cp = r; cpu1 = u }
+		if (name == "plain-vs-caps") { pc = r; cpu2 = u }
 		if (name == "plain-vs-plain") {
-			n++; c = sqrt(cp / pc); sc += c; scc += c * c; ssf += sf; loss = sf * (1 - c); sl += loss; sll += loss * loss
-			rows = rows sprintf("| %d | %.3f× | %.3f× | %.3f× | %.3f× | %.3f× | %.3f |\n", n, sf, cp, pc, r, c, loss)
+			n++; c = sqrt(cp / pc); cc = sqrt(cpu1 / cpu2); sc += c; scc += cc; ssf += sf
+			loss = sf * (1 - c); sl += loss; sll += loss * loss
+			rows = rows sprintf("| %d | %.3f× | %.3f× | %.3f× | %.3f× | %.3f× | %.3f× | %.3f |\n", n, sf, cp, pc, r, c, cc, loss)
 		}
 	}
 	END {
 		if (!n) exit
 		print "## Caps: a capped key of an account in a capped organization against a plain key, one gateway, 32 connections\n"
-		print "| round | same format / bare | caps-vs-plain | plain-vs-caps | plain-vs-plain | caps / plain | caps take off the ratio |"
-		print "|--:|--:|--:|--:|--:|--:|--:|"
+		print "Medians of the batches side by side: the throughput ratios, then caps / plain in throughput and in CPU.\n"
+		print "| round | same format / bare | caps-vs-plain | plain-vs-caps | plain-vs-plain | caps / plain | caps / plain, CPU | caps take off the ratio |"
+		print "|--:|--:|--:|--:|--:|--:|--:|--:|"
 		printf "%s", rows
 		mc = sc / n; ml = sl / n
 		sdl = (n > 1) ? sqrt((sll - n * ml * ml) / (n - 1)) : 0
-		printf "\nMeans over %d rounds: caps / plain %.3f×, same format / bare %.3f×; caps take %.3f off the ratio (standard error %.3f).\n",
-			n, mc, ssf / n, ml, sdl / sqrt(n)
+		printf "\nMeans over %d rounds: caps / plain %.3f× (in CPU %.3f×), same format / bare %.3f×; caps take %.3f off the ratio (standard error %.3f).\n",
+			n, mc, scc / n, ssf / n, ml, sdl / sqrt(n)
 	}' "$out/hotpath.md" | tee -a "$out/hotpath.md"
