@@ -2,6 +2,7 @@ package money
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -72,109 +73,102 @@ func (m *MemoryLocks) forgetLocked(s *scopeState) {
 	}
 }
 
-func (m *MemoryLocks) ref(scope string) *scopeState {
+// refAll takes a reference to each scope's state (made or reused as
+// needed) into states, under one hold of m.mu.
+func (m *MemoryLocks) refAll(scopes []string, states []*scopeState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := m.stateLocked(scope)
-	s.refs++
-	return s
+	for i, scope := range scopes {
+		s := m.stateLocked(scope)
+		s.refs++
+		states[i] = s
+	}
 }
 
-func (m *MemoryLocks) unref(s *scopeState) {
+// unrefAll drops a reference to each state, under one hold of m.mu.
+func (m *MemoryLocks) unrefAll(states ...*scopeState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s.refs--
-	m.forgetLocked(s)
+	for _, s := range states {
+		s.refs--
+		m.forgetLocked(s)
+	}
 }
 
 // Lock takes the scopes' locks in their order, waiting at most until ctx
 // ends.
 func (m *MemoryLocks) Lock(ctx context.Context, scopes ...string) (func(), error) {
-	var taken [2]*scopeState // a call's locks: its organization's and its account's
-	if len(scopes) == 0 || len(scopes) > len(taken) {
-		return m.lockMany(ctx, scopes)
+	var buf [2]*scopeState // a call's locks: its organization's and its account's
+	states := buf[:]
+	if len(scopes) > len(buf) {
+		states = make([]*scopeState, len(scopes))
 	}
-	for i, scope := range scopes {
-		s, err := m.lock(ctx, scope)
-		if err != nil {
-			m.unlockAll(taken[:i])
-			return nil, err
+	states = states[:len(scopes)]
+	m.refAll(scopes, states)
+	for i, s := range states {
+		select {
+		case s.sem <- struct{}{}: // free: taken without a wait's select
+			continue
+		default:
 		}
-		taken[i] = s
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			m.giveBack(states, i)
+			return nil, ctx.Err()
+		}
 	}
-	return m.unlocker(taken), nil
+	return m.unlocker(states), nil
 }
 
 // TryLock takes the scopes' locks (as many as a call takes) when every one
 // is free, or none of them.
 func (m *MemoryLocks) TryLock(scopes ...string) (func(), bool) {
-	var taken [2]*scopeState
-	if len(scopes) == 0 || len(scopes) > len(taken) {
+	var buf [2]*scopeState
+	if len(scopes) == 0 || len(scopes) > len(buf) {
 		return nil, false
 	}
-	for i, scope := range scopes {
-		s := m.ref(scope)
+	states := buf[:len(scopes)]
+	m.refAll(scopes, states)
+	for i, s := range states {
 		select {
 		case s.sem <- struct{}{}:
-			taken[i] = s
 		default:
-			m.unref(s)
-			m.unlockAll(taken[:i])
+			m.giveBack(states, i)
 			return nil, false
 		}
 	}
-	return m.unlocker(taken), true
+	return m.unlocker(states), true
 }
 
-// unlocker releases a call's locks taken, the last taken first.
-func (m *MemoryLocks) unlocker(taken [2]*scopeState) func() {
-	first, second := taken[0], taken[1] // the closure's own copies
-	if second == nil {
-		return func() { m.unlock(first) }
+// giveBack releases the first taken of states' locks, the last taken
+// first, and drops the references to all of them.
+func (m *MemoryLocks) giveBack(states []*scopeState, taken int) {
+	for i := taken - 1; i >= 0; i-- {
+		<-states[i].sem
 	}
-	return func() { m.unlock(second); m.unlock(first) }
+	m.unrefAll(states...)
 }
 
-// lockMany is Lock of more scopes than a call takes.
-func (m *MemoryLocks) lockMany(ctx context.Context, scopes []string) (func(), error) {
-	taken := make([]*scopeState, 0, len(scopes))
-	for _, scope := range scopes {
-		s, err := m.lock(ctx, scope)
-		if err != nil {
-			m.unlockAll(taken)
-			return nil, err
+// unlocker releases the locks of states (all taken), the last taken
+// first.
+func (m *MemoryLocks) unlocker(states []*scopeState) func() {
+	switch len(states) {
+	case 0:
+		return func() {}
+	case 1:
+		s := states[0] // the closure's own copy
+		return func() { m.giveBack([]*scopeState{s}, 1) }
+	case 2:
+		first, second := states[0], states[1]
+		return func() {
+			<-second.sem
+			<-first.sem
+			m.unrefAll(first, second)
 		}
-		taken = append(taken, s)
 	}
-	return func() { m.unlockAll(taken) }, nil
-}
-
-// unlockAll releases the locks taken, the last taken first.
-func (m *MemoryLocks) unlockAll(taken []*scopeState) {
-	for i := len(taken) - 1; i >= 0; i-- {
-		m.unlock(taken[i])
-	}
-}
-
-func (m *MemoryLocks) lock(ctx context.Context, scope string) (*scopeState, error) {
-	s := m.ref(scope)
-	select {
-	case s.sem <- struct{}{}: // free: taken without a wait's select
-		return s, nil
-	default:
-	}
-	select {
-	case s.sem <- struct{}{}:
-		return s, nil
-	case <-ctx.Done():
-		m.unref(s)
-		return nil, ctx.Err()
-	}
-}
-
-func (m *MemoryLocks) unlock(s *scopeState) {
-	<-s.sem
-	m.unref(s)
+	kept := slices.Clone(states)
+	return func() { m.giveBack(kept, len(kept)) }
 }
 
 // Held writes each scope's outstanding reservations to held.

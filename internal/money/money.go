@@ -357,6 +357,13 @@ type payerState struct {
 	n      int
 }
 
+// heldScopes is the scopes whose holds a call's rules count, and those
+// holds, as the Locks read them.
+type heldScopes struct {
+	scopes [maxScopes]string
+	held   [maxScopes]pricing.Money
+}
+
 // state reads what the rules of p's call need, under the account's lock,
 // the holds of all its scopes at once; a store or lock store that cannot
 // answer refuses with credit_unresolved. orgLock, when it is the scope of
@@ -376,8 +383,11 @@ func (g *Gate) state(ctx context.Context, p Payer, orgLock string) (st payerStat
 	if err := g.orgState(ctx, &st, orgLock); err != nil {
 		return st, err
 	}
-	var held [maxScopes]pricing.Money
-	if err := g.Locks.Held(ctx, st.scopes[:st.n], held[:st.n]); err != nil {
+	// The Locks get slices of a small buffer, not of st: a slice handed
+	// to an interface escapes, and st is large.
+	buf := &heldScopes{scopes: st.scopes}
+	held := buf.held[:st.n]
+	if err := g.Locks.Held(ctx, buf.scopes[:st.n], held); err != nil {
 		return st, Unresolved()
 	}
 	st.held = held[0]
@@ -397,17 +407,14 @@ func (g *Gate) keyState(ctx context.Context, keyID string, st *payerState) error
 	if keyID == "" {
 		return nil
 	}
-	k, err := g.Store.Key(ctx, keyID)
+	k, sp, err := g.keyBounds(ctx, keyID, st.now)
 	if err != nil {
 		return Unresolved()
 	}
 	if !k.HasCaps() {
 		return nil
 	}
-	st.key, st.keyCapped = k, true
-	if st.keySpend, err = g.Store.KeySpend(ctx, k.ID, st.now); err != nil {
-		return Unresolved()
-	}
+	st.key, st.keyCapped, st.keySpend = k, true, sp
 	st.scopes[st.n] = keyScope(k.ID)
 	st.n++
 	return nil
@@ -421,23 +428,55 @@ func (g *Gate) orgState(ctx context.Context, st *payerState, orgLock string) err
 	if id == "" {
 		return nil
 	}
-	o, err := g.Store.Org(ctx, id)
+	o, sp, err := g.orgBounds(ctx, id, st.now)
 	if err != nil {
 		return Unresolved()
 	}
 	if !o.HasCaps() {
 		return nil
 	}
-	st.org, st.orgCapped = o, true
-	if st.orgSpend, err = g.Store.OrgSpend(ctx, id, st.now); err != nil {
-		return Unresolved()
-	}
+	st.org, st.orgCapped, st.orgSpend = o, true, sp
 	if len(orgLock) != len(orgScopePrefix)+len(id) || orgLock[len(orgScopePrefix):] != id {
 		orgLock = orgScope(id)
 	}
 	st.scopes[st.n] = orgLock
 	st.n++
 	return nil
+}
+
+// bounder is a store that reads a key's or an organization's record and,
+// when it has caps, its spend in one go (the hot path's, from memory).
+// The records may share their contents with the store: the gate only
+// reads them.
+type bounder interface {
+	KeyBounds(ctx context.Context, id string, now time.Time) (store.Key, store.Spend, error)
+	OrgBounds(ctx context.Context, id string, now time.Time) (store.Org, store.Spend, error)
+}
+
+// keyBounds reads the key id and, when it has caps, its spend.
+func (g *Gate) keyBounds(ctx context.Context, id string, now time.Time) (store.Key, store.Spend, error) {
+	if b, ok := g.Store.(bounder); ok {
+		return b.KeyBounds(ctx, id, now)
+	}
+	k, err := g.Store.Key(ctx, id)
+	if err != nil || !k.HasCaps() {
+		return k, store.Spend{}, err
+	}
+	sp, err := g.Store.KeySpend(ctx, id, now)
+	return k, sp, err
+}
+
+// orgBounds reads the organization id and, when it has caps, its spend.
+func (g *Gate) orgBounds(ctx context.Context, id string, now time.Time) (store.Org, store.Spend, error) {
+	if b, ok := g.Store.(bounder); ok {
+		return b.OrgBounds(ctx, id, now)
+	}
+	o, err := g.Store.Org(ctx, id)
+	if err != nil || !o.HasCaps() {
+		return o, store.Spend{}, err
+	}
+	sp, err := g.Store.OrgSpend(ctx, id, now)
+	return o, sp, err
 }
 
 // rule is one money limit a call is under: what it counts as used (spend

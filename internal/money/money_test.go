@@ -434,6 +434,15 @@ func TestLockHonoursContext(t *testing.T) {
 		u()
 	}
 	unlock()
+	// More scopes than a call takes: all of them, then none.
+	three, err := m.Lock(context.Background(), "x", "y", "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.TryLock("z"); ok {
+		t.Fatal("TryLock of the third of three locked scopes succeeded")
+	}
+	three()
 	if len(m.scopes) != 0 {
 		t.Fatalf("%d scope states left after unlock", len(m.scopes))
 	}

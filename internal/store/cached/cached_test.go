@@ -635,3 +635,77 @@ func TestRunningPeriods(t *testing.T) {
 		t.Fatalf("periodsOf(the next day) = %v %v with totals %+v, want true true and only the total left", d, m, r.sp)
 	}
 }
+
+// KeyBounds and OrgBounds answer what Key, KeySpend, Org and OrgSpend
+// do, the spend only for a record with caps; a cap changed, a key revoked
+// or an organization deleted shows at once.
+func TestBounds(t *testing.T) {
+	s, _, _ := open(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	for _, o := range []store.Org{{ID: "capped", DailyCap: ptr(usd("5"))}, {ID: "open"}} {
+		if err := s.CreateOrg(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreateAccount(ctx, store.Account{ID: "a", Plan: store.PlanPaid, Org: "capped"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []store.Key{{ID: "kc", AccountID: "a", Hash: "h1", TotalCap: ptr(usd("3"))}, {ID: "kf", AccountID: "a", Hash: "h2"}} {
+		if err := s.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, key := range []string{"kc", "kf", "kc"} {
+		e := store.Entry{RequestID: fmt.Sprintf("r%d", i), AccountID: "a", KeyID: key, Cost: usd("0.25"), Time: now}
+		if ok, err := s.Settle(ctx, &e); !ok || err != nil {
+			t.Fatalf("settle %d: %v %v", i, ok, err)
+		}
+	}
+
+	k, sp, err := s.KeyBounds(ctx, "kc", now)
+	if err != nil || k.ID != "kc" || k.TotalCap == nil || *k.TotalCap != usd("3") || sp.Total != usd("0.5") || sp.Today != usd("0.5") {
+		t.Fatalf("KeyBounds(kc) = %+v, %+v, %v; want its total cap of 3 and 0.50 spent", k, sp, err)
+	}
+	if want, _ := s.KeySpend(ctx, "kc", now); sp != want {
+		t.Fatalf("KeyBounds(kc) spend %+v, KeySpend %+v", sp, want)
+	}
+	if k, sp, err := s.KeyBounds(ctx, "kf", now); err != nil || k.ID != "kf" || k.HasCaps() || sp != (store.Spend{}) {
+		t.Fatalf("KeyBounds(kf) = %+v, %+v, %v; want the key without caps and no spend read", k, sp, err)
+	}
+	o, osp, err := s.OrgBounds(ctx, "capped", now)
+	if err != nil || o.DailyCap == nil || *o.DailyCap != usd("5") || osp.Today != usd("0.75") {
+		t.Fatalf("OrgBounds(capped) = %+v, %+v, %v; want its daily cap of 5 and 0.75 spent", o, osp, err)
+	}
+	if want, _ := s.OrgSpend(ctx, "capped", now); osp != want {
+		t.Fatalf("OrgBounds(capped) spend %+v, OrgSpend %+v", osp, want)
+	}
+	if o, osp, err := s.OrgBounds(ctx, "open", now); err != nil || o.ID != "open" || o.HasCaps() || osp != (store.Spend{}) {
+		t.Fatalf("OrgBounds(open) = %+v, %+v, %v; want the organization without caps and no spend read", o, osp, err)
+	}
+
+	if _, err := s.UpdateKey(ctx, "kc", func(k *store.Key) error { k.TotalCap = ptr(usd("4")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if k, _, err := s.KeyBounds(ctx, "kc", now); err != nil || *k.TotalCap != usd("4") {
+		t.Fatalf("KeyBounds(kc) after the cap's change = %+v, %v; want the cap of 4", k, err)
+	}
+	if _, err := s.UpdateOrg(ctx, "capped", func(o *store.Org) error { o.DailyCap = ptr(usd("6")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if o, _, err := s.OrgBounds(ctx, "capped", now); err != nil || *o.DailyCap != usd("6") {
+		t.Fatalf("OrgBounds(capped) after the cap's change = %+v, %v; want the cap of 6", o, err)
+	}
+	if err := s.DeleteKey(ctx, "kf"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.KeyBounds(ctx, "kf", now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("KeyBounds of a revoked key: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteOrg(ctx, "open"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.OrgBounds(ctx, "open", now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("OrgBounds of a deleted organization: %v, want ErrNotFound", err)
+	}
+}

@@ -122,6 +122,26 @@ func (s *Store) Key(ctx context.Context, id string) (store.Key, error) {
 	return k, nil
 }
 
+// KeyBounds is Key and, when the key has caps, KeySpend in one read, for
+// the money gate: the record it answers shares its contents with memory,
+// to be read only.
+func (s *Store) KeyBounds(ctx context.Context, id string, now time.Time) (store.Key, store.Spend, error) {
+	s.mu.Lock()
+	k, ok := s.keysByID[id]
+	s.mu.Unlock()
+	if !ok {
+		var err error
+		if k, err = s.Key(ctx, id); err != nil {
+			return store.Key{}, store.Spend{}, err
+		}
+	}
+	if !k.HasCaps() {
+		return k, store.Spend{}, nil
+	}
+	sp, err := s.KeySpend(ctx, id, now)
+	return k, sp, err
+}
+
 // UpdateKey changes the key in the backend, then its caps in memory: the
 // next charge made with it is held to the new caps. Charges settling
 // meanwhile wait for the change.

@@ -169,6 +169,31 @@ func (s *Store) OrgSpend(ctx context.Context, orgID string, now time.Time) (stor
 	o := s.orgEntry(orgID)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return s.orgSpendLocked(ctx, o, orgID, now)
+}
+
+// OrgBounds is Org and, when the organization has caps, OrgSpend in one
+// read, for the money gate: the record it answers shares its caps'
+// amounts with memory, to be read only.
+func (s *Store) OrgBounds(ctx context.Context, id string, now time.Time) (store.Org, store.Spend, error) {
+	o := s.orgEntry(id)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := s.loadCaps(ctx, o, id); err != nil {
+		return store.Org{}, store.Spend{}, err
+	}
+	if !o.found {
+		return store.Org{}, store.Spend{}, fmt.Errorf("cached: org %q: %w", id, store.ErrNotFound)
+	}
+	if !o.caps.HasCaps() {
+		return o.caps, store.Spend{}, nil
+	}
+	sp, err := s.orgSpendLocked(ctx, o, id, now)
+	return o.caps, sp, err
+}
+
+// orgSpendLocked is OrgSpend under o.mu.
+func (s *Store) orgSpendLocked(ctx context.Context, o *orgState, orgID string, now time.Time) (store.Spend, error) {
 	if err := s.loadOrg(ctx, o, orgID, now, false); err != nil {
 		return store.Spend{}, err
 	}
