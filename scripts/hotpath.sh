@@ -57,19 +57,22 @@ if [[ ${GW_BENCH_BASELINE:-} != shared ]]; then
 fi
 builds=()
 if [[ -n ${HOTPATH_BEFORE:-} ]]; then
-	# The gateway at another revision, built in a worktree of its own.
+	# The gateway at another revision, built in a worktree of its own,
+	# kept to the end: its rounds run from there, on its own
+	# Caddyfile.example (an older gateway does not know newer options).
 	tree=$(mktemp -d)
 	git worktree add -q --detach "$tree" "$HOTPATH_BEFORE"
+	trap 'git worktree remove --force "$tree"' EXIT
 	(cd "$tree" && go run ./cmd/gwbuild -o "$OLDPWD/bin/caddy-before" >/dev/null)
-	git worktree remove --force "$tree"
 	builds=(main before)
 fi
 go test -c -o "$out/integration.test" ./integration
+tests=integration # where run runs the tests from (whose ../Caddyfile.example they load)
 run() { # name, test, then env assignments
 	local name=$1 test=$2
 	shift 2
 	echo "## $name"
-	(cd integration && env "$@" "${pin[@]}" "$out/integration.test" -test.count=1 -test.timeout=30m \
+	(cd "$tests" && env "$@" "${pin[@]}" "$out/integration.test" -test.count=1 -test.timeout=30m \
 		-test.run "^$test\$" | grep -v '^        {' | grep -E '^\||^fsync|concurrent streams|^[0-9]+ requests|^Latencies' || true)
 	echo
 }
@@ -93,10 +96,15 @@ run() { # name, test, then env assignments
 	for i in $(seq "${HOTPATH_ROUNDS:-3}"); do
 		for build in "${builds[@]}"; do
 			bin=$PWD/bin/caddy
-			[[ $build != main ]] && bin=$PWD/bin/caddy-$build
+			tests=integration
+			if [[ $build != main ]]; then
+				bin=$PWD/bin/caddy-$build
+				tests=$tree/integration
+			fi
 			run "32 connections, one account, $build, round $i" TestBenchReport GW_CADDY_BIN="$bin" \
 				GW_BENCH_CONC=32 GW_BENCH_ACCOUNTS=1 GW_BENCH_SCENARIOS=aa-bare-vs-bare,same-format
 		done
+		tests=integration
 	done
 	# Each durability mode beside the bare proxy, in a gateway of its own.
 	IFS=, read -r -a durabilities <<<"${HOTPATH_DURABILITY-sync,interval 5ms}"
