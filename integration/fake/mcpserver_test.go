@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -224,13 +225,26 @@ func TestMCPCancel(t *testing.T) {
 				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": 600000}})
 				done <- err
 			}()
-			serverCtx := <-inFlight
+			serverCtx := within(t, inFlight, "the slow call reaching the server")
 			cancel()
-			if err := <-done; !errors.Is(err, context.Canceled) {
+			if err := within(t, done, "the cancelled call returning"); !errors.Is(err, context.Canceled) {
 				t.Fatalf("call: %v", err)
 			}
-			<-serverCtx.Done() // the server saw the call end
+			within(t, serverCtx.Done(), "the server seeing the call end")
 		})
+	}
+}
+
+// within is what ch yields, and fails the test when it yields nothing
+// within a minute (what says what was awaited).
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: nothing within a minute", what)
+		panic("unreachable")
 	}
 }
 
