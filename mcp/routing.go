@@ -204,11 +204,15 @@ func validSessionID(id string) bool {
 	return true
 }
 
-// ShortText is s cut to 64 bytes (and an ellipsis), for an error message
-// that quotes what a client sent.
+// shortTextMax is how many bytes of what a client sent an error message
+// quotes.
+const shortTextMax = 64
+
+// ShortText is s cut to shortTextMax bytes (and an ellipsis), for an
+// error message that quotes what a client sent.
 func ShortText(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
+	if len(s) > shortTextMax {
+		return s[:shortTextMax] + "…"
 	}
 	return s
 }
